@@ -1,0 +1,51 @@
+// The vocabulary: a SentencePiece model with Tandem's fixed special ids
+// (pad 0, unk 1, bos 2, eos 3), trained with the SentencePiece C++ trainer and stored as bytes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace tandem::data {
+
+constexpr int32_t kPad = 0;
+constexpr int32_t kUnk = 1;
+constexpr int32_t kBos = 2;
+constexpr int32_t kEos = 3;
+
+struct VocabTrainOptions {
+  int64_t vocab_size = 8000;          // pieces, specials included
+  double character_coverage = 1.0;    // SentencePiece's --character_coverage
+  std::string model_type = "unigram"; // unigram | bpe
+  int64_t input_sentence_size = 2000000;  // sentences sampled for training; 0 = all
+  uint64_t seed = 1;                  // for the sentence sample
+};
+
+class Vocab {
+ public:
+  // Trains a joint model on the lines of `texts` (all sides together). Deterministic for the
+  // same input and options.
+  static Vocab train(const std::vector<std::string>& texts, const VocabTrainOptions& options);
+  // Loads a model from the bytes serialized() produced (as stored in corpus and checkpoint files).
+  static Vocab from_bytes(const std::string& model_bytes);
+
+  Vocab(Vocab&&) noexcept;
+  Vocab& operator=(Vocab&&) noexcept;
+  ~Vocab();
+
+  std::string bytes() const;  // the serialized SentencePiece model proto
+  int64_t size() const;
+  std::vector<int32_t> encode(const std::string& text) const;  // no BOS/EOS added
+  std::string decode(const std::vector<int32_t>& ids) const;   // specials are skipped
+
+ private:
+  Vocab();
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+};
+
+}  // namespace tandem::data

@@ -1,0 +1,69 @@
+// One self-describing HDF5 file per checkpoint (DESIGN.md › Checkpoints):
+//   /model/<param name>          float32 datasets, Fletcher32-checksummed
+//   /optimizer/<group>/<param>   optimizer state tensors (e.g. exp_avg, exp_avg_sq) and /optimizer/step
+//   /schedule                    attributes of the LR schedule state
+//   /data                        attributes epoch, next_batch
+//   /rng/rank_<r>                uint8 RNG state of every rank
+//   /config                      the resolved YAML (string)
+//   /vocab                       the SentencePiece model bytes (uint8)
+//   root attributes              format "tandem-checkpoint", format_version, step, world_size,
+//                                torch_version, created (ISO 8601 UTC)
+// Writing is atomic: <path>.tmp, flush, close, rename. Only this file and data/ include hdf5.h.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tandem::checkpoint {
+
+constexpr const char* kFormatName = "tandem-checkpoint";
+constexpr int64_t kFormatVersion = 1;
+
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+struct CheckpointData {
+  int64_t step = 0;
+  int64_t world_size = 1;
+  NamedTensors model;                        // parameter name → tensor (CPU, any float/int dtype)
+  std::map<std::string, NamedTensors> optimizer;  // group ("exp_avg", ...) → param name → tensor
+  int64_t optimizer_step = 0;
+  std::map<std::string, double> schedule;    // LR schedule state, e.g. {"last_lr": ...}
+  int64_t data_epoch = 0;
+  int64_t data_next_batch = 0;
+  std::vector<std::string> rng;              // one opaque state per rank, rank order
+  std::string config_yaml;
+  std::string vocab;                         // SentencePiece model bytes
+  std::string torch_version;                 // filled by save() when empty
+  std::string created;                       // filled by save() when empty
+};
+
+// Writes atomically; throws std::runtime_error naming the path on failure and leaves any previous
+// file at `path` untouched.
+void save(const std::string& path, const CheckpointData& data);
+
+// Reads everything. Throws std::invalid_argument with one line naming the path and the problem for:
+// missing file, not HDF5, not a Tandem checkpoint (format attribute), unsupported version,
+// checksum failure (Fletcher32), missing datasets.
+CheckpointData load(const std::string& path);
+
+// Only what eval/decode need (model, config, vocab, step); same errors.
+CheckpointData load_model_only(const std::string& path);
+
+// Compares names and shapes with the model's; throws std::invalid_argument listing the first few
+// differences (missing, unexpected, shape a vs b) and the path.
+void check_compatible(const std::string& path, const NamedTensors& checkpoint_params,
+                      const NamedTensors& model_params);
+
+// Retention in a directory: step-<8 digits>.h5 files and last.h5.
+std::string step_file_name(int64_t step);  // "step-00000500.h5"
+// The newest complete checkpoint in `dir` (by step in the file name), or "" when none.
+std::string find_latest(const std::string& dir);
+// Deletes all but the newest `keep_last` step files (keep_last 0 keeps all).
+void prune(const std::string& dir, int64_t keep_last);
+
+}  // namespace tandem::checkpoint

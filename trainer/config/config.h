@@ -1,0 +1,81 @@
+// The typed configuration tree of tandem-train: plain structs with defaults, parsed and validated
+// once from YAML (config/parse.cpp). Downstream code never sees YAML nodes or string keys.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem::config {
+
+struct ModelConfig {
+  int64_t d_model = 256;        // width of embeddings and every residual stream
+  int64_t heads = 4;            // attention heads; must divide d_model
+  int64_t encoder_layers = 3;   // encoder blocks
+  int64_t decoder_layers = 3;   // decoder blocks
+  int64_t d_ff = 1024;          // inner width of the position-wise feed-forward layer
+  double dropout = 0.1;         // dropout on embeddings, attention outputs and FFN outputs; 0 disables
+  bool pre_norm = false;        // false: post-norm (the paper, the seeds); true: pre-norm
+  bool tie_embeddings = false;  // share source, target and output embeddings (joint vocabulary)
+  int64_t max_positions = 1024; // longest sequence the sinusoidal table covers, in tokens
+};
+
+struct DataConfig {
+  std::string corpus;           // HDF5 corpus written by tandem-prep (required)
+  int64_t max_tokens = 4096;    // per rank per batch: sentences x max(src, tgt) padded length
+  uint64_t seed = 1;            // seed of the global batch plan (shuffles per epoch)
+  int64_t pool_batches = 100;   // sort-by-length pool, in batches' worth of sentences
+};
+
+struct TrainConfig {
+  int64_t max_steps = 0;        // stop after this many optimizer steps; 0 = no limit from this key
+  int64_t max_epochs = 0;       // stop after this many epochs; 0 = no limit from this key
+  double max_minutes = 0;       // stop (and checkpoint) after this much wall time; 0 disables
+  double lr = 3.0e-4;           // peak learning rate
+  std::string schedule = "constant";  // constant | inverse_sqrt
+  int64_t warmup_steps = 0;     // linear warmup steps (both schedules); 0 disables
+  double adam_beta1 = 0.9;      // Adam first-moment decay
+  double adam_beta2 = 0.98;     // Adam second-moment decay
+  double adam_eps = 1e-9;       // Adam denominator epsilon
+  double clip_norm = 1.0;       // clip the global gradient norm to this; 0 disables
+  double label_smoothing = 0.0; // label smoothing of the cross-entropy; 0 disables
+  int64_t accum_steps = 1;      // batches per rank accumulated into one optimizer step
+  uint64_t seed = 1;            // seed of parameter init and dropout
+  int64_t threads = 1;          // intra-op threads per rank
+};
+
+struct CheckpointConfig {
+  std::string dir = "runs/tiny";  // where step-*.h5, last.h5 and metrics.jsonl go
+  int64_t every_steps = 500;      // save every this many steps (and always at the end); 0 = end only
+  int64_t keep_last = 5;          // keep this many step-*.h5 files; 0 keeps all
+};
+
+struct LogConfig {
+  int64_t every_steps = 50;     // progress line and metrics record every this many steps
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  CheckpointConfig checkpoint;
+  LogConfig log;
+};
+
+// Reads a YAML file and applies "key.path=value" overrides (tandem-train --set) on top.
+// Throws std::invalid_argument naming the file, the full key path and the value at fault;
+// unknown keys suggest the closest known key.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Same from YAML text; `source` names it in errors (a file name, or "checkpoint").
+Config parse_config(const std::string& yaml_text, const std::string& source,
+                    const std::vector<std::string>& overrides = {});
+
+// Checks ranges and relations (heads divide d_model, positive sizes, ...); throws
+// std::invalid_argument naming the key. load_config/parse_config call it.
+void validate(const Config& config);
+
+// The resolved config as YAML, every key present; parse_config(to_yaml(c)) == c.
+std::string to_yaml(const Config& config);
+
+}  // namespace tandem::config

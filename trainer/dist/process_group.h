@@ -1,0 +1,44 @@
+// The MPI process group: initialisation, world and local ranks, the device of this rank, the
+// communicator to use, and job-wide abort. One per process, created first thing in a tool's main().
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "trainer/dist/communicator.h"
+
+namespace tandem::dist {
+
+class ProcessGroup {
+ public:
+  // MPI_Init_thread (works without mpirun: a world of one). Sets the log rank.
+  ProcessGroup(int* argc, char*** argv);
+  ~ProcessGroup();  // MPI_Finalize
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }  // rank among the processes on this host
+  int local_size() const { return local_size_; }
+  std::string hostname() const;
+
+  // The MPI communicator over the world (CPU tensors).
+  Communicator& cpu();
+
+  // Ends every process of the job with `code` (MPI_Abort); never returns.
+  [[noreturn]] void abort(int code);
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  std::unique_ptr<Communicator> cpu_;
+};
+
+// Hashes an ordered list of strings (e.g. "name shape dtype" of every parameter) the same way on
+// every machine (FNV-1a 64), for cross-rank consistency checks.
+uint64_t stable_hash(const std::vector<std::string>& items);
+
+}  // namespace tandem::dist

@@ -1,0 +1,81 @@
+// The encoder-decoder Transformer (Vaswani et al. 2017, the seeds' model): scaled token embeddings,
+// sinusoidal positions, multi-head attention with padding and causal masks, position-wise FFN,
+// residual + LayerNorm (post-norm, or pre-norm as an option), dropout, output projection.
+// Parameter names are stable dotted paths (they are checkpoint dataset names), e.g.
+//   src_embed.weight, tgt_embed.weight, encoder.layers.0.self_attn.q_proj.weight,
+//   decoder.layers.2.cross_attn.out_proj.bias, decoder.final_norm.weight (pre-norm only),
+//   output_proj.weight, output_proj.bias.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+namespace tandem::model {
+
+constexpr int64_t kPadId = 0;
+constexpr int64_t kUnkId = 1;
+constexpr int64_t kBosId = 2;
+constexpr int64_t kEosId = 3;
+
+struct TransformerOptions {
+  int64_t vocab_size = 8000;
+  int64_t d_model = 256;
+  int64_t heads = 4;
+  int64_t encoder_layers = 3;
+  int64_t decoder_layers = 3;
+  int64_t d_ff = 1024;
+  double dropout = 0.1;
+  bool pre_norm = false;
+  bool tie_embeddings = false;  // src_embed, tgt_embed and output_proj share one weight
+  int64_t max_positions = 1024;
+};
+
+// [max_len, d_model]: pe[p, 2i] = sin(p / 10000^(2i/d)), pe[p, 2i+1] = cos(p / 10000^(2i/d)).
+torch::Tensor sinusoidal_positions(int64_t max_len, int64_t d_model);
+
+// Cached keys/values of one decoder layer during incremental decoding.
+struct LayerCache {
+  torch::Tensor self_k, self_v;    // [batch, heads, steps so far, d_head]; grow by one per step
+  torch::Tensor cross_k, cross_v;  // [batch, heads, src_len, d_head]; computed once per sentence
+};
+
+// Everything incremental decoding carries between steps.
+struct DecoderState {
+  torch::Tensor memory;           // [batch, src_len, d_model] encoder output
+  torch::Tensor src_pad;          // [batch, src_len] bool, true at padding
+  std::vector<LayerCache> layers;
+  int64_t step = 0;               // target positions already consumed
+
+  // Keeps only the batch rows in `index` (int64 [new_batch]), in that order (beam search, or
+  // dropping finished sentences).
+  void select(const torch::Tensor& index);
+};
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  explicit TransformerImpl(const TransformerOptions& options);
+
+  // src [batch, src_len] int64, padded with kPadId → memory [batch, src_len, d_model].
+  torch::Tensor encode(const torch::Tensor& src);
+  // tgt_in [batch, tgt_len] (BOS-first, padded) attending causally to itself and to `memory`
+  // (src gives its padding) → logits [batch, tgt_len, vocab].
+  torch::Tensor decode(const torch::Tensor& tgt_in, const torch::Tensor& memory,
+                       const torch::Tensor& src);
+  // encode + decode.
+  torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& tgt_in);
+
+  // Incremental decoding: start from an encoded batch, then feed one token per sentence per step.
+  DecoderState start_decoding(const torch::Tensor& memory, const torch::Tensor& src);
+  // tokens [batch] int64 → logits [batch, vocab] for the next position; updates `state`.
+  torch::Tensor decode_step(const torch::Tensor& tokens, DecoderState& state);
+
+  const TransformerOptions& options() const { return options_; }
+
+ private:
+  TransformerOptions options_;
+  // Submodules (registered under the names in the header comment) are the implementer's choice.
+};
+TORCH_MODULE(Transformer);
+
+}  // namespace tandem::model

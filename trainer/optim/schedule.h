@@ -1,0 +1,20 @@
+// Learning-rate schedules: constant (with optional linear warmup) and inverse square root
+// (fairseq's: linear warmup to lr over warmup steps, then lr * sqrt(warmup / step)).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tandem::optim {
+
+struct ScheduleOptions {
+  std::string kind = "constant";  // constant | inverse_sqrt
+  double lr = 3.0e-4;
+  int64_t warmup_steps = 0;
+};
+
+// The learning rate of optimizer step `step` (1-based). A pure function of (options, step), so the
+// schedule's state in a checkpoint is just the step.
+double learning_rate(const ScheduleOptions& options, int64_t step);
+
+}  // namespace tandem::optim
