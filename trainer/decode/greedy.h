@@ -12,14 +12,16 @@
 namespace tandem::decode {
 
 struct DecodeOptions {
-  double max_len_a = 1.2;  // max target length = a * source length + b (tokens)
+  // At most a * source length + b decoding steps per sentence (EOS is one of them), where source
+  // length counts non-pad tokens (EOS included); at least 1, at most the model's max_positions.
+  double max_len_a = 1.2;
   int64_t max_len_b = 10;
   int64_t batch_tokens = 4096;  // source tokens per batch when translating many sentences
 };
 
 struct Hypothesis {
   std::vector<int32_t> tokens;  // without BOS/EOS
-  double score = 0;             // sum of log-probabilities, EOS included
+  double score = 0;             // sum of log-probabilities, EOS included (when emitted)
 };
 
 // src [batch, src_len] int64 (tokens + EOS, padded with kPad) → one hypothesis per row.

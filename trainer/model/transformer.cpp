@@ -1,1 +1,142 @@
-// placeholder: implemented in this change
+#include "trainer/model/transformer.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace tandem::model {
+namespace {
+
+void require(bool ok, const std::string& field, double value, const std::string& expected) {
+  if (!ok) {
+    throw std::invalid_argument("TransformerOptions." + field + " = " + std::to_string(value) +
+                                ": expected " + expected);
+  }
+}
+
+void validate(const TransformerOptions& o) {
+  require(o.vocab_size > 0, "vocab_size", o.vocab_size, "> 0");
+  require(o.d_model > 0, "d_model", o.d_model, "> 0");
+  require(o.heads > 0 && o.d_model % o.heads == 0, "heads", o.heads,
+          "> 0 and dividing d_model (" + std::to_string(o.d_model) + ")");
+  require(o.encoder_layers > 0, "encoder_layers", o.encoder_layers, "> 0");
+  require(o.decoder_layers > 0, "decoder_layers", o.decoder_layers, "> 0");
+  require(o.d_ff > 0, "d_ff", o.d_ff, "> 0");
+  require(o.dropout >= 0 && o.dropout < 1, "dropout", o.dropout, "in [0, 1)");
+  require(o.max_positions > 0, "max_positions", o.max_positions, "> 0");
+}
+
+StackOptions stack_options(const TransformerOptions& o, int64_t layers) {
+  return StackOptions{LayerOptions{o.d_model, o.heads, o.d_ff, o.dropout, o.pre_norm}, layers};
+}
+
+}  // namespace
+
+torch::Tensor sinusoidal_positions(int64_t max_len, int64_t d_model) {
+  // In double so that large positions keep their precision; float32 only at the end.
+  auto position = torch::arange(max_len, torch::kDouble).unsqueeze(1);  // [max_len, 1]
+  auto two_i = torch::arange(0, d_model, 2, torch::kDouble);            // [ceil(d/2)]
+  auto angle = position / torch::pow(10000.0, two_i / static_cast<double>(d_model));
+  auto pe = torch::empty({max_len, d_model}, torch::kDouble);
+  pe.slice(1, 0, d_model, 2).copy_(angle.sin());
+  pe.slice(1, 1, d_model, 2).copy_(angle.slice(1, 0, d_model / 2).cos());
+  return pe.to(torch::kFloat);
+}
+
+void DecoderState::select(const torch::Tensor& index) {
+  auto rows = index.to(memory.device(), torch::kLong);
+  auto pick = [&](torch::Tensor& t) {
+    if (t.defined()) t = t.index_select(0, rows);
+  };
+  pick(memory);
+  pick(src_pad);
+  for (auto& layer : layers) {
+    pick(layer.self_k);
+    pick(layer.self_v);
+    pick(layer.cross_k);
+    pick(layer.cross_v);
+  }
+}
+
+TransformerImpl::TransformerImpl(const TransformerOptions& options) : options_(options) {
+  validate(options);
+  src_embed_ =
+      register_module("src_embed", torch::nn::Embedding(options.vocab_size, options.d_model));
+  if (!options.tie_embeddings) {
+    tgt_embed_ =
+        register_module("tgt_embed", torch::nn::Embedding(options.vocab_size, options.d_model));
+  }
+  encoder_ = register_module("encoder", Encoder(stack_options(options, options.encoder_layers)));
+  decoder_ = register_module("decoder", Decoder(stack_options(options, options.decoder_layers)));
+  output_proj_ = register_module(
+      "output_proj", OutputProjection(OutputProjectionOptions{options.d_model, options.vocab_size,
+                                                              !options.tie_embeddings}));
+  positions_ =
+      register_buffer("positions", sinusoidal_positions(options.max_positions, options.d_model));
+  init_parameters();
+}
+
+void TransformerImpl::init_parameters() {
+  torch::NoGradGuard no_grad;
+  for (auto& module : modules(/*include_self=*/false)) {
+    if (auto* linear = module->as<torch::nn::Linear>()) {
+      torch::nn::init::xavier_uniform_(linear->weight);
+      torch::nn::init::zeros_(linear->bias);
+    } else if (auto* embedding = module->as<torch::nn::Embedding>()) {
+      torch::nn::init::normal_(embedding->weight, 0.0, std::pow(options_.d_model, -0.5));
+    }
+  }
+}
+
+const torch::Tensor& TransformerImpl::tgt_weight() const {
+  return options_.tie_embeddings ? src_embed_->weight : tgt_embed_->weight;
+}
+
+torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens, const torch::Tensor& weight,
+                                     int64_t offset) {
+  int64_t len = tokens.size(1);
+  if (offset + len > options_.max_positions) {
+    throw std::invalid_argument(
+        "Transformer: sequence length " + std::to_string(offset + len) +
+        " exceeds model option max_positions = " + std::to_string(options_.max_positions));
+  }
+  auto x = torch::embedding(weight, tokens) * std::sqrt(static_cast<double>(options_.d_model));
+  x = x + positions_.slice(0, offset, offset + len);  // [batch, len, d_model]
+  return torch::dropout(x, options_.dropout, is_training());
+}
+
+torch::Tensor TransformerImpl::encode(const torch::Tensor& src) {
+  auto mask = key_padding_mask(src.eq(kPadId));  // [batch, 1, 1, src_len]
+  return encoder_(embed(src, src_embed_->weight, 0), mask);
+}
+
+torch::Tensor TransformerImpl::decode(const torch::Tensor& tgt_in, const torch::Tensor& memory,
+                                      const torch::Tensor& src) {
+  auto self_mask = key_padding_mask(tgt_in.eq(kPadId)) |
+                   causal_mask(tgt_in.size(1), tgt_in.device());  // [batch, 1, tgt_len, tgt_len]
+  auto cross_mask = key_padding_mask(src.eq(kPadId));             // [batch, 1, 1, src_len]
+  auto h = decoder_(embed(tgt_in, tgt_weight(), 0), memory, self_mask, cross_mask);
+  return output_proj_(h, tgt_weight());  // [batch, tgt_len, vocab]
+}
+
+torch::Tensor TransformerImpl::forward(const torch::Tensor& src, const torch::Tensor& tgt_in) {
+  return decode(tgt_in, encode(src), src);
+}
+
+DecoderState TransformerImpl::start_decoding(const torch::Tensor& memory,
+                                             const torch::Tensor& src) {
+  DecoderState state;
+  state.memory = memory;
+  state.src_pad = src.eq(kPadId);
+  decoder_->start(state);
+  return state;
+}
+
+torch::Tensor TransformerImpl::decode_step(const torch::Tensor& tokens, DecoderState& state) {
+  auto x = embed(tokens.view({-1, 1}), tgt_weight(), state.step);  // [batch, 1, d_model]
+  auto h = decoder_->step(x, state);
+  ++state.step;
+  return output_proj_(h.squeeze(1), tgt_weight());  // [batch, vocab]
+}
+
+}  // namespace tandem::model

@@ -5,11 +5,16 @@
 //   src_embed.weight, tgt_embed.weight, encoder.layers.0.self_attn.q_proj.weight,
 //   decoder.layers.2.cross_attn.out_proj.bias, decoder.final_norm.weight (pre-norm only),
 //   output_proj.weight, output_proj.bias.
+// With tie_embeddings the one shared matrix is registered once, as src_embed.weight: there is no
+// tgt_embed module and output_proj has only its bias. The sinusoidal table is a buffer
+// ("positions"), not a parameter: it is not in named_parameters(), so checkpoints skip it.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <vector>
+
+#include "trainer/model/layers.h"
 
 namespace tandem::model {
 
@@ -18,6 +23,7 @@ constexpr int64_t kUnkId = 1;
 constexpr int64_t kBosId = 2;
 constexpr int64_t kEosId = 3;
 
+// Checked by the TransformerImpl constructor (std::invalid_argument naming the field).
 struct TransformerOptions {
   int64_t vocab_size = 8000;
   int64_t d_model = 256;
@@ -42,10 +48,10 @@ struct LayerCache {
 
 // Everything incremental decoding carries between steps.
 struct DecoderState {
-  torch::Tensor memory;           // [batch, src_len, d_model] encoder output
-  torch::Tensor src_pad;          // [batch, src_len] bool, true at padding
+  torch::Tensor memory;   // [batch, src_len, d_model] encoder output
+  torch::Tensor src_pad;  // [batch, src_len] bool, true at padding
   std::vector<LayerCache> layers;
-  int64_t step = 0;               // target positions already consumed
+  int64_t step = 0;  // target positions already consumed
 
   // Keeps only the batch rows in `index` (int64 [new_batch]), in that order (beam search, or
   // dropping finished sentences).
@@ -56,6 +62,7 @@ class TransformerImpl : public torch::nn::Module {
  public:
   explicit TransformerImpl(const TransformerOptions& options);
 
+  // Sequences longer than max_positions throw std::invalid_argument.
   // src [batch, src_len] int64, padded with kPadId → memory [batch, src_len, d_model].
   torch::Tensor encode(const torch::Tensor& src);
   // tgt_in [batch, tgt_len] (BOS-first, padded) attending causally to itself and to `memory`
@@ -68,13 +75,25 @@ class TransformerImpl : public torch::nn::Module {
   // Incremental decoding: start from an encoded batch, then feed one token per sentence per step.
   DecoderState start_decoding(const torch::Tensor& memory, const torch::Tensor& src);
   // tokens [batch] int64 → logits [batch, vocab] for the next position; updates `state`.
+  // Every fed token is attended to later (no padding mask on the cached steps).
   torch::Tensor decode_step(const torch::Tensor& tokens, DecoderState& state);
 
   const TransformerOptions& options() const { return options_; }
 
  private:
+  // Xavier-uniform linear weights, zero biases, N(0, d_model^-0.5) embeddings.
+  void init_parameters();
+  // tokens [batch, len] → scaled embeddings + positions offset.. offset+len-1, dropped out.
+  torch::Tensor embed(const torch::Tensor& tokens, const torch::Tensor& weight, int64_t offset);
+  const torch::Tensor& tgt_weight() const;  // src_embed's weight when tied
+
   TransformerOptions options_;
-  // Submodules (registered under the names in the header comment) are the implementer's choice.
+  torch::nn::Embedding src_embed_{nullptr};
+  torch::nn::Embedding tgt_embed_{nullptr};  // absent when tied
+  Encoder encoder_{nullptr};
+  Decoder decoder_{nullptr};
+  OutputProjection output_proj_{nullptr};
+  torch::Tensor positions_;  // [max_positions, d_model] buffer
 };
 TORCH_MODULE(Transformer);
 

@@ -1,0 +1,169 @@
+#include "trainer/model/layers.h"
+
+#include <tuple>
+
+#include "trainer/model/transformer.h"
+
+namespace tandem::model {
+namespace {
+
+// One sublayer with its residual connection and LayerNorm, in either order:
+// post-norm x = norm(x + dropout(f(x))); pre-norm x = x + dropout(f(norm(x))).
+template <typename Sublayer>
+torch::Tensor residual(const torch::Tensor& x, torch::nn::LayerNorm& norm,
+                       const LayerOptions& options, bool training, Sublayer&& sublayer) {
+  if (options.pre_norm) {
+    return x + torch::dropout(sublayer(norm(x)), options.dropout, training);
+  }
+  return norm(x + torch::dropout(sublayer(x), options.dropout, training));
+}
+
+torch::nn::LayerNorm layer_norm(int64_t d_model) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d_model}));
+}
+
+MultiheadAttention attention(const LayerOptions& options) {
+  return MultiheadAttention(MultiheadAttentionOptions{options.d_model, options.heads});
+}
+
+// Appends step [batch, heads, 1, d_head] to cache along the time axis.
+torch::Tensor append(const torch::Tensor& cache, const torch::Tensor& step) {
+  return cache.defined() ? torch::cat({cache, step}, 2) : step;
+}
+
+}  // namespace
+
+FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& options) {
+  fc1 = register_module("fc1", torch::nn::Linear(options.d_model, options.d_ff));
+  fc2 = register_module("fc2", torch::nn::Linear(options.d_ff, options.d_model));
+}
+
+torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) { return fc2(torch::relu(fc1(x))); }
+
+EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& options) : options_(options) {
+  self_attn_ = register_module("self_attn", attention(options));
+  self_attn_norm_ = register_module("self_attn_norm", layer_norm(options.d_model));
+  ffn_ = register_module("ffn", FeedForward(FeedForwardOptions{options.d_model, options.d_ff}));
+  ffn_norm_ = register_module("ffn_norm", layer_norm(options.d_model));
+}
+
+torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+  auto h = residual(x, self_attn_norm_, options_, is_training(),
+                    [&](const torch::Tensor& y) { return self_attn_(y, y, mask); });
+  return residual(h, ffn_norm_, options_, is_training(),
+                  [&](const torch::Tensor& y) { return ffn_(y); });
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const LayerOptions& options) : options_(options) {
+  self_attn_ = register_module("self_attn", attention(options));
+  self_attn_norm_ = register_module("self_attn_norm", layer_norm(options.d_model));
+  cross_attn_ = register_module("cross_attn", attention(options));
+  cross_attn_norm_ = register_module("cross_attn_norm", layer_norm(options.d_model));
+  ffn_ = register_module("ffn", FeedForward(FeedForwardOptions{options.d_model, options.d_ff}));
+  ffn_norm_ = register_module("ffn_norm", layer_norm(options.d_model));
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& memory,
+                                        const torch::Tensor& self_mask,
+                                        const torch::Tensor& cross_mask) {
+  auto h = residual(x, self_attn_norm_, options_, is_training(),
+                    [&](const torch::Tensor& y) { return self_attn_(y, y, self_mask); });
+  h = residual(h, cross_attn_norm_, options_, is_training(),
+               [&](const torch::Tensor& y) { return cross_attn_(y, memory, cross_mask); });
+  return residual(h, ffn_norm_, options_, is_training(),
+                  [&](const torch::Tensor& y) { return ffn_(y); });
+}
+
+void DecoderLayerImpl::start(const torch::Tensor& memory, LayerCache& cache) {
+  std::tie(cache.cross_k, cache.cross_v) = cross_attn_->project_kv(memory);
+  cache.self_k = torch::Tensor();
+  cache.self_v = torch::Tensor();
+}
+
+torch::Tensor DecoderLayerImpl::step(const torch::Tensor& x, LayerCache& cache,
+                                     const torch::Tensor& cross_mask) {
+  // The newest position may attend to every cached one, so no causal mask is needed.
+  auto self_attend = [&](const torch::Tensor& y) {
+    auto [k, v] = self_attn_->project_kv(y);
+    cache.self_k = append(cache.self_k, k);
+    cache.self_v = append(cache.self_v, v);
+    return self_attn_->attend(y, cache.self_k, cache.self_v, torch::Tensor());
+  };
+  auto h = residual(x, self_attn_norm_, options_, is_training(), self_attend);
+  h = residual(h, cross_attn_norm_, options_, is_training(), [&](const torch::Tensor& y) {
+    return cross_attn_->attend(y, cache.cross_k, cache.cross_v, cross_mask);
+  });
+  return residual(h, ffn_norm_, options_, is_training(),
+                  [&](const torch::Tensor& y) { return ffn_(y); });
+}
+
+EncoderImpl::EncoderImpl(const StackOptions& options) {
+  auto list = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < options.layers; ++i) {
+    layers_.emplace_back(options.layer);
+    list->push_back(layers_.back());
+  }
+  if (options.layer.pre_norm) {
+    final_norm_ = register_module("final_norm", layer_norm(options.layer.d_model));
+  }
+}
+
+torch::Tensor EncoderImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+  auto h = x;
+  for (auto& layer : layers_) {
+    h = layer(h, mask);
+  }
+  return final_norm_ ? final_norm_(h) : h;
+}
+
+DecoderImpl::DecoderImpl(const StackOptions& options) {
+  auto list = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < options.layers; ++i) {
+    layers_.emplace_back(options.layer);
+    list->push_back(layers_.back());
+  }
+  if (options.layer.pre_norm) {
+    final_norm_ = register_module("final_norm", layer_norm(options.layer.d_model));
+  }
+}
+
+torch::Tensor DecoderImpl::forward(const torch::Tensor& x, const torch::Tensor& memory,
+                                   const torch::Tensor& self_mask,
+                                   const torch::Tensor& cross_mask) {
+  auto h = x;
+  for (auto& layer : layers_) {
+    h = layer(h, memory, self_mask, cross_mask);
+  }
+  return final_norm_ ? final_norm_(h) : h;
+}
+
+void DecoderImpl::start(DecoderState& state) {
+  state.layers.assign(layers_.size(), LayerCache());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->start(state.memory, state.layers[i]);
+  }
+}
+
+torch::Tensor DecoderImpl::step(const torch::Tensor& x, DecoderState& state) {
+  auto cross_mask = key_padding_mask(state.src_pad);
+  auto h = x;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    h = layers_[i]->step(h, state.layers[i], cross_mask);
+  }
+  return final_norm_ ? final_norm_(h) : h;
+}
+
+OutputProjectionImpl::OutputProjectionImpl(const OutputProjectionOptions& options) {
+  if (options.own_weight) {
+    weight_ = register_parameter("weight", torch::empty({options.vocab_size, options.d_model}));
+    torch::nn::init::xavier_uniform_(weight_);
+  }
+  bias_ = register_parameter("bias", torch::zeros({options.vocab_size}));
+}
+
+torch::Tensor OutputProjectionImpl::forward(const torch::Tensor& x,
+                                            const torch::Tensor& tied_weight) {
+  return torch::nn::functional::linear(x, weight_.defined() ? weight_ : tied_weight, bias_);
+}
+
+}  // namespace tandem::model

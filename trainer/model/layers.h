@@ -1,0 +1,137 @@
+// The Transformer's building blocks: position-wise feed-forward, encoder and decoder layers
+// (residual + LayerNorm, post-norm or pre-norm), the encoder and decoder stacks, and the output
+// projection to vocabulary logits (which may borrow the tied embedding weight).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "trainer/model/attention.h"
+
+namespace tandem::model {
+
+struct DecoderState;  // transformer.h
+struct LayerCache;    // transformer.h
+
+struct FeedForwardOptions {
+  int64_t d_model = 256;
+  int64_t d_ff = 1024;
+};
+
+// fc2(relu(fc1(x))), applied to every position alone.
+class FeedForwardImpl : public torch::nn::Module {
+ public:
+  explicit FeedForwardImpl(const FeedForwardOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);  // [batch, len, d_model] → same
+
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(FeedForward);
+
+// Shared by encoder and decoder layers.
+struct LayerOptions {
+  int64_t d_model = 256;
+  int64_t heads = 4;
+  int64_t d_ff = 1024;
+  double dropout = 0.1;   // on every sublayer's output, before the residual sum
+  bool pre_norm = false;  // false: x = norm(x + f(x)); true: x = x + f(norm(x))
+};
+
+class EncoderLayerImpl : public torch::nn::Module {
+ public:
+  explicit EncoderLayerImpl(const LayerOptions& options);
+  // x [batch, src_len, d_model], mask broadcastable to [batch, heads, src_len, src_len] → like x.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+
+ private:
+  LayerOptions options_;
+  MultiheadAttention self_attn_{nullptr};
+  torch::nn::LayerNorm self_attn_norm_{nullptr};
+  FeedForward ffn_{nullptr};
+  torch::nn::LayerNorm ffn_norm_{nullptr};
+};
+TORCH_MODULE(EncoderLayer);
+
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  explicit DecoderLayerImpl(const LayerOptions& options);
+  // x [batch, tgt_len, d_model], memory [batch, src_len, d_model]; self_mask broadcastable to
+  // [batch, heads, tgt_len, tgt_len], cross_mask to [batch, heads, tgt_len, src_len] → like x.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory,
+                        const torch::Tensor& self_mask, const torch::Tensor& cross_mask);
+
+  // Incremental decoding. start: fills cache.cross_k/v from memory [batch, src_len, d_model].
+  void start(const torch::Tensor& memory, LayerCache& cache);
+  // x [batch, 1, d_model] (the newest position) → [batch, 1, d_model]; appends to cache.self_k/v.
+  torch::Tensor step(const torch::Tensor& x, LayerCache& cache, const torch::Tensor& cross_mask);
+
+ private:
+  LayerOptions options_;
+  MultiheadAttention self_attn_{nullptr};
+  torch::nn::LayerNorm self_attn_norm_{nullptr};
+  MultiheadAttention cross_attn_{nullptr};
+  torch::nn::LayerNorm cross_attn_norm_{nullptr};
+  FeedForward ffn_{nullptr};
+  torch::nn::LayerNorm ffn_norm_{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+// A stack of identical layers; with pre-norm a final LayerNorm ("final_norm") closes it.
+struct StackOptions {
+  LayerOptions layer;
+  int64_t layers = 3;
+};
+
+class EncoderImpl : public torch::nn::Module {
+ public:
+  explicit EncoderImpl(const StackOptions& options);
+  // x [batch, src_len, d_model] (embedded), mask [batch, 1, 1, src_len] → [batch, src_len,
+  // d_model].
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+
+ private:
+  std::vector<EncoderLayer> layers_;  // registered as "layers" (a ModuleList)
+  torch::nn::LayerNorm final_norm_{nullptr};
+};
+TORCH_MODULE(Encoder);
+
+class DecoderImpl : public torch::nn::Module {
+ public:
+  explicit DecoderImpl(const StackOptions& options);
+  // x [batch, tgt_len, d_model] (embedded), memory [batch, src_len, d_model]
+  // → [batch, tgt_len, d_model] (before the output projection).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory,
+                        const torch::Tensor& self_mask, const torch::Tensor& cross_mask);
+
+  // Fills state.layers (one cache per layer) from state.memory.
+  void start(DecoderState& state);
+  // x [batch, 1, d_model] (embedded newest position) → [batch, 1, d_model].
+  torch::Tensor step(const torch::Tensor& x, DecoderState& state);
+
+ private:
+  std::vector<DecoderLayer> layers_;  // registered as "layers" (a ModuleList)
+  torch::nn::LayerNorm final_norm_{nullptr};
+};
+TORCH_MODULE(Decoder);
+
+struct OutputProjectionOptions {
+  int64_t d_model = 256;
+  int64_t vocab_size = 8000;
+  bool own_weight = true;  // false: tied embeddings, the weight is passed to forward()
+};
+
+// Logits = x · weightᵀ + bias. Registers "bias" (zeros) always and "weight" (Xavier-uniform) only
+// when it owns it, so a tied weight is listed once (as src_embed.weight) in named_parameters().
+class OutputProjectionImpl : public torch::nn::Module {
+ public:
+  explicit OutputProjectionImpl(const OutputProjectionOptions& options);
+  // x [..., d_model], tied_weight [vocab, d_model] (ignored when it owns a weight) → [..., vocab].
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& tied_weight);
+
+ private:
+  torch::Tensor weight_, bias_;
+};
+TORCH_MODULE(OutputProjection);
+
+}  // namespace tandem::model
