@@ -1,1 +1,140 @@
-// placeholder: implemented in this change
+#include "trainer/dist/mpi_communicator.h"
+
+#include <algorithm>
+#include <climits>
+#include <sstream>
+#include <stdexcept>
+
+// MPI calls are not checked one by one: MPI_COMM_WORLD's default handler, MPI_ERRORS_ARE_FATAL,
+// already ends the whole job on any MPI error, which is the failure policy of DESIGN.md.
+
+namespace tandem::dist {
+namespace {
+
+std::string describe(const torch::Tensor& tensor) {
+  std::ostringstream out;
+  out << c10::toString(tensor.scalar_type()) << " on " << tensor.device()
+      << (tensor.is_contiguous() ? "" : ", non-contiguous");
+  return out.str();
+}
+
+// The MPI type of a tensor this backend can reduce, or a runtime_error saying what is wrong.
+MPI_Datatype mpi_type_of(const torch::Tensor& tensor, const char* op) {
+  const std::string where = std::string("MpiCommunicator::") + op + ": ";
+  if (!tensor.defined()) throw std::runtime_error(where + "the tensor is undefined");
+  if (tensor.layout() != torch::kStrided || !tensor.device().is_cpu() || !tensor.is_contiguous()) {
+    throw std::runtime_error(where + "expected a contiguous dense CPU tensor, got " +
+                             describe(tensor));
+  }
+  switch (tensor.scalar_type()) {
+    case torch::kFloat32:
+      return MPI_FLOAT;
+    case torch::kFloat64:
+      return MPI_DOUBLE;
+    case torch::kInt64:
+      return MPI_INT64_T;
+    default:
+      throw std::runtime_error(where + "unsupported dtype " + describe(tensor) +
+                               " (supported: float32, float64, int64)");
+  }
+}
+
+// Calls op(pointer, count) over `total` elements of `element_size` bytes, `max_chunk` at a time.
+template <typename Op>
+void for_each_chunk(void* data, int64_t total, size_t element_size, int max_chunk, Op op) {
+  auto* bytes = static_cast<char*>(data);
+  for (int64_t done = 0; done < total;) {
+    const int count = static_cast<int>(std::min<int64_t>(total - done, max_chunk));
+    op(bytes + done * static_cast<int64_t>(element_size), count);
+    done += count;
+  }
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, int max_chunk)
+    : comm_(comm), max_chunk_(max_chunk) {
+  if (max_chunk <= 0) throw std::invalid_argument("MpiCommunicator: max_chunk must be > 0");
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+void MpiCommunicator::check_root(int root, const char* op) const {
+  if (root < 0 || root >= size_) {
+    throw std::invalid_argument("MpiCommunicator::" + std::string(op) + ": root " +
+                                std::to_string(root) + " is not a rank of a world of " +
+                                std::to_string(size_));
+  }
+}
+
+void MpiCommunicator::all_reduce_sum(torch::Tensor& tensor) {
+  const MPI_Datatype type = mpi_type_of(tensor, "all_reduce_sum");
+  for_each_chunk(tensor.data_ptr(), tensor.numel(), tensor.element_size(), max_chunk_,
+                 [&](void* chunk, int count) {
+                   MPI_Allreduce(MPI_IN_PLACE, chunk, count, type, MPI_SUM, comm_);
+                 });
+}
+
+void MpiCommunicator::broadcast(torch::Tensor& tensor, int root) {
+  check_root(root, "broadcast");
+  const MPI_Datatype type = mpi_type_of(tensor, "broadcast");
+  for_each_chunk(tensor.data_ptr(), tensor.numel(), tensor.element_size(), max_chunk_,
+                 [&](void* chunk, int count) { MPI_Bcast(chunk, count, type, root, comm_); });
+}
+
+void MpiCommunicator::barrier() { MPI_Barrier(comm_); }
+
+double MpiCommunicator::all_reduce_sum(double value) {
+  double sum = 0.0;
+  MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_);
+  return sum;
+}
+
+std::vector<uint64_t> MpiCommunicator::all_gather(uint64_t value) {
+  std::vector<uint64_t> values(static_cast<size_t>(size_));
+  MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, comm_);
+  return values;
+}
+
+// Two steps: the root learns every size, then receives all bytes into one buffer at offsets.
+// MPI_Gatherv counts and offsets are ints, so the total is limited to INT_MAX bytes.
+std::vector<std::string> MpiCommunicator::gather_bytes(const std::string& bytes, int root) {
+  check_root(root, "gather_bytes");
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
+    throw std::runtime_error("MpiCommunicator::gather_bytes: " + std::to_string(bytes.size()) +
+                             " bytes exceed the MPI limit of INT_MAX");
+  }
+  const int size = static_cast<int>(bytes.size());
+  std::vector<int> sizes(rank_ == root ? static_cast<size_t>(size_) : 0);
+  MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, comm_);
+
+  std::vector<int> offsets(sizes.size());
+  int64_t total = 0;
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    offsets[r] = static_cast<int>(std::min<int64_t>(total, INT_MAX));
+    total += sizes[r];
+  }
+  if (total > INT_MAX) {
+    throw std::runtime_error("MpiCommunicator::gather_bytes: " + std::to_string(total) +
+                             " bytes in all exceed the MPI limit of INT_MAX");
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  MPI_Gatherv(bytes.data(), size, MPI_BYTE, all.data(), sizes.data(), offsets.data(), MPI_BYTE,
+              root, comm_);
+
+  std::vector<std::string> result;
+  for (size_t r = 0; r < sizes.size(); ++r) result.push_back(all.substr(offsets[r], sizes[r]));
+  return result;
+}
+
+std::string MpiCommunicator::broadcast_bytes(const std::string& bytes, int root) {
+  check_root(root, "broadcast_bytes");
+  uint64_t size = bytes.size();
+  MPI_Bcast(&size, 1, MPI_UINT64_T, root, comm_);
+  std::string result = rank_ == root ? bytes : std::string(size, '\0');
+  for_each_chunk(result.data(), static_cast<int64_t>(size), 1, max_chunk_,
+                 [&](void* chunk, int count) { MPI_Bcast(chunk, count, MPI_BYTE, root, comm_); });
+  return result;
+}
+
+}  // namespace tandem::dist

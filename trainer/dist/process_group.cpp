@@ -1,1 +1,103 @@
-// placeholder: implemented in this change
+#include "trainer/dist/process_group.h"
+
+#include <mpi.h>
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "trainer/common/log.h"
+#include "trainer/dist/mpi_communicator.h"
+
+namespace tandem::dist {
+namespace {
+
+constexpr uint64_t kFnvOffsetBasis = 14695981039346656037ULL;
+constexpr uint64_t kFnvPrime = 1099511628211ULL;
+// Ends every item, so {"ab"} and {"a", "b"} hash differently.
+constexpr unsigned char kItemSeparator = 0;
+
+bool mpi_initialized() {
+  int flag = 0;
+  MPI_Initialized(&flag);
+  return flag != 0;
+}
+
+bool mpi_finalized() {
+  int flag = 0;
+  MPI_Finalized(&flag);
+  return flag != 0;
+}
+
+// Without mpirun, Open MPI starts a singleton: a world of one, as the tools need.
+void init_mpi(int* argc, char*** argv) {
+  if (mpi_finalized()) {
+    throw std::runtime_error(
+        "ProcessGroup: MPI was already finalised in this process; "
+        "create one ProcessGroup per process, first thing in main()");
+  }
+  // Only the main thread calls MPI; the NCCL backend and the trainer do not need more.
+  int provided = 0;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    throw std::runtime_error("ProcessGroup: MPI_Init_thread failed");
+  }
+  if (provided < MPI_THREAD_FUNNELED) {
+    MPI_Finalize();
+    throw std::runtime_error("ProcessGroup: the MPI library does not provide MPI_THREAD_FUNNELED");
+  }
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(int* argc, char*** argv) {
+  if (!mpi_initialized()) {
+    init_mpi(argc, argv);
+    owns_mpi_ = true;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+
+  // Processes that can share memory are the ones on this host.
+  MPI_Comm local = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
+  MPI_Comm_rank(local, &local_rank_);
+  MPI_Comm_size(local, &local_size_);
+  MPI_Comm_free(&local);
+
+  log::set_rank(rank_, size_);
+  cpu_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+}
+
+ProcessGroup::~ProcessGroup() {
+  cpu_.reset();
+  if (owns_mpi_ && mpi_initialized() && !mpi_finalized()) MPI_Finalize();
+}
+
+std::string ProcessGroup::hostname() const {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(name, &length);
+  return std::string(name, static_cast<size_t>(length));
+}
+
+Communicator& ProcessGroup::cpu() { return *cpu_; }
+
+void ProcessGroup::abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  // MPI_Abort does not return; if an MPI library ever did, still honour [[noreturn]].
+  std::abort();
+}
+
+uint64_t stable_hash(const std::vector<std::string>& items) {
+  uint64_t hash = kFnvOffsetBasis;
+  auto mix = [&hash](unsigned char byte) {
+    hash ^= byte;
+    hash *= kFnvPrime;
+  };
+  for (const std::string& item : items) {
+    for (char c : item) mix(static_cast<unsigned char>(c));
+    mix(kItemSeparator);
+  }
+  return hash;
+}
+
+}  // namespace tandem::dist

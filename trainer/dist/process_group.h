@@ -11,9 +11,11 @@ namespace tandem::dist {
 
 class ProcessGroup {
  public:
-  // MPI_Init_thread (works without mpirun: a world of one). Sets the log rank.
+  // MPI_Init_thread (works without mpirun: a world of one). Sets the log rank. argc/argv may be
+  // null. If MPI is already initialised (e.g. by a test main), joins it and leaves finalising to
+  // its owner.
   ProcessGroup(int* argc, char*** argv);
-  ~ProcessGroup();  // MPI_Finalize
+  ~ProcessGroup();  // MPI_Finalize, if this group initialised MPI
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
@@ -34,8 +36,16 @@ class ProcessGroup {
   int size_ = 1;
   int local_rank_ = 0;
   int local_size_ = 1;
+  bool owns_mpi_ = false;
   std::unique_ptr<Communicator> cpu_;
 };
+
+#ifdef TANDEM_HAVE_NCCL
+// The NCCL communicator over the world on device local_rank(), ordered against the legacy default
+// CUDA stream. Collective: every rank calls it. To order against another compute stream, construct
+// NcclCommunicator (trainer/dist/nccl_communicator.h) directly.
+std::unique_ptr<Communicator> make_nccl_communicator(const ProcessGroup& group);
+#endif
 
 // Hashes an ordered list of strings (e.g. "name shape dtype" of every parameter) the same way on
 // every machine (FNV-1a 64), for cross-rank consistency checks.

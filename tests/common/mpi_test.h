@@ -1,0 +1,11 @@
+// For tests run under mpirun (tandem_mpi_test): the process group that tests/common/mpi_main.cpp
+// created before running them.
+#pragma once
+
+#include "trainer/dist/process_group.h"
+
+namespace tandem::test {
+
+tandem::dist::ProcessGroup& process_group();
+
+}  // namespace tandem::test
