@@ -1,1 +1,396 @@
-// placeholder: implemented in this change
+// Checkpoint files (layout in checkpoint.h): tensors as Fletcher32-checksummed chunked datasets
+// named by their dotted parameter names, scalars as attributes, written to <path>.tmp and renamed
+// into place so a reader never sees a half-written checkpoint.
+#include "trainer/checkpoint/checkpoint.h"
+
+#include <fcntl.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <stdexcept>
+
+#include "trainer/checkpoint/hdf5_util.h"
+
+namespace tandem::checkpoint {
+namespace {
+
+using h5::Handle;
+
+constexpr hsize_t kChunkBytes = 4 << 20;  // large tensors are split into chunks of at most 4 MiB
+
+struct Hdf5Types {
+  hid_t file;
+  hid_t memory;
+};
+
+// HDF5 types of the dtypes a checkpoint holds; H5T_NATIVE_* are run-time values, hence a function.
+std::optional<Hdf5Types> hdf5_types(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat32:
+      return Hdf5Types{H5T_IEEE_F32LE, H5T_NATIVE_FLOAT};
+    case torch::kFloat64:
+      return Hdf5Types{H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE};
+    case torch::kInt64:
+      return Hdf5Types{H5T_STD_I64LE, H5T_NATIVE_INT64};
+    case torch::kInt32:
+      return Hdf5Types{H5T_STD_I32LE, H5T_NATIVE_INT32};
+    case torch::kUInt8:
+      return Hdf5Types{H5T_STD_U8LE, H5T_NATIVE_UINT8};
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<torch::ScalarType> dtype_of(hid_t type) {
+  const size_t size = H5Tget_size(type);
+  if (H5Tget_class(type) == H5T_FLOAT) {
+    if (size == 4) return torch::kFloat32;
+    if (size == 8) return torch::kFloat64;
+  } else if (H5Tget_class(type) == H5T_INTEGER) {
+    const bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
+    if (is_signed && size == 8) return torch::kInt64;
+    if (is_signed && size == 4) return torch::kInt32;
+    if (!is_signed && size == 1) return torch::kUInt8;
+  }
+  return std::nullopt;
+}
+
+// Halves dimensions, leading first, until a chunk holds at most kChunkBytes: whole rows stay
+// together, and a tensor that fits is a single chunk.
+std::vector<hsize_t> chunk_shape(std::vector<hsize_t> dims, hsize_t element_size) {
+  auto bytes = [&] {
+    hsize_t total = element_size;
+    for (hsize_t d : dims) total *= d;
+    return total;
+  };
+  for (hsize_t& d : dims) {
+    while (d > 1 && bytes() > kChunkBytes) d = (d + 1) / 2;
+  }
+  return dims;
+}
+
+void check_name(const std::string& name) {
+  if (name.empty() || name == "." || name.find('/') != std::string::npos) {
+    throw std::runtime_error("invalid tensor name '" + name + "' (empty, '.' or containing '/')");
+  }
+}
+
+// One tensor as a dataset; 0-d tensors are stored with shape [1] and a "scalar" attribute.
+// Empty tensors have no data to checksum and use HDF5's default (contiguous) layout.
+void write_tensor(hid_t group, const std::string& name, const torch::Tensor& tensor) {
+  check_name(name);
+  const torch::Tensor t = tensor.detach().to(torch::kCPU).contiguous();
+  const std::optional<Hdf5Types> types = hdf5_types(t.scalar_type());
+  if (!types) {
+    throw std::runtime_error("tensor " + name + " has unsupported dtype " +
+                             std::string(c10::toString(t.scalar_type())) +
+                             " (float32, float64, int64, int32 or uint8)");
+  }
+  std::vector<hsize_t> dims(t.sizes().begin(), t.sizes().end());
+  if (dims.empty()) dims.push_back(1);
+  Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  if (t.numel() > 0) {
+    const std::vector<hsize_t> chunk = chunk_shape(dims, t.element_size());
+    h5::check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), name);
+    h5::check(H5Pset_fletcher32(dcpl.get()), name);
+  }
+  Handle dataset(H5Dcreate2(group, name.c_str(), types->file, space.get(), H5P_DEFAULT, dcpl.get(),
+                            H5P_DEFAULT),
+                 H5Dclose);
+  h5::check(dataset.get(), "cannot create dataset " + name);
+  if (t.numel() > 0) {
+    h5::check(H5Dwrite(dataset.get(), types->memory, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()),
+              "cannot write dataset " + name);
+  }
+  if (t.dim() == 0) h5::write_attribute(dataset.get(), "scalar", int64_t{1});
+}
+
+void write_tensors(hid_t parent, const std::string& group_name, const NamedTensors& tensors) {
+  check_name(group_name);
+  Handle group = h5::create_group(parent, group_name);
+  for (const auto& [name, tensor] : tensors) write_tensor(group.get(), name, tensor);
+}
+
+void write_bytes(hid_t parent, const std::string& name, const std::string& bytes) {
+  // from_blob only reads here; the const_cast is for its signature.
+  const torch::Tensor view = torch::from_blob(const_cast<char*>(bytes.data()),
+                                              {static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  write_tensor(parent, name, view);
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+void write_root_attributes(hid_t file, const CheckpointData& data) {
+  h5::write_attribute(file, "format", std::string(kFormatName));
+  h5::write_attribute(file, "format_version", kFormatVersion);
+  h5::write_attribute(file, "step", data.step);
+  h5::write_attribute(file, "world_size", data.world_size);
+  h5::write_attribute(file, "torch_version",
+                      data.torch_version.empty() ? std::string(TORCH_VERSION) : data.torch_version);
+  h5::write_attribute(file, "created", data.created.empty() ? utc_now_iso8601() : data.created);
+}
+
+void write_contents(hid_t file, const CheckpointData& data) {
+  write_root_attributes(file, data);
+  write_tensors(file, "model", data.model);
+  Handle optimizer = h5::create_group(file, "optimizer");
+  h5::write_attribute(optimizer.get(), "step", data.optimizer_step);
+  for (const auto& [group, tensors] : data.optimizer)
+    write_tensors(optimizer.get(), group, tensors);
+  Handle schedule = h5::create_group(file, "schedule");
+  for (const auto& [key, value] : data.schedule) h5::write_attribute(schedule.get(), key, value);
+  Handle position = h5::create_group(file, "data");
+  h5::write_attribute(position.get(), "epoch", data.data_epoch);
+  h5::write_attribute(position.get(), "next_batch", data.data_next_batch);
+  Handle rng = h5::create_group(file, "rng");
+  for (size_t rank = 0; rank < data.rng.size(); ++rank) {
+    write_bytes(rng.get(), "rank_" + std::to_string(rank), data.rng[rank]);
+  }
+  h5::write_string_dataset(file, "config", data.config_yaml);
+  write_bytes(file, "vocab", data.vocab);
+}
+
+void write_file(const std::string& path, const CheckpointData& data) {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  // The 1.8 object format: checksummed metadata and creation-ordered groups; h5dump >= 1.8 reads
+  // it.
+  h5::check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST), "file access");
+#if H5_VERSION_GE(1, 10, 7)
+  // Shared file systems without lock support (some NFS, Lustre) must not fail the save.
+  h5::check(H5Pset_file_locking(fapl.get(), true, true), "file access");
+#endif
+  Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  h5::check(file.get(), "cannot create the file");
+  write_contents(file.get(), data);
+  h5::check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "cannot flush the file");
+  if (!file.close()) throw std::runtime_error("cannot close the file: " + h5::last_error());
+}
+
+void fsync_path(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags);
+  if (fd < 0) throw std::runtime_error("cannot open " + path + " to sync: " + std::strerror(errno));
+  const int status = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (status != 0) throw std::runtime_error("cannot sync " + path + ": " + std::strerror(error));
+}
+
+// Data on disk before the name points at it, and the new name on disk before we return.
+void publish(const std::string& tmp, const std::string& path) {
+  fsync_path(tmp, O_RDONLY);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw std::runtime_error("cannot rename " + tmp + ": " + std::strerror(errno));
+  }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  fsync_path(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);
+}
+
+// ---- reading: every problem is std::invalid_argument(problem); the caller prefixes the path.
+
+Handle open_checkpoint(const std::string& path) {
+  if (::access(path.c_str(), R_OK) != 0) {
+    throw std::invalid_argument(std::string("cannot open (") + std::strerror(errno) + ")");
+  }
+  if (!h5::is_hdf5(path)) throw std::invalid_argument("not an HDF5 file");
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) {
+    const std::string detail = h5::last_error();
+    if (detail.find("truncated") != std::string::npos) {
+      throw std::invalid_argument("the file is truncated (an interrupted write or copy?): " +
+                                  detail);
+    }
+    throw std::invalid_argument("cannot be read as HDF5: " + detail);
+  }
+  if (h5::read_string_attribute(file.get(), "format") != std::string(kFormatName)) {
+    throw std::invalid_argument(
+        std::string("an HDF5 file but not a Tandem checkpoint (no root attribute format = ") +
+        kFormatName + ")");
+  }
+  const std::optional<int64_t> version = h5::read_int_attribute(file.get(), "format_version");
+  if (version != kFormatVersion) {
+    throw std::invalid_argument(
+        "format_version " + (version ? std::to_string(*version) : "(missing)") +
+        " is not supported (this build reads " + std::to_string(kFormatVersion) + ")");
+  }
+  return file;
+}
+
+torch::Tensor read_tensor(hid_t group, const std::string& name, const std::string& full_name) {
+  Handle dataset(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!dataset.valid()) {
+    throw std::invalid_argument("cannot open dataset " + full_name + ": " + h5::last_error());
+  }
+  Handle type(H5Dget_type(dataset.get()), H5Tclose);
+  const std::optional<torch::ScalarType> dtype = dtype_of(type.get());
+  if (!dtype) throw std::invalid_argument("dataset " + full_name + " has an unsupported type");
+  Handle space(H5Dget_space(dataset.get()), H5Sclose);
+  std::vector<hsize_t> dims(std::max(H5Sget_simple_extent_ndims(space.get()), 0));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  std::vector<int64_t> sizes(dims.begin(), dims.end());
+  if (h5::read_int_attribute(dataset.get(), "scalar") == 1) sizes.clear();
+  torch::Tensor tensor = torch::empty(sizes, torch::TensorOptions().dtype(*dtype));
+  if (tensor.numel() > 0 && H5Dread(dataset.get(), hdf5_types(*dtype)->memory, H5S_ALL, H5S_ALL,
+                                    H5P_DEFAULT, tensor.data_ptr()) < 0) {
+    throw std::invalid_argument("cannot read dataset " + full_name +
+                                " (checksum mismatch or corrupt data): " + h5::last_error());
+  }
+  return tensor;
+}
+
+Handle require_group(hid_t parent, const std::string& name) {
+  Handle group = h5::open_group(parent, name);
+  if (!group.valid()) throw std::invalid_argument("group /" + name + " is missing");
+  return group;
+}
+
+NamedTensors read_tensors(hid_t group, const std::string& group_path) {
+  NamedTensors tensors;
+  for (const std::string& name : h5::link_names(group)) {
+    tensors.emplace_back(name, read_tensor(group, name, group_path + "/" + name));
+  }
+  return tensors;
+}
+
+std::string read_bytes(hid_t parent, const std::string& name, const std::string& full_name) {
+  if (H5Lexists(parent, name.c_str(), H5P_DEFAULT) <= 0) {
+    throw std::invalid_argument("dataset " + full_name + " is missing");
+  }
+  const torch::Tensor bytes = read_tensor(parent, name, full_name);
+  return std::string(static_cast<const char*>(bytes.data_ptr()), bytes.numel());
+}
+
+int64_t require_int(hid_t object, const std::string& name, const std::string& where) {
+  const std::optional<int64_t> value = h5::read_int_attribute(object, name);
+  if (!value)
+    throw std::invalid_argument("integer attribute " + name + " of " + where + " is missing");
+  return *value;
+}
+
+std::string require_string(hid_t object, const std::string& name) {
+  const std::optional<std::string> value = h5::read_string_attribute(object, name);
+  if (!value) throw std::invalid_argument("string attribute " + name + " of / is missing");
+  return *value;
+}
+
+void read_model_part(hid_t file, CheckpointData& data) {
+  data.step = require_int(file, "step", "/");
+  data.world_size = require_int(file, "world_size", "/");
+  data.torch_version = require_string(file, "torch_version");
+  data.created = require_string(file, "created");
+  data.model = read_tensors(require_group(file, "model").get(), "/model");
+  const std::optional<std::string> config = h5::read_string_dataset(file, "config");
+  if (!config) throw std::invalid_argument("string dataset /config is missing or unreadable");
+  data.config_yaml = *config;
+  data.vocab = read_bytes(file, "vocab", "/vocab");
+}
+
+void read_training_part(hid_t file, CheckpointData& data) {
+  Handle optimizer = require_group(file, "optimizer");
+  data.optimizer_step = require_int(optimizer.get(), "step", "/optimizer");
+  for (const std::string& name : h5::link_names(optimizer.get())) {
+    data.optimizer[name] =
+        read_tensors(require_group(optimizer.get(), name).get(), "/optimizer/" + name);
+  }
+  Handle schedule = require_group(file, "schedule");
+  for (const std::string& key : h5::attribute_names(schedule.get())) {
+    const std::optional<double> value = h5::read_double_attribute(schedule.get(), key);
+    if (!value) throw std::invalid_argument("attribute " + key + " of /schedule is not a number");
+    data.schedule[key] = *value;
+  }
+  Handle position = require_group(file, "data");
+  data.data_epoch = require_int(position.get(), "epoch", "/data");
+  data.data_next_batch = require_int(position.get(), "next_batch", "/data");
+  Handle rng = require_group(file, "rng");
+  const size_t ranks = h5::link_names(rng.get()).size();
+  for (size_t rank = 0; rank < ranks; ++rank) {
+    const std::string name = "rank_" + std::to_string(rank);
+    data.rng.push_back(read_bytes(rng.get(), name, "/rng/" + name));
+  }
+}
+
+CheckpointData read_checkpoint(const std::string& path, bool training_state) {
+  h5::QuietErrors quiet;
+  try {
+    Handle file = open_checkpoint(path);
+    CheckpointData data;
+    read_model_part(file.get(), data);
+    if (training_state) read_training_part(file.get(), data);
+    return data;
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("checkpoint '" + path + "': " + e.what());
+  } catch (const std::runtime_error& e) {  // listing a damaged group
+    throw std::invalid_argument("checkpoint '" + path + "': " + e.what());
+  }
+}
+
+std::string shape_text(const torch::Tensor& t) {
+  std::string text = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) text += (i > 0 ? ", " : "") + std::to_string(t.size(i));
+  return text + "]";
+}
+
+}  // namespace
+
+void save(const std::string& path, const CheckpointData& data) {
+  h5::QuietErrors quiet;
+  const std::string tmp = path + ".tmp";
+  std::remove(tmp.c_str());  // a stale one from a crashed save
+  try {
+    write_file(tmp, data);
+    publish(tmp, path);
+  } catch (const std::exception& e) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("checkpoint: cannot write '" + path + "': " + e.what());
+  }
+}
+
+CheckpointData load(const std::string& path) { return read_checkpoint(path, true); }
+
+CheckpointData load_model_only(const std::string& path) { return read_checkpoint(path, false); }
+
+void check_compatible(const std::string& path, const NamedTensors& checkpoint_params,
+                      const NamedTensors& model_params) {
+  constexpr size_t kShown = 5;
+  std::map<std::string, const torch::Tensor*> saved;
+  for (const auto& [name, tensor] : checkpoint_params) saved[name] = &tensor;
+  std::vector<std::string> differences;
+  for (const auto& [name, tensor] : model_params) {
+    const auto found = saved.find(name);
+    if (found == saved.end()) {
+      differences.push_back("missing in the checkpoint: " + name);
+    } else {
+      if (!found->second->sizes().equals(tensor.sizes())) {
+        differences.push_back("shape of " + name + ": checkpoint " + shape_text(*found->second) +
+                              " vs model " + shape_text(tensor));
+      }
+      saved.erase(found);
+    }
+  }
+  for (const auto& [name, tensor] : saved) differences.push_back("not in the model: " + name);
+  if (differences.empty()) return;
+  std::string message = "checkpoint '" + path + "' does not fit the model (" +
+                        std::to_string(differences.size()) + " differences): ";
+  for (size_t i = 0; i < differences.size() && i < kShown; ++i) {
+    message += (i > 0 ? "; " : "") + differences[i];
+  }
+  if (differences.size() > kShown) message += "; ...";
+  throw std::invalid_argument(message);
+}
+
+}  // namespace tandem::checkpoint

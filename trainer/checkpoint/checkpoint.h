@@ -1,6 +1,6 @@
 // One self-describing HDF5 file per checkpoint (DESIGN.md › Checkpoints):
-//   /model/<param name>          float32 datasets, Fletcher32-checksummed
-//   /optimizer/<group>/<param>   optimizer state tensors (e.g. exp_avg, exp_avg_sq) and /optimizer/step
+//   /model/<param name>          float32 datasets, Fletcher32-checksummed (dotted names as-is)
+//   /optimizer/<group>/<param>   optimizer state tensors (e.g. exp_avg, exp_avg_sq); attribute step
 //   /schedule                    attributes of the LR schedule state
 //   /data                        attributes epoch, next_batch
 //   /rng/rank_<r>                uint8 RNG state of every rank
@@ -61,7 +61,8 @@ void check_compatible(const std::string& path, const NamedTensors& checkpoint_pa
 
 // Retention in a directory: step-<8 digits>.h5 files and last.h5.
 std::string step_file_name(int64_t step);  // "step-00000500.h5"
-// The newest complete checkpoint in `dir` (by step in the file name), or "" when none.
+// The newest complete checkpoint in `dir` (by step in the file name), or "" when none. Cheap:
+// a step file counts when its root format attribute reads (truncated and *.tmp files are skipped).
 std::string find_latest(const std::string& dir);
 // Deletes all but the newest `keep_last` step files (keep_last 0 keeps all).
 void prune(const std::string& dir, int64_t keep_last);

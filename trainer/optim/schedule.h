@@ -13,8 +13,8 @@ struct ScheduleOptions {
   int64_t warmup_steps = 0;
 };
 
-// The learning rate of optimizer step `step` (1-based). A pure function of (options, step), so the
-// schedule's state in a checkpoint is just the step.
+// The learning rate of optimizer step `step` (1-based; 0, before any update, is allowed). A pure
+// function of (options, step), so the schedule's state in a checkpoint is just the step.
 double learning_rate(const ScheduleOptions& options, int64_t step);
 
 }  // namespace tandem::optim

@@ -1,0 +1,71 @@
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "trainer/config/config.h"
+
+namespace tandem::config {
+namespace {
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+TEST(ToYaml, WritesEveryKeyInShortestExactForm) {
+  Config c;
+  c.data.corpus = "work/bible/corpus.h5";
+  const std::string expected =
+      "model:\n  d_model: 256\n  heads: 4\n  encoder_layers: 3\n  decoder_layers: 3\n"
+      "  d_ff: 1024\n  dropout: 0.1\n  pre_norm: false\n  tie_embeddings: false\n"
+      "  max_positions: 1024\n"
+      "data:\n  corpus: work/bible/corpus.h5\n  max_tokens: 4096\n  seed: 1\n  pool_batches: 100\n"
+      "train:\n  max_steps: 0\n  max_epochs: 0\n  max_minutes: 0.0\n  lr: 0.0003\n"
+      "  schedule: constant\n  warmup_steps: 0\n  adam_beta1: 0.9\n  adam_beta2: 0.98\n"
+      "  adam_eps: 1.0e-9\n  clip_norm: 1.0\n  label_smoothing: 0.0\n  accum_steps: 1\n"
+      "  seed: 1\n  threads: 1\n"
+      "checkpoint:\n  dir: runs/tiny\n  every_steps: 500\n  keep_last: 5\n"
+      "log:\n  every_steps: 50\n";
+  EXPECT_EQ(to_yaml(c), expected);
+}
+
+TEST(ToYaml, RoundTripIsBitExact) {
+  Config c;
+  c.model.d_model = 96;
+  c.model.heads = 3;
+  c.model.dropout = 1.0 / 3.0;
+  c.model.pre_norm = true;
+  c.model.tie_embeddings = true;
+  c.data.corpus = "dir with: colon/#1 'q'.h5";
+  c.data.seed = UINT64_MAX;
+  c.train.lr = 0.1 + 0.2;  // 0.30000000000000004 needs all 17 digits
+  c.train.max_minutes = 1e300;
+  c.train.adam_eps = 5e-324;  // the smallest subnormal
+  c.train.adam_beta2 = 0.999;
+  c.train.schedule = "inverse_sqrt";
+  c.train.warmup_steps = 7;
+  c.train.label_smoothing = -0.0 + 0.1;
+  c.checkpoint.dir = "123";  // looks like a number, is a string
+  const std::string text = to_yaml(c);
+  const Config back = parse_config(text, "round-trip");
+  EXPECT_EQ(back.model.d_model, 96);
+  EXPECT_EQ(back.model.heads, 3);
+  EXPECT_TRUE(same_bits(back.model.dropout, c.model.dropout));
+  EXPECT_TRUE(back.model.pre_norm);
+  EXPECT_TRUE(back.model.tie_embeddings);
+  EXPECT_EQ(back.data.corpus, c.data.corpus);
+  EXPECT_EQ(back.data.seed, UINT64_MAX);
+  EXPECT_TRUE(same_bits(back.train.lr, c.train.lr));
+  EXPECT_TRUE(same_bits(back.train.max_minutes, 1e300));
+  EXPECT_TRUE(same_bits(back.train.adam_eps, 5e-324));
+  EXPECT_TRUE(same_bits(back.train.adam_beta2, 0.999));
+  EXPECT_EQ(back.train.schedule, "inverse_sqrt");
+  EXPECT_EQ(back.train.warmup_steps, 7);
+  EXPECT_EQ(back.checkpoint.dir, "123");
+  EXPECT_EQ(to_yaml(back), text);
+  EXPECT_NE(text.find("  lr: 0.30000000000000004\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  dropout: 0.3333333333333333\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  max_minutes: 1.0e+300\n"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace tandem::config

@@ -1,0 +1,222 @@
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "trainer/config/config.h"
+
+namespace tandem::config {
+namespace {
+
+// The message of the std::invalid_argument that parse_config throws, or a failure.
+std::string parse_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_config(yaml, "my.yaml", overrides);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error for:\n" << yaml;
+  return "";
+}
+
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.rfind(prefix, 0) == 0;
+}
+
+const char* kMinimal = "data:\n  corpus: c.h5\n";
+
+TEST(ParseConfig, MissingKeysKeepTheirDefaults) {
+  const Config c = parse_config(kMinimal, "my.yaml");
+  EXPECT_EQ(c.data.corpus, "c.h5");
+  EXPECT_EQ(c.model.d_model, 256);
+  EXPECT_EQ(c.model.heads, 4);
+  EXPECT_EQ(c.train.lr, 3.0e-4);
+  EXPECT_EQ(c.train.schedule, "constant");
+  EXPECT_EQ(c.checkpoint.keep_last, 5);
+  EXPECT_EQ(c.log.every_steps, 50);
+}
+
+TEST(ParseConfig, ReadsEveryFieldType) {
+  const Config c = parse_config(
+      "model: {d_model: 512, heads: 8, dropout: .25, pre_norm: true, tie_embeddings: True}\n"
+      "data: {corpus: 'x y.h5', seed: 18446744073709551615}\n"
+      "train: {lr: 1e-3, max_minutes: 90, max_steps: +7}\n",
+      "my.yaml");
+  EXPECT_EQ(c.model.d_model, 512);
+  EXPECT_EQ(c.model.heads, 8);
+  EXPECT_EQ(c.model.dropout, 0.25);
+  EXPECT_TRUE(c.model.pre_norm);
+  EXPECT_TRUE(c.model.tie_embeddings);
+  EXPECT_EQ(c.data.corpus, "x y.h5");
+  EXPECT_EQ(c.data.seed, UINT64_MAX);
+  EXPECT_EQ(c.train.lr, 0.001);
+  EXPECT_EQ(c.train.max_minutes, 90.0);
+  EXPECT_EQ(c.train.max_steps, 7);
+}
+
+TEST(ParseConfig, EmptySectionKeepsDefaults) {
+  const Config c = parse_config("model:\ndata: {corpus: c.h5}\n", "my.yaml");
+  EXPECT_EQ(c.model.d_ff, 1024);
+}
+
+TEST(ParseConfig, UnknownKeyNamesFullPathLineAndSuggestsClosest) {
+  const std::string error = parse_error("data: {corpus: c.h5}\nmodel:\n  d_modle: 512\n");
+  EXPECT_TRUE(starts_with(error, "my.yaml:3: ")) << error;
+  EXPECT_NE(error.find("unknown key model.d_modle"), std::string::npos) << error;
+  EXPECT_NE(error.find("did you mean model.d_model?"), std::string::npos) << error;
+}
+
+TEST(ParseConfig, KeyInTheWrongSectionSuggestsItsSection) {
+  const std::string error = parse_error("data: {corpus: c.h5}\nmodel: {lr: 0.1}\n");
+  EXPECT_NE(error.find("unknown key model.lr (did you mean train.lr?)"), std::string::npos)
+      << error;
+}
+
+TEST(ParseConfig, UnknownSectionSuggestsClosestSection) {
+  const std::string error = parse_error("data: {corpus: c.h5}\ntrian: {lr: 0.1}\n");
+  EXPECT_TRUE(starts_with(error, "my.yaml:2: ")) << error;
+  EXPECT_NE(error.find("unknown section 'trian' (did you mean train?)"), std::string::npos)
+      << error;
+}
+
+TEST(ParseConfig, KeyWithoutSectionSuggestsItsFullPath) {
+  const std::string error = parse_error("data: {corpus: c.h5}\nd_model: 512\n");
+  EXPECT_NE(error.find("did you mean model.d_model?"), std::string::npos) << error;
+}
+
+TEST(ParseConfig, WrongTypesNameKeyValueAndExpectedType) {
+  EXPECT_NE(
+      parse_error("train: {lr: fast}").find("my.yaml:1: train.lr: expected a number, got 'fast'"),
+      std::string::npos);
+  EXPECT_NE(
+      parse_error("model: {d_model: 1.5}").find("model.d_model: expected an integer, got '1.5'"),
+      std::string::npos);
+  EXPECT_NE(parse_error("model: {heads: '8'}")
+                .find("model.heads: expected an integer, got the quoted string '8'"),
+            std::string::npos);
+  EXPECT_NE(parse_error("model: {pre_norm: yes}")
+                .find("model.pre_norm: expected true or false, got 'yes'"),
+            std::string::npos);
+  EXPECT_NE(
+      parse_error("data: {seed: -1}").find("data.seed: expected a non-negative integer, got '-1'"),
+      std::string::npos);
+  EXPECT_NE(
+      parse_error("data: {corpus: [a, b]}").find("data.corpus: expected a string, got a list"),
+      std::string::npos);
+  EXPECT_NE(
+      parse_error("model: {d_ff: 99999999999999999999}").find("model.d_ff: expected an integer"),
+      std::string::npos);
+  EXPECT_NE(parse_error("model: 3").find("model: expected a mapping of keys, got '3'"),
+            std::string::npos);
+}
+
+TEST(ParseConfig, DuplicateKeyIsAnError) {
+  const std::string error = parse_error("data: {corpus: c.h5}\nmodel:\n  heads: 8\n  heads: 4\n");
+  EXPECT_NE(error.find("my.yaml:4: model.heads: given twice"), std::string::npos) << error;
+}
+
+TEST(ParseConfig, SyntaxErrorNamesSourceAndLine) {
+  const std::string error = parse_error("data: {corpus: c.h5}\nmodel:\n  d_model: [1,\n");
+  EXPECT_TRUE(starts_with(error, "my.yaml:4:")) << error;
+  EXPECT_NE(error.find("YAML syntax error"), std::string::npos) << error;
+}
+
+TEST(ParseConfig, ValidationErrorsStartWithSource) {
+  const std::string error = parse_error("data: {corpus: c.h5}\nmodel: {heads: 3}\n");
+  EXPECT_TRUE(starts_with(error, "my.yaml: model.heads:")) << error;
+}
+
+TEST(Overrides, ApplyOnTopOfTheFileAsTypedScalars) {
+  const Config c = parse_config("data: {corpus: c.h5}\ntrain: {lr: 0.1}\n", "my.yaml",
+                                {"train.lr=1e-3", "model.pre_norm=true", "data.corpus=a=b.h5",
+                                 "train.lr=2e-3", "model.d_model=512"});
+  EXPECT_EQ(c.train.lr, 0.002);  // the last override of a key wins
+  EXPECT_TRUE(c.model.pre_norm);
+  EXPECT_EQ(c.data.corpus, "a=b.h5");  // only the first '=' separates key and value
+  EXPECT_EQ(c.model.d_model, 512);
+}
+
+TEST(Overrides, CanSupplyARequiredKey) {
+  const Config c = parse_config("", "my.yaml", {"data.corpus=c.h5"});
+  EXPECT_EQ(c.data.corpus, "c.h5");
+}
+
+TEST(Overrides, UnknownKeyNamesOverrideAndSuggests) {
+  const std::string error = parse_error(kMinimal, {"model.d_modle=3"});
+  EXPECT_TRUE(starts_with(error, "my.yaml: --set 'model.d_modle=3': ")) << error;
+  EXPECT_NE(error.find("unknown key model.d_modle (did you mean model.d_model?)"),
+            std::string::npos)
+      << error;
+}
+
+TEST(Overrides, WrongTypeNamesKeyAndValue) {
+  const std::string error = parse_error(kMinimal, {"train.lr=fast"});
+  EXPECT_NE(error.find("--set 'train.lr=fast': train.lr: expected a number, got 'fast'"),
+            std::string::npos)
+      << error;
+}
+
+TEST(Overrides, MissingEqualsSignIsAnErrorNamingTheOverride) {
+  const std::string error = parse_error(kMinimal, {"train.lr"});
+  EXPECT_NE(error.find("--set 'train.lr': expected key.path=value"), std::string::npos) << error;
+}
+
+TEST(Overrides, ResultIsValidated) {
+  const std::string error = parse_error(kMinimal, {"model.heads=5"});
+  EXPECT_NE(error.find("model.heads: expected a divisor of model.d_model (256), got 5"),
+            std::string::npos)
+      << error;
+}
+
+class LoadConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        std::filesystem::temp_directory_path() /
+        ("tandem_config_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(LoadConfigTest, ReadsFileAndAppliesOverrides) {
+  const std::string path = write("a.yaml", "data: {corpus: c.h5}\nmodel: {d_ff: 64}\n");
+  const Config c = load_config(path, {"model.dropout=0"});
+  EXPECT_EQ(c.model.d_ff, 64);
+  EXPECT_EQ(c.model.dropout, 0.0);
+}
+
+TEST_F(LoadConfigTest, ErrorsStartWithTheFileName) {
+  const std::string path = write("b.yaml", "data: {corpus: c.h5}\n\nmodel: {d_modle: 64}\n");
+  try {
+    load_config(path);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(starts_with(e.what(), path + ":3: unknown key model.d_modle")) << e.what();
+  }
+}
+
+TEST_F(LoadConfigTest, MissingFileNamesThePath) {
+  const std::string path = (dir_ / "absent.yaml").string();
+  try {
+    load_config(path);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'" + path + "'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("No such file"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tandem::config

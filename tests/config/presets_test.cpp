@@ -1,0 +1,107 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "trainer/config/config.h"
+
+namespace tandem::config {
+namespace {
+
+const std::filesystem::path kConfigs = std::filesystem::path(TANDEM_SOURCE_DIR) / "configs";
+
+Config load_preset(const std::string& name) { return load_config((kConfigs / name).string()); }
+
+TEST(Presets, EveryFileInConfigsLoads) {
+  int loaded = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kConfigs)) {
+    if (entry.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW(load_config(entry.path().string()));
+    ++loaded;
+  }
+  EXPECT_GE(loaded, 3);
+}
+
+TEST(Presets, TinyIsTheCpuPreset) {
+  const Config c = load_preset("tiny.yaml");
+  EXPECT_EQ(c.model.d_model, 256);
+  EXPECT_EQ(c.model.heads, 4);
+  EXPECT_EQ(c.model.encoder_layers, 3);
+  EXPECT_EQ(c.model.decoder_layers, 3);
+  EXPECT_EQ(c.model.d_ff, 1024);
+  EXPECT_EQ(c.model.dropout, 0.1);
+  EXPECT_EQ(c.data.max_tokens, 4096);
+  EXPECT_EQ(c.data.corpus, "work/bible/corpus.h5");
+  EXPECT_EQ(c.train.lr, 3e-4);
+  EXPECT_EQ(c.train.schedule, "constant");
+  EXPECT_EQ(c.checkpoint.dir, "runs/tiny");
+  EXPECT_EQ(c.checkpoint.every_steps, 200);
+  EXPECT_EQ(c.checkpoint.keep_last, 3);
+  EXPECT_EQ(c.log.every_steps, 20);
+}
+
+TEST(Presets, TinyWritesEveryKeyWithAComment) {
+  std::ifstream file(kConfigs / "tiny.yaml");
+  std::set<std::string> commented;
+  std::string line, section;
+  while (std::getline(file, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] != ' ') {
+      section = line.substr(0, line.find(':'));
+      continue;
+    }
+    const size_t start = line.find_first_not_of(' ');
+    if (line.find('#') != std::string::npos) {
+      commented.insert(section + "." + line.substr(start, line.find(':') - start));
+    }
+  }
+  // Every key to_yaml knows appears, commented, in tiny.yaml.
+  std::istringstream keys(to_yaml(load_preset("tiny.yaml")));
+  int count = 0;
+  while (std::getline(keys, line)) {
+    if (line[0] != ' ') {
+      section = line.substr(0, line.find(':'));
+      continue;
+    }
+    const std::string key = section + "." + line.substr(2, line.find(':') - 2);
+    EXPECT_EQ(commented.count(key), 1u) << key;
+    ++count;
+  }
+  EXPECT_EQ(count, 31);
+}
+
+TEST(Presets, BaseIsThePapersBaseModel) {
+  const Config c = load_preset("base.yaml");
+  EXPECT_EQ(c.model.d_model, 512);
+  EXPECT_EQ(c.model.heads, 8);
+  EXPECT_EQ(c.model.encoder_layers, 6);
+  EXPECT_EQ(c.model.decoder_layers, 6);
+  EXPECT_EQ(c.model.d_ff, 2048);
+  EXPECT_EQ(c.model.dropout, 0.1);
+  EXPECT_EQ(c.train.schedule, "inverse_sqrt");
+  EXPECT_EQ(c.train.warmup_steps, 4000);
+  EXPECT_EQ(c.train.lr, 7e-4);
+  EXPECT_EQ(c.train.label_smoothing, 0.1);
+  EXPECT_EQ(c.train.adam_beta2, 0.98);
+}
+
+TEST(Presets, BigIsThePapersBigModel) {
+  const Config c = load_preset("big.yaml");
+  EXPECT_EQ(c.model.d_model, 1024);
+  EXPECT_EQ(c.model.heads, 16);
+  EXPECT_EQ(c.model.encoder_layers, 6);
+  EXPECT_EQ(c.model.decoder_layers, 6);
+  EXPECT_EQ(c.model.d_ff, 4096);
+  EXPECT_EQ(c.model.dropout, 0.3);
+  EXPECT_EQ(c.train.schedule, "inverse_sqrt");
+  EXPECT_EQ(c.train.warmup_steps, 4000);
+  EXPECT_EQ(c.train.lr, 5e-4);
+  EXPECT_EQ(c.train.label_smoothing, 0.1);
+}
+
+}  // namespace
+}  // namespace tandem::config

@@ -1,0 +1,65 @@
+// Config → YAML: every key, numbers in their shortest exact form, so the text printed at start-up
+// and stored in checkpoints reads back as the very same Config.
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "trainer/config/config.h"
+#include "trainer/config/fields.h"
+
+namespace tandem::config {
+namespace detail {
+
+std::string format_double(double value) {
+  if (std::isnan(value)) return ".nan";
+  if (std::isinf(value)) return value > 0 ? ".inf" : "-.inf";
+  char buffer[40];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
+  std::string text = buffer;
+  // "1e-09" → "1.0e-9": a dot keeps it a float for YAML 1.1 readers too, and no padded exponent.
+  const size_t e = text.find('e');
+  std::string mantissa = text.substr(0, e);
+  std::string exponent = e == std::string::npos ? "" : text.substr(e);
+  if (mantissa.find('.') == std::string::npos) mantissa += ".0";
+  while (exponent.size() > 3 && exponent[2] == '0') exponent.erase(2, 1);
+  return mantissa + exponent;
+}
+
+}  // namespace detail
+
+namespace {
+
+std::string format_value(int64_t value) { return std::to_string(value); }
+std::string format_value(uint64_t value) { return std::to_string(value); }
+std::string format_value(double value) { return detail::format_double(value); }
+std::string format_value(bool value) { return value ? "true" : "false"; }
+
+// yaml-cpp quotes only what needs it: paths stay plain, "" and "a: b" get quotes.
+std::string format_value(const std::string& value) {
+  YAML::Emitter emitter;
+  emitter << value;
+  return emitter.c_str();
+}
+
+}  // namespace
+
+std::string to_yaml(const Config& config) {
+  std::string out;
+  std::string current_section;
+  detail::for_each_field(config, [&](const char* section, const char* key, const auto& value) {
+    if (current_section != section) {
+      current_section = section;
+      out += current_section + ":\n";
+    }
+    out += std::string("  ") + key + ": " + format_value(value) + "\n";
+  });
+  return out;
+}
+
+}  // namespace tandem::config

@@ -1,0 +1,53 @@
+// The key table of Config, private to config/: every key once, with its section and name, in the
+// order to_yaml writes them. The parser, the emitter and the "did you mean" suggestions all walk
+// it, so adding a field to config.h and one line here is all a new key needs.
+#pragma once
+
+#include <string>
+
+#include "trainer/config/config.h"
+
+namespace tandem::config::detail {
+
+// Calls visit(section, key, field&) for every key; C is Config or const Config.
+template <class C, class Visit>
+void for_each_field(C& c, Visit&& visit) {
+  visit("model", "d_model", c.model.d_model);
+  visit("model", "heads", c.model.heads);
+  visit("model", "encoder_layers", c.model.encoder_layers);
+  visit("model", "decoder_layers", c.model.decoder_layers);
+  visit("model", "d_ff", c.model.d_ff);
+  visit("model", "dropout", c.model.dropout);
+  visit("model", "pre_norm", c.model.pre_norm);
+  visit("model", "tie_embeddings", c.model.tie_embeddings);
+  visit("model", "max_positions", c.model.max_positions);
+  visit("data", "corpus", c.data.corpus);
+  visit("data", "max_tokens", c.data.max_tokens);
+  visit("data", "seed", c.data.seed);
+  visit("data", "pool_batches", c.data.pool_batches);
+  visit("train", "max_steps", c.train.max_steps);
+  visit("train", "max_epochs", c.train.max_epochs);
+  visit("train", "max_minutes", c.train.max_minutes);
+  visit("train", "lr", c.train.lr);
+  visit("train", "schedule", c.train.schedule);
+  visit("train", "warmup_steps", c.train.warmup_steps);
+  visit("train", "adam_beta1", c.train.adam_beta1);
+  visit("train", "adam_beta2", c.train.adam_beta2);
+  visit("train", "adam_eps", c.train.adam_eps);
+  visit("train", "clip_norm", c.train.clip_norm);
+  visit("train", "label_smoothing", c.train.label_smoothing);
+  visit("train", "accum_steps", c.train.accum_steps);
+  visit("train", "seed", c.train.seed);
+  visit("train", "threads", c.train.threads);
+  visit("checkpoint", "dir", c.checkpoint.dir);
+  visit("checkpoint", "every_steps", c.checkpoint.every_steps);
+  visit("checkpoint", "keep_last", c.checkpoint.keep_last);
+  visit("log", "every_steps", c.log.every_steps);
+}
+
+// The shortest decimal text that reads back as exactly `value` (0.0003, not
+// 0.00029999999999999997), with ".0" added to whole numbers so they read as floats; .inf, -.inf and
+// .nan as YAML spells them.
+std::string format_double(double value);
+
+}  // namespace tandem::config::detail

@@ -1,0 +1,85 @@
+// Range and relation checks of a parsed Config, one message per rule naming the key, its value and
+// what is expected, so a bad preset fails before any data is read.
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "trainer/config/config.h"
+#include "trainer/config/fields.h"
+
+namespace tandem::config {
+namespace {
+
+std::string text(int64_t value) { return std::to_string(value); }
+std::string text(double value) { return detail::format_double(value); }
+
+template <class T>
+void require(bool ok, const char* key, T value, const std::string& expected) {
+  if (!ok)
+    throw std::invalid_argument(std::string(key) + ": expected " + expected + ", got " +
+                                text(value));
+}
+
+// Comparisons are written so NaN fails them.
+void validate_model(const ModelConfig& m) {
+  require(m.d_model > 0, "model.d_model", m.d_model, "a positive integer");
+  require(m.heads > 0, "model.heads", m.heads, "a positive integer");
+  require(m.d_model % m.heads == 0, "model.heads", m.heads,
+          "a divisor of model.d_model (" + text(m.d_model) + ")");
+  require(m.encoder_layers > 0, "model.encoder_layers", m.encoder_layers, "a positive integer");
+  require(m.decoder_layers > 0, "model.decoder_layers", m.decoder_layers, "a positive integer");
+  require(m.d_ff > 0, "model.d_ff", m.d_ff, "a positive integer");
+  require(m.dropout >= 0 && m.dropout < 1, "model.dropout", m.dropout, "a number in [0, 1)");
+  require(m.max_positions > 0, "model.max_positions", m.max_positions, "a positive integer");
+}
+
+void validate_data(const DataConfig& d) {
+  if (d.corpus.empty()) {
+    throw std::invalid_argument(
+        "data.corpus: expected the path of a corpus written by tandem-prep, got nothing");
+  }
+  require(d.max_tokens > 0, "data.max_tokens", d.max_tokens, "a positive integer");
+  require(d.pool_batches > 0, "data.pool_batches", d.pool_batches, "a positive integer");
+}
+
+void validate_train(const TrainConfig& t) {
+  require(t.max_steps >= 0, "train.max_steps", t.max_steps, ">= 0 (0 = no limit)");
+  require(t.max_epochs >= 0, "train.max_epochs", t.max_epochs, ">= 0 (0 = no limit)");
+  require(t.max_minutes >= 0, "train.max_minutes", t.max_minutes, ">= 0 (0 disables)");
+  require(std::isfinite(t.lr) && t.lr > 0, "train.lr", t.lr, "a positive number");
+  if (t.schedule != "constant" && t.schedule != "inverse_sqrt") {
+    throw std::invalid_argument("train.schedule: expected constant or inverse_sqrt, got '" +
+                                t.schedule + "'");
+  }
+  require(t.warmup_steps >= 0, "train.warmup_steps", t.warmup_steps, ">= 0 (0 disables)");
+  require(t.schedule != "inverse_sqrt" || t.warmup_steps > 0, "train.warmup_steps", t.warmup_steps,
+          ">= 1 with schedule inverse_sqrt");
+  require(t.adam_beta1 >= 0 && t.adam_beta1 < 1, "train.adam_beta1", t.adam_beta1,
+          "a number in [0, 1)");
+  require(t.adam_beta2 >= 0 && t.adam_beta2 < 1, "train.adam_beta2", t.adam_beta2,
+          "a number in [0, 1)");
+  require(t.adam_eps > 0, "train.adam_eps", t.adam_eps, "a positive number");
+  require(t.clip_norm >= 0, "train.clip_norm", t.clip_norm, ">= 0 (0 disables)");
+  require(t.label_smoothing >= 0 && t.label_smoothing < 1, "train.label_smoothing",
+          t.label_smoothing, "a number in [0, 1)");
+  require(t.accum_steps >= 1, "train.accum_steps", t.accum_steps, ">= 1");
+  require(t.threads >= 1, "train.threads", t.threads, ">= 1");
+}
+
+}  // namespace
+
+void validate(const Config& config) {
+  validate_model(config.model);
+  validate_data(config.data);
+  validate_train(config.train);
+  if (config.checkpoint.dir.empty()) {
+    throw std::invalid_argument("checkpoint.dir: expected a directory, got nothing");
+  }
+  require(config.checkpoint.every_steps >= 0, "checkpoint.every_steps",
+          config.checkpoint.every_steps, ">= 0 (0 = at the end only)");
+  require(config.checkpoint.keep_last >= 0, "checkpoint.keep_last", config.checkpoint.keep_last,
+          ">= 0 (0 keeps all)");
+  require(config.log.every_steps >= 1, "log.every_steps", config.log.every_steps, ">= 1");
+}
+
+}  // namespace tandem::config
