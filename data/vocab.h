@@ -7,11 +7,9 @@
 #include <string>
 #include <vector>
 
-namespace sentencepiece {
-class SentencePieceProcessor;
-}
-
 namespace tandem::data {
+
+class SentencePieceModel;  // data/sentencepiece_module.h
 
 constexpr int32_t kPad = 0;
 constexpr int32_t kUnk = 1;
@@ -45,7 +43,7 @@ class Vocab {
 
  private:
   Vocab();
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::unique_ptr<SentencePieceModel> sp_;
 };
 
 }  // namespace tandem::data

@@ -1,0 +1,216 @@
+#include "data/prep.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "data/corpus.h"
+#include "data/hdf5_util.h"
+#include "tests/data/test_corpus.h"
+
+namespace tandem::data {
+namespace {
+
+constexpr int64_t kMaxLen = 50;
+
+// Bit-by-bit CRC-32 (reflected 0xEDB88320), independent of the table-driven one in prep.cpp.
+uint32_t naive_crc32(const std::string& bytes) {
+  uint32_t crc = 0xFFFFFFFFu;
+  for (const char byte : bytes) {
+    crc ^= static_cast<uint8_t>(byte);
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ ((crc & 1u) ? 0xEDB88320u : 0u);
+  }
+  return ~crc;
+}
+
+std::string long_line(int words) {
+  std::string line = "hund";
+  for (int i = 1; i < words; ++i) line += " katze";
+  return line;
+}
+
+// A train split of 300 pairs with bad pairs injected at known places, and a valid split of 40.
+class PrepRoundTrip : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    train_ = testing::synthetic_text(300, 1);
+    train_.src[10] = "";
+    train_.tgt[20] = "  \t ";
+    train_.src[30] = "hund \xC3";              // truncated two-byte sequence
+    train_.tgt[40] = "\xC0\xAF katze";         // overlong '/'
+    train_.src[50] = "das \xED\xA0\x80 haus";  // UTF-16 surrogate
+    train_.tgt[60] = long_line(120);
+    expected_drop_ = {{10, "empty"},        {20, "empty"},        {30, "invalid_utf8"},
+                      {40, "invalid_utf8"}, {50, "invalid_utf8"}, {60, "too_long"}};
+    valid_ = testing::synthetic_text(40, 2);
+    valid_.src[5] = "";
+    testing::write_lines(dir_->file("train.src"), train_.src);
+    testing::write_lines(dir_->file("train.tgt"), train_.tgt);
+    testing::write_lines(dir_->file("valid.src"), valid_.src);
+    testing::write_lines(dir_->file("valid.tgt"), valid_.tgt);
+    summary_ = new PrepSummary(prepare_corpus(options()));
+  }
+  static void TearDownTestSuite() {
+    delete summary_;
+    delete dir_;
+  }
+  static PrepOptions options() {
+    PrepOptions options;
+    options.splits = {{"train", dir_->file("train.src"), dir_->file("train.tgt")},
+                      {"valid", dir_->file("valid.src"), dir_->file("valid.tgt")}};
+    options.out = dir_->file("corpus.h5");
+    options.vocab = testing::small_vocab();
+    options.max_len = kMaxLen;
+    return options;
+  }
+
+  static testing::TempDir* dir_;
+  static testing::SyntheticText train_, valid_;
+  static std::map<int, std::string> expected_drop_;  // train line → reason
+  static PrepSummary* summary_;
+};
+
+testing::TempDir* PrepRoundTrip::dir_ = nullptr;
+testing::SyntheticText PrepRoundTrip::train_, PrepRoundTrip::valid_;
+std::map<int, std::string> PrepRoundTrip::expected_drop_;
+PrepSummary* PrepRoundTrip::summary_ = nullptr;
+
+TEST_F(PrepRoundTrip, SummaryCountsEveryDroppedPairByReason) {
+  ASSERT_EQ(summary_->splits.size(), 2u);
+  const SplitSummary& train = summary_->splits[0];
+  EXPECT_EQ(train.name, "train");
+  EXPECT_EQ(train.lines, 300);
+  EXPECT_EQ(train.kept, 294);
+  EXPECT_EQ(train.dropped,
+            (std::map<std::string, int64_t>{{"empty", 2}, {"invalid_utf8", 3}, {"too_long", 1}}));
+  const SplitSummary& valid = summary_->splits[1];
+  EXPECT_EQ(valid.lines, 40);
+  EXPECT_EQ(valid.kept, 39);
+  EXPECT_EQ(valid.dropped.at("empty"), 1);
+  const std::string table = summary_->to_string();
+  EXPECT_NE(table.find("invalid_utf8"), std::string::npos);
+  EXPECT_NE(table.find("train"), std::string::npos);
+  EXPECT_NE(table.find("294"), std::string::npos);
+}
+
+TEST_F(PrepRoundTrip, KeptPairsDecodeToTheirLinesInOrder) {
+  const Corpus corpus(dir_->file("corpus.h5"));
+  const Vocab vocab = corpus.vocab();
+  EXPECT_EQ(vocab.size(), summary_->vocab_size);
+  const std::vector<int32_t> src_lengths = corpus.src_lengths("train");
+  const std::vector<int32_t> tgt_lengths = corpus.tgt_lengths("train");
+  int64_t kept = 0, src_tokens = 0;
+  for (int line = 0; line < 300; ++line) {
+    if (expected_drop_.count(line) != 0) continue;
+    const SentencePair pair = corpus.read("train", {kept}).at(0);
+    EXPECT_EQ(pair.src, vocab.encode(train_.src[line])) << "line " << line;
+    EXPECT_EQ(vocab.decode(pair.src), train_.src[line]);
+    EXPECT_EQ(vocab.decode(pair.tgt), train_.tgt[line]);
+    EXPECT_EQ(src_lengths.at(kept), static_cast<int32_t>(pair.src.size()));
+    EXPECT_EQ(tgt_lengths.at(kept), static_cast<int32_t>(pair.tgt.size()));
+    EXPECT_LE(static_cast<int64_t>(pair.tgt.size()), kMaxLen);
+    src_tokens += static_cast<int64_t>(pair.src.size());
+    ++kept;
+  }
+  EXPECT_EQ(corpus.size("train"), kept);
+  EXPECT_EQ(summary_->splits[0].src_tokens, src_tokens);
+  EXPECT_GT(static_cast<int64_t>(vocab.encode(train_.tgt[60]).size()), kMaxLen);
+}
+
+TEST_F(PrepRoundTrip, FileRecordsLayoutAndProvenance) {
+  h5::QuietErrors quiet;
+  h5::Handle file(H5Fopen(dir_->file("corpus.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  ASSERT_TRUE(file.valid());
+  EXPECT_EQ(h5::read_string_attribute(file.get(), "format"), "tandem-corpus");
+  EXPECT_EQ(h5::read_int_attribute(file.get(), "format_version"), 1);
+  EXPECT_EQ(h5::read_int_attribute(file.get(), "vocab_size"), summary_->vocab_size);
+  h5::Handle train(H5Gopen2(file.get(), "train", H5P_DEFAULT));
+  ASSERT_TRUE(train.valid());
+  EXPECT_EQ(h5::read_string_attribute(train.get(), "src_file"), dir_->file("train.src"));
+  EXPECT_EQ(h5::read_int_attribute(train.get(), "lines"), 300);
+  EXPECT_EQ(h5::read_int_attribute(train.get(), "kept"), 294);
+  EXPECT_EQ(h5::read_int_attribute(train.get(), "dropped_invalid_utf8"), 3);
+  EXPECT_EQ(h5::read_int_attribute(train.get(), "dropped_too_long"), 1);
+  EXPECT_EQ(h5::read_int_attribute(train.get(), "src_crc32"),
+            naive_crc32(testing::read_file(dir_->file("train.src"))));
+  EXPECT_EQ(h5::read_int_attribute(train.get(), "tgt_crc32"),
+            naive_crc32(testing::read_file(dir_->file("train.tgt"))));
+  h5::Handle offsets(H5Dopen2(file.get(), "/train/tgt/offsets", H5P_DEFAULT));
+  h5::Handle tokens(H5Dopen2(file.get(), "/train/tgt/tokens", H5P_DEFAULT));
+  EXPECT_EQ(h5::dataset_length(offsets.get()), 295u);
+  EXPECT_EQ(static_cast<int64_t>(h5::dataset_length(tokens.get())), summary_->splits[0].tgt_tokens);
+  EXPECT_FALSE(std::filesystem::exists(dir_->file("corpus.h5.tmp")));
+}
+
+TEST_F(PrepRoundTrip, SameInputsGiveAByteIdenticalFile) {
+  PrepOptions again = options();
+  again.out = dir_->file("again.h5");
+  prepare_corpus(again);
+  EXPECT_EQ(testing::read_file(again.out), testing::read_file(dir_->file("corpus.h5")));
+}
+
+TEST(NaiveCrc32, MatchesTheStandardCheckValue) { EXPECT_EQ(naive_crc32("123456789"), 0xCBF43926u); }
+
+TEST(PrepareCorpus, MismatchedLineCountsNameBothFilesAndCounts) {
+  testing::TempDir dir;
+  testing::write_lines(dir.file("a.src"), {"a", "b", "c", "d", "e"});
+  testing::write_lines(dir.file("a.tgt"), {"a", "b", "c", "d"});
+  testing::write_lines(dir.file("out.h5"), {"previous corpus"});
+  PrepOptions options;
+  options.splits = {{"train", dir.file("a.src"), dir.file("a.tgt")}};
+  options.out = dir.file("out.h5");
+  options.vocab = testing::small_vocab();
+  try {
+    prepare_corpus(options);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find(dir.file("a.src") + "' has 5 lines"), std::string::npos) << message;
+    EXPECT_NE(message.find(dir.file("a.tgt") + "' has 4"), std::string::npos) << message;
+  }
+  EXPECT_EQ(testing::read_file(dir.file("out.h5")), "previous corpus\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.h5.tmp")));
+}
+
+TEST(PrepareCorpus, MissingInputFileIsNamed) {
+  testing::TempDir dir;
+  testing::write_lines(dir.file("a.src"), {"a"});
+  PrepOptions options;
+  options.splits = {{"train", dir.file("a.src"), dir.file("missing.tgt")}};
+  options.out = dir.file("out.h5");
+  try {
+    prepare_corpus(options);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(dir.file("missing.tgt")), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.h5")));
+}
+
+TEST(PrepareCorpus, UnwritableOutputIsNamed) {
+  testing::TempDir dir;
+  testing::write_lines(dir.file("a.src"), {"a"});
+  testing::write_lines(dir.file("a.tgt"), {"a"});
+  PrepOptions options;
+  options.splits = {{"train", dir.file("a.src"), dir.file("a.tgt")}};
+  options.out = dir.file("no_such_dir/out.h5");
+  try {
+    prepare_corpus(options);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(options.out), std::string::npos) << e.what();
+  }
+}
+
+TEST(PrepareCorpus, TrainSplitIsRequired) {
+  PrepOptions options;
+  options.splits = {{"valid", "v.src", "v.tgt"}};
+  options.out = "out.h5";
+  EXPECT_THROW(prepare_corpus(options), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tandem::data
