@@ -1,0 +1,214 @@
+// The whole pipeline through the real tools: tandem-prep → mpirun tandem-train → checkpoints and
+// resume → tandem-eval → tandem-decode, on a synthetic reverse-the-words corpus.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "data/corpus.h"
+#include "tests/common/synthetic_corpus.h"
+#include "tests/e2e/run_command.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/config/config.h"
+
+namespace tandem::test {
+namespace {
+
+class Pipeline : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("e2e");
+    // Text files from the fixture generator, binarized by the real tandem-prep binary.
+    SyntheticCorpusOptions options;
+    options.train_pairs = 3000;  // enough distinct sentences that reversing must be learned, not memorised
+    make_reverse_corpus(dir_->path(), options);
+    const auto prep = run_command(
+        tool("tandem-prep") + " --train-src " + file("train.src") + " --train-tgt " +
+        file("train.tgt") + " --valid-src " + file("valid.src") + " --valid-tgt " +
+        file("valid.tgt") + " --test-src " + file("test.src") + " --test-tgt " + file("test.tgt") +
+        " --vocab-size 64 --out " + file("prepped.h5"));
+    ASSERT_EQ(prep.exit_code, 0) << prep.output;
+    prep_output_ = new std::string(prep.output);
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    delete prep_output_;
+  }
+  static std::string file(const std::string& name) { return dir_->file(name); }
+
+  // A small config: 1+1 layers of width 32, dropout on, a checkpoint every 4 steps.
+  static std::string write_config(const std::string& name, const std::string& run_dir) {
+    const std::string path = file(name);
+    write_file(path, "model: {d_model: 32, heads: 2, encoder_layers: 1, decoder_layers: 1, d_ff: 64, dropout: 0.1}\n"
+                     "data: {corpus: " + file("prepped.h5") + ", max_tokens: 256, seed: 3}\n"
+                     "train: {max_steps: 8, lr: 0.003, clip_norm: 1.0, seed: 5, threads: 1}\n"
+                     "checkpoint: {dir: " + run_dir + ", every_steps: 4, keep_last: 0}\n"
+                     "log: {every_steps: 1}\n");
+    return path;
+  }
+
+  static std::vector<nlohmann::json> metrics(const std::string& run_dir) {
+    std::ifstream in(run_dir + "/metrics.jsonl");
+    std::vector<nlohmann::json> out;
+    for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+    return out;
+  }
+
+  static TempDir* dir_;
+  static std::string* prep_output_;
+};
+TempDir* Pipeline::dir_ = nullptr;
+std::string* Pipeline::prep_output_ = nullptr;
+
+TEST_F(Pipeline, PrepWritesEverySplitAndPrintsASummary) {
+  data::Corpus corpus(file("prepped.h5"));
+  EXPECT_EQ(corpus.size("train"), 3000);
+  EXPECT_EQ(corpus.size("valid"), 40);
+  EXPECT_EQ(corpus.size("test"), 40);
+  // 16 words need fewer pieces than asked for; SentencePiece stops early rather than failing.
+  EXPECT_GT(corpus.vocab().size(), 16);
+  EXPECT_LE(corpus.vocab().size(), 64);
+  EXPECT_NE(prep_output_->find("train"), std::string::npos) << *prep_output_;
+}
+
+TEST_F(Pipeline, ResumedRunContinuesTheUninterruptedLossCurveExactly) {
+  const std::string straight = file("run-straight");
+  const std::string split = file("run-split");
+  const auto a = run_command(mpirun(2) + tool("tandem-train") + " --config " +
+                             write_config("straight.yaml", straight));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const auto cfg = write_config("split.yaml", split);
+  const auto first = run_command(mpirun(2) + tool("tandem-train") + " --config " + cfg +
+                                 " --set train.max_steps=4");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto second = run_command(mpirun(2) + tool("tandem-train") + " --config " + cfg);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("resuming from"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("at step 4"), std::string::npos) << second.output;
+
+  const auto expected = metrics(straight);
+  const auto resumed = metrics(split);
+  ASSERT_EQ(expected.size(), 8u);
+  ASSERT_EQ(resumed.size(), 8u);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(resumed[i]["step"], static_cast<int64_t>(i + 1));
+    // Dropout is on: equality needs the data position, optimizer and every rank's RNG restored.
+    EXPECT_EQ(resumed[i]["loss"].get<double>(), expected[i]["loss"].get<double>()) << "step " << i + 1;
+  }
+  const auto p = checkpoint::load(straight + "/last.h5");
+  const auto q = checkpoint::load(split + "/last.h5");
+  ASSERT_EQ(p.model.size(), q.model.size());
+  for (size_t i = 0; i < p.model.size(); ++i) {
+    EXPECT_TRUE(torch::equal(p.model[i].second, q.model[i].second)) << p.model[i].first;
+  }
+}
+
+TEST_F(Pipeline, CheckpointHoldsEverythingTheDesignLists) {
+  const std::string run = file("run-contents");
+  const auto r = run_command(mpirun(2) + tool("tandem-train") + " --config " +
+                             write_config("contents.yaml", run));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto c = checkpoint::load(run + "/last.h5");
+  EXPECT_EQ(c.step, 8);
+  EXPECT_EQ(c.world_size, 2);
+  std::map<std::string, torch::Tensor> model(c.model.begin(), c.model.end());
+  ASSERT_TRUE(model.count("encoder.layers.0.self_attn.q_proj.weight"));
+  EXPECT_EQ(model["encoder.layers.0.self_attn.q_proj.weight"].sizes(), torch::IntArrayRef({32, 32}));
+  ASSERT_TRUE(c.optimizer.count("exp_avg") && c.optimizer.count("exp_avg_sq"));
+  EXPECT_EQ(c.optimizer.at("exp_avg").size(), c.model.size());
+  EXPECT_EQ(c.optimizer_step, 8);
+  EXPECT_GT(c.data_next_batch + c.data_epoch, 0);
+  ASSERT_EQ(c.rng.size(), 2u);
+  EXPECT_NE(c.rng[0], c.rng[1]);  // dropout streams differ per rank
+  const auto config = config::parse_config(c.config_yaml, "checkpoint");
+  EXPECT_EQ(config.model.d_model, 32);
+  EXPECT_EQ(config.train.max_steps, 8);
+  EXPECT_EQ(data::Vocab::from_bytes(c.vocab).size(), data::Corpus(file("prepped.h5")).vocab().size());
+  EXPECT_FALSE(c.torch_version.empty());
+  EXPECT_FALSE(c.created.empty());
+  EXPECT_TRUE(std::ifstream(run + "/step-00000004.h5").good());
+  EXPECT_TRUE(std::ifstream(run + "/step-00000008.h5").good());
+}
+
+TEST_F(Pipeline, LearnsToReverseAndEvalDecodeAgree) {
+  const std::string run = file("run-learn");
+  const auto cfg = write_config("learn.yaml", run);
+  const auto r = run_command(mpirun(2) + tool("tandem-train") + " --config " + cfg +
+                             " --set train.max_steps=400 --set data.max_tokens=512 --set model.d_model=64 --set model.d_ff=128"
+                             " --set model.encoder_layers=2 --set model.decoder_layers=2"
+                             " --set model.dropout=0 --set checkpoint.every_steps=0 --set log.every_steps=50");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto eval = run_command(tool("tandem-eval") + " --checkpoint " + run +
+                                "/last.h5 --split test --json --output " + file("test.hyp"));
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  const auto record = nlohmann::json::parse(eval.output.substr(eval.output.rfind('{')));
+  EXPECT_GE(record["accuracy"].get<double>(), 0.95) << eval.output;
+  EXPECT_GE(record["bleu"].get<double>(), 80.0) << eval.output;
+
+  // tandem-decode on the raw test sources gives the same translations, in order.
+  const auto decoded = run_command(tool("tandem-decode") + " --checkpoint " + run + "/last.h5 < " +
+                                   file("test.src") + " 2>/dev/null");
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.output;
+  std::ifstream hyp(file("test.hyp"));
+  std::stringstream expected;
+  expected << hyp.rdbuf();
+  EXPECT_EQ(decoded.output, expected.str());
+
+  const auto rescored = run_command(tool("tandem-eval") + " --hyp " + file("test.hyp") + " --ref " +
+                                    file("test.tgt") + " --json");
+  ASSERT_EQ(rescored.exit_code, 0) << rescored.output;
+  const auto again = nlohmann::json::parse(rescored.output.substr(rescored.output.rfind('{')));
+  EXPECT_NEAR(again["bleu"].get<double>(), record["bleu"].get<double>(), 1e-9);
+}
+
+TEST_F(Pipeline, BadInputGetsExitCode2AndNamesTheCulprit) {
+  struct Case {
+    std::string command;
+    std::string must_mention;
+  };
+  write_file(file("typo.yaml"), "model: {d_modle: 32}\ndata: {corpus: x.h5}\n");
+  write_file(file("short.tgt"), "one line\n");
+  write_file(file("not-hdf5.h5"), "plain text\n");
+  const std::vector<Case> cases = {
+      {tool("tandem-train") + " --config " + file("missing.yaml"), "missing.yaml"},
+      {tool("tandem-train") + " --config " + file("typo.yaml"), "model.d_model"},
+      {tool("tandem-train") + " --config " + write_config("types.yaml", file("run-types")) +
+           " --set train.lr=fast", "train.lr"},
+      {tool("tandem-prep") + " --train-src " + file("train.src") + " --train-tgt " +
+           file("short.tgt") + " --out " + file("bad.h5"), "short.tgt"},
+      {tool("tandem-prep") + " --train-src " + file("nope.src") + " --train-tgt " +
+           file("train.tgt") + " --out " + file("bad.h5"), "nope.src"},
+      {tool("tandem-eval") + " --checkpoint " + file("prepped.h5") + " --split test", "prepped.h5"},
+      {tool("tandem-eval") + " --checkpoint " + file("not-hdf5.h5") + " --split test", "not-hdf5.h5"},
+      {tool("tandem-decode") + " --checkpoint " + file("absent.h5") + " < /dev/null", "absent.h5"},
+      {tool("tandem-eval") + " --hyp " + file("short.tgt") + " --ref " + file("test.tgt"), "short.tgt"},
+      {tool("tandem-train") + " --config " + file("types.yaml") + " --no-such-flag", "--no-such-flag"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_command(c.command);
+    EXPECT_EQ(r.exit_code, 2) << c.command << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.must_mention), std::string::npos) << c.command << "\n" << r.output;
+  }
+  EXPECT_FALSE(std::ifstream(file("bad.h5")).good()) << "a failed tandem-prep left a file behind";
+}
+
+TEST_F(Pipeline, AFailedStartLeavesExistingCheckpointsIntact) {
+  const std::string run = file("run-keep");
+  const auto cfg = write_config("keep.yaml", run);
+  ASSERT_EQ(run_command(tool("tandem-train") + " --config " + cfg + " --set train.max_steps=4").exit_code, 0);
+  const auto before = checkpoint::load(run + "/last.h5");
+  const auto bad = run_command(mpirun(2) + tool("tandem-train") + " --config " + cfg +
+                               " --set model.d_model=48");  // shape differs from the checkpoint
+  EXPECT_NE(bad.exit_code, 0) << bad.output;
+  EXPECT_NE(bad.output.find("step-00000004.h5"), std::string::npos) << bad.output;
+  const auto after = checkpoint::load(run + "/last.h5");
+  EXPECT_EQ(after.step, 4);
+  for (size_t i = 0; i < before.model.size(); ++i) {
+    EXPECT_TRUE(torch::equal(before.model[i].second, after.model[i].second));
+  }
+}
+
+}  // namespace
+}  // namespace tandem::test

@@ -1,0 +1,152 @@
+// Data parallelism is exact: N ranks each taking one batch give the same loss and parameters as one
+// process taking all N batches (recomputed here naively on rank 0), and every rank holds bitwise
+// the same parameters after every step.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "data/corpus.h"
+#include "data/loader.h"
+#include "tests/common/mpi_test.h"
+#include "tests/common/synthetic_corpus.h"
+#include "trainer/optim/adam.h"
+#include "trainer/train/loss.h"
+#include "trainer/train/model_io.h"
+#include "trainer/train/trainer.h"
+
+namespace tandem::test {
+namespace {
+
+config::Config tiny_config(const std::string& corpus, const std::string& run_dir) {
+  config::Config c;
+  c.model.d_model = 32;
+  c.model.heads = 2;
+  c.model.encoder_layers = 1;
+  c.model.decoder_layers = 1;
+  c.model.d_ff = 64;
+  c.model.dropout = 0.0;  // the single-process reference cannot reproduce per-rank dropout masks
+  c.data.corpus = corpus;
+  c.data.max_tokens = 128;
+  c.data.seed = 2;
+  c.train.lr = 1e-3;
+  c.train.clip_norm = 0.5;  // small enough to clip on some steps
+  c.train.seed = 3;
+  c.checkpoint.dir = run_dir;
+  c.checkpoint.every_steps = 0;
+  return c;
+}
+
+// FNV-1a over the raw bytes of every parameter, in order.
+uint64_t parameter_hash(const model::Transformer& model) {
+  std::vector<std::string> bytes;
+  for (const auto& [name, p] : train::named_parameters(model)) {
+    auto c = p.contiguous();
+    bytes.emplace_back(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
+  }
+  return dist::stable_hash(bytes);
+}
+
+// The same step computed naively in one process: all N batches, gradients summed, divided by the
+// global target count, clipped, Adam.
+struct Reference {
+  Reference(const config::Config& c, const data::Corpus& corpus, int world)
+      : loader(corpus, "train", {c.data.max_tokens, c.data.seed, c.data.pool_batches}, 0, 1),
+        world(world),
+        clip(c.train.clip_norm),
+        lr(c.train.lr) {
+    torch::manual_seed(c.train.seed);
+    model = model::Transformer(train::model_options(c.model, corpus.vocab().size()));
+    adam = std::make_unique<optim::Adam>(train::named_parameters(model),
+                                         optim::AdamOptions{c.train.adam_beta1, c.train.adam_beta2,
+                                                            c.train.adam_eps, 0.0});
+  }
+  double step() {
+    adam->zero_grad();
+    torch::Tensor loss_sum = torch::zeros({}, torch::kFloat64);
+    double tokens = 0;
+    double nll = 0;
+    for (const auto& batch : loader.next_step(world)) {  // world global batches in one process
+      if (batch.empty()) continue;
+      auto loss = train::token_loss(model->forward(batch.src, batch.tgt_in), batch.tgt_out, 0.0);
+      loss.loss_sum.backward();
+      tokens += static_cast<double>(loss.tokens);
+      nll += loss.nll_sum;
+    }
+    std::vector<torch::Tensor> params;
+    for (auto& [name, p] : train::named_parameters(model)) {
+      p.mutable_grad().div_(tokens);
+      params.push_back(p);
+    }
+    optim::clip_grads(params, optim::global_grad_norm(params), clip);
+    adam->step(lr);
+    return nll / tokens;
+  }
+  data::ShardedLoader loader;
+  int world;
+  double clip;
+  double lr;
+  model::Transformer model{nullptr};
+  std::unique_ptr<optim::Adam> adam;
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Largest |a - b| / max|b| over parameters. Key-projection biases are left out: their exact
+// gradient is zero (a per-query constant added to every score cancels in the softmax), so what
+// each implementation computes there is round-off, which Adam turns into lr-sized steps of either
+// sign. They are checked separately against that bound.
+double max_relative_difference(const model::Transformer& a, const model::Transformer& b,
+                               double noise_bound) {
+  double worst = 0;
+  auto pa = train::named_parameters(a);
+  auto pb = train::named_parameters(b);
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const double diff = (pa[i].second - pb[i].second).abs().max().item<double>();
+    if (ends_with(pa[i].first, "k_proj.bias")) {
+      EXPECT_LE(diff, noise_bound) << pa[i].first;
+      continue;
+    }
+    const double scale = std::max(1e-3, pb[i].second.abs().max().item<double>());
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+TEST(DataParallel, RanksEqualOneProcessOnTheSameGlobalBatchAndStayBitwiseIdentical) {
+  auto& group = process_group();
+  auto& comm = group.cpu();
+  std::unique_ptr<TempDir> dir;
+  std::string root;
+  if (group.rank() == 0) {
+    dir = std::make_unique<TempDir>("dp");
+    make_reverse_corpus(dir->path());
+    root = dir->path();
+  }
+  root = comm.broadcast_bytes(root, 0);
+  const auto config = tiny_config(root + "/corpus.h5", root + "/run");
+  train::Trainer trainer(config, group, "");
+  data::Corpus corpus(config.data.corpus);
+  std::unique_ptr<Reference> reference;
+  if (group.rank() == 0) reference = std::make_unique<Reference>(config, corpus, group.size());
+
+  for (int step = 1; step <= 6; ++step) {
+    const auto stats = trainer.train_step();
+    const auto hashes = comm.all_gather(parameter_hash(trainer.model()));
+    for (size_t r = 1; r < hashes.size(); ++r) {
+      EXPECT_EQ(hashes[r], hashes[0]) << "rank " << r << " differs from rank 0 after step " << step;
+    }
+    if (group.rank() != 0) continue;
+    const double expected_loss = reference->step();
+    const double loss = stats.nll_sum / stats.tgt_tokens;
+    EXPECT_NEAR(loss, expected_loss, 1e-5 * std::abs(expected_loss)) << "step " << step;
+    EXPECT_LT(max_relative_difference(trainer.model(), reference->model, 2 * step * config.train.lr),
+              1e-5)
+        << "step " << step;
+  }
+  comm.barrier();  // rank 0's TempDir outlives every rank's use of the corpus
+}
+
+}  // namespace
+}  // namespace tandem::test

@@ -1,0 +1,149 @@
+// tandem-eval: loss, perplexity, token accuracy, BLEU and chrF2 of a checkpoint on a corpus split or
+// on raw source/reference files; or BLEU and chrF2 of a translation file alone.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "data/corpus.h"
+#include "trainer/common/error.h"
+#include "trainer/tools/tool_main.h"
+#include "trainer/train/evaluate.h"
+#include "trainer/train/metrics.h"
+#include "trainer/train/model_io.h"
+#include "trainer/train/threads.h"
+
+namespace {
+
+constexpr const char* kExamples = R"(Examples:
+  tandem-eval --checkpoint runs/tiny/last.h5 --split test
+  tandem-eval --checkpoint runs/tiny/last.h5 --split valid --corpus other.h5
+  tandem-eval --checkpoint runs/tiny/last.h5 --src test.en --ref test.es --output hyp.es
+  tandem-eval --hyp hyp.es --ref test.es)";
+
+struct Args {
+  std::string checkpoint, split, corpus, src, ref, hyp, output;
+  int64_t max_tokens = 4096;
+  int threads = 0;
+  bool json = false;
+  tandem::decode::DecodeOptions decode;
+};
+
+void print_scores(const tandem::train::BleuScore& bleu, double chrf, nlohmann::json& record) {
+  std::printf("%s\nchrF2 = %.2f\n", bleu.to_string().c_str(), chrf);
+  record["bleu"] = bleu.score;
+  record["chrf"] = chrf;
+}
+
+int score_file(const Args& args) {
+  const auto hyps = tandem::tools::read_lines(args.hyp, "--hyp");
+  const auto refs = tandem::tools::read_lines(args.ref, "--ref");
+  if (hyps.size() != refs.size()) {
+    throw std::invalid_argument("--hyp '" + args.hyp + "' has " + std::to_string(hyps.size()) +
+                                " lines but --ref '" + args.ref + "' has " +
+                                std::to_string(refs.size()));
+  }
+  nlohmann::json record;
+  print_scores(tandem::train::corpus_bleu(hyps, refs), tandem::train::corpus_chrf(hyps, refs), record);
+  if (args.json) std::cout << record.dump() << "\n";
+  return 0;
+}
+
+// Pairs and detokenized references from a corpus split, or from raw files.
+void load_pairs(const Args& args, const tandem::train::InferenceModel& m,
+                std::vector<tandem::data::SentencePair>& pairs, std::vector<std::string>& refs,
+                std::string& source) {
+  if (!args.split.empty()) {
+    const std::string path = args.corpus.empty() ? m.config.data.corpus : args.corpus;
+    tandem::data::Corpus corpus(path);
+    if (!corpus.has_split(args.split)) {
+      throw std::invalid_argument("corpus '" + path + "' has no split '" + args.split + "'");
+    }
+    std::vector<int64_t> all(static_cast<size_t>(corpus.size(args.split)));
+    std::iota(all.begin(), all.end(), 0);
+    pairs = corpus.read(args.split, all);
+    for (const auto& pair : pairs) refs.push_back(m.vocab.decode(pair.tgt));
+    source = args.split + " split of " + path;
+    return;
+  }
+  const auto srcs = tandem::tools::read_lines(args.src, "--src");
+  refs = tandem::tools::read_lines(args.ref, "--ref");
+  if (srcs.size() != refs.size()) {
+    throw std::invalid_argument("--src '" + args.src + "' has " + std::to_string(srcs.size()) +
+                                " lines but --ref '" + args.ref + "' has " +
+                                std::to_string(refs.size()));
+  }
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    pairs.push_back({m.vocab.encode(srcs[i]), m.vocab.encode(refs[i])});
+  }
+  source = args.src + " / " + args.ref;
+}
+
+int evaluate_checkpoint(const Args& args) {
+  auto m = tandem::train::load_for_inference(args.checkpoint);
+  std::vector<tandem::data::SentencePair> pairs;
+  std::vector<std::string> refs;
+  std::string source;
+  load_pairs(args, m, pairs, refs, source);
+  const auto result =
+      tandem::train::evaluate(m.model, m.vocab, pairs, refs, args.max_tokens, args.decode);
+  std::printf("checkpoint %s (step %lld) on %s: %zu sentences\n", args.checkpoint.c_str(),
+              static_cast<long long>(m.step), source.c_str(), pairs.size());
+  std::printf("loss %.4f | perplexity %.2f | token accuracy %.2f%%\n", result.forced.loss,
+              result.forced.perplexity, 100.0 * result.forced.accuracy);
+  nlohmann::json record{{"step", m.step},
+                        {"sentences", pairs.size()},
+                        {"loss", result.forced.loss},
+                        {"ppl", result.forced.perplexity},
+                        {"accuracy", result.forced.accuracy}};
+  print_scores(result.bleu, result.chrf, record);
+  if (!args.output.empty()) {
+    std::ofstream out(args.output);
+    if (!out) tandem::throw_cannot_open("--output", args.output);
+    for (const auto& line : result.hypotheses) out << line << '\n';
+  }
+  if (args.json) std::cout << record.dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Evaluate a Tandem checkpoint (loss, perplexity, accuracy, BLEU, chrF2) or score a translation file."};
+  Args args;
+  app.add_option("--checkpoint", args.checkpoint, "checkpoint file (*.h5) to evaluate");
+  app.add_option("--split", args.split, "corpus split to evaluate: valid or test")
+      ->check(CLI::IsMember({"train", "valid", "test"}));
+  app.add_option("--corpus", args.corpus, "corpus file (default: the one the checkpoint was trained on)");
+  app.add_option("--src", args.src, "raw source sentences, one per line");
+  app.add_option("--ref", args.ref, "raw reference translations, one per line");
+  app.add_option("--hyp", args.hyp, "translations to score against --ref (no checkpoint needed)");
+  app.add_option("--output", args.output, "write the checkpoint's translations here");
+  app.add_option("--max-tokens", args.max_tokens, "padded tokens per batch for the loss")->check(CLI::PositiveNumber);
+  app.add_option("--batch-tokens", args.decode.batch_tokens, "source tokens per decoding batch")->check(CLI::PositiveNumber);
+  app.add_option("--max-len-a", args.decode.max_len_a, "max output length = a * source length + b");
+  app.add_option("--max-len-b", args.decode.max_len_b, "see --max-len-a");
+  app.add_option("--threads", args.threads, "intra-op threads (0: LibTorch's default)");
+  app.add_flag("--json", args.json, "also print the scores as one JSON line");
+  app.footer(kExamples);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : tandem::kExitUsage;
+  }
+  return tandem::tools::run_tool("tandem-eval", [&] {
+    if (args.threads > 0) tandem::train::set_compute_threads(args.threads);
+    if (!args.hyp.empty()) {
+      if (args.ref.empty()) throw std::invalid_argument("--hyp needs --ref");
+      return score_file(args);
+    }
+    if (args.checkpoint.empty()) throw std::invalid_argument("give --checkpoint (or --hyp with --ref); see --help");
+    if (args.split.empty() == (args.src.empty() || args.ref.empty())) {
+      throw std::invalid_argument("give either --split valid|test or both --src and --ref");
+    }
+    return evaluate_checkpoint(args);
+  });
+}

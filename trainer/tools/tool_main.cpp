@@ -1,0 +1,36 @@
+#include "trainer/tools/tool_main.h"
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "trainer/common/error.h"
+
+namespace tandem::tools {
+
+int run_tool(const std::string& tool, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), e.what());
+    return exit_code_for(e);
+  }
+}
+
+std::vector<std::string> read_lines(const std::string& path, const std::string& what) {
+  std::vector<std::string> lines;
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (path != "-") {
+    file.open(path);
+    if (!file) throw_cannot_open(what, path);
+    in = &file;
+  }
+  for (std::string line; std::getline(*in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+}  // namespace tandem::tools

@@ -1,0 +1,18 @@
+// What every tool's main() shares: exception → one "tandem-<tool>: error: ..." line and the exit
+// code of its kind (2 for bad input, 1 otherwise), and reading a text file's lines.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tandem::tools {
+
+// Runs `body`, mapping exceptions to exit codes and one error line on stderr.
+int run_tool(const std::string& tool, const std::function<int()>& body);
+
+// The lines of `path` ("-" reads stdin); std::invalid_argument naming `what` and the path when it
+// cannot be opened.
+std::vector<std::string> read_lines(const std::string& path, const std::string& what);
+
+}  // namespace tandem::tools

@@ -1,0 +1,92 @@
+#include "trainer/train/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "data/batch.h"
+#include "data/batch_plan.h"
+#include "trainer/train/loss.h"
+
+namespace tandem::train {
+namespace {
+
+// Index groups of similar length whose padded size stays within max_tokens.
+std::vector<std::vector<int64_t>> length_batches(const std::vector<data::SentencePair>& pairs,
+                                                 int64_t max_tokens) {
+  std::vector<int64_t> order(pairs.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto length = [&](int64_t i) {
+    return data::padded_length(static_cast<int32_t>(pairs[i].src.size()),
+                               static_cast<int32_t>(pairs[i].tgt.size()));
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return length(a) < length(b); });
+  std::vector<std::vector<int64_t>> batches;
+  std::vector<int64_t> current;
+  for (int64_t i : order) {
+    const int64_t longest = length(i);  // sorted: the newest is the longest
+    if (!current.empty() && longest * static_cast<int64_t>(current.size() + 1) > max_tokens) {
+      batches.push_back(std::move(current));
+      current.clear();
+    }
+    current.push_back(i);
+  }
+  if (!current.empty()) batches.push_back(std::move(current));
+  return batches;
+}
+
+}  // namespace
+
+TeacherForced teacher_forced(model::Transformer& model, const std::vector<data::SentencePair>& pairs,
+                             int64_t max_tokens) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  double nll = 0;
+  double correct = 0;
+  double tokens = 0;
+  for (const auto& indices : length_batches(pairs, max_tokens)) {
+    std::vector<data::SentencePair> chunk;
+    for (int64_t i : indices) chunk.push_back(pairs[i]);
+    const auto batch = data::make_batch(chunk);
+    const auto loss = token_loss(model->forward(batch.src, batch.tgt_in), batch.tgt_out, 0.0);
+    nll += loss.nll_sum;
+    correct += static_cast<double>(loss.correct);
+    tokens += static_cast<double>(loss.tokens);
+  }
+  TeacherForced out;
+  out.tokens = static_cast<int64_t>(tokens);
+  out.loss = tokens > 0 ? nll / tokens : 0;
+  out.perplexity = std::exp(std::min(out.loss, 100.0));
+  out.accuracy = tokens > 0 ? correct / tokens : 0;
+  return out;
+}
+
+std::vector<std::string> translate_tokens(model::Transformer& model, const data::Vocab& vocab,
+                                          const std::vector<std::vector<int32_t>>& sources,
+                                          const decode::DecodeOptions& options) {
+  model->eval();
+  std::vector<std::string> out;
+  out.reserve(sources.size());
+  for (const auto& hypothesis : decode::translate(model, sources, options)) {
+    out.push_back(vocab.decode(hypothesis.tokens));
+  }
+  return out;
+}
+
+Evaluation evaluate(model::Transformer& model, const data::Vocab& vocab,
+                    const std::vector<data::SentencePair>& pairs,
+                    const std::vector<std::string>& references, int64_t max_tokens,
+                    const decode::DecodeOptions& options) {
+  Evaluation out;
+  out.forced = teacher_forced(model, pairs, max_tokens);
+  std::vector<std::vector<int32_t>> sources;
+  sources.reserve(pairs.size());
+  for (const auto& pair : pairs) sources.push_back(pair.src);
+  out.hypotheses = translate_tokens(model, vocab, sources, options);
+  out.bleu = corpus_bleu(out.hypotheses, references);
+  out.chrf = corpus_chrf(out.hypotheses, references);
+  return out;
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,47 @@
+// Evaluation of a model on sentence pairs: teacher-forced loss, perplexity and token accuracy,
+// and the quality of its own translations (greedy decoding) as corpus BLEU and chrF2.
+// tandem-eval uses it; validation during training will too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+#include "data/vocab.h"
+#include "trainer/decode/greedy.h"
+#include "trainer/model/transformer.h"
+#include "trainer/train/metrics.h"
+
+namespace tandem::train {
+
+struct TeacherForced {
+  double loss = 0;        // mean NLL per target token (nats)
+  double perplexity = 0;
+  double accuracy = 0;    // argmax == target, over target tokens (EOS included)
+  int64_t tokens = 0;
+};
+
+struct Evaluation {
+  TeacherForced forced;
+  BleuScore bleu;
+  double chrf = 0;
+  std::vector<std::string> hypotheses;  // detokenized, input order
+};
+
+// Batches of at most max_tokens padded tokens, no gradients, model in eval mode.
+TeacherForced teacher_forced(model::Transformer& model, const std::vector<data::SentencePair>& pairs,
+                             int64_t max_tokens);
+
+// Greedy translations of token sequences, detokenized.
+std::vector<std::string> translate_tokens(model::Transformer& model, const data::Vocab& vocab,
+                                          const std::vector<std::vector<int32_t>>& sources,
+                                          const decode::DecodeOptions& options);
+
+// Everything at once; `references` are the detokenized reference sentences of `pairs`.
+Evaluation evaluate(model::Transformer& model, const data::Vocab& vocab,
+                    const std::vector<data::SentencePair>& pairs,
+                    const std::vector<std::string>& references, int64_t max_tokens,
+                    const decode::DecodeOptions& options);
+
+}  // namespace tandem::train

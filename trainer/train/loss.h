@@ -1,0 +1,23 @@
+// Token-level cross-entropy with optional label smoothing, summed (not averaged) so that data
+// parallel ranks can normalise by the target-token count of the whole global batch.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace tandem::train {
+
+struct TokenLoss {
+  torch::Tensor loss_sum;  // scalar, differentiable: sum over non-pad targets of the smoothed loss
+  double nll_sum = 0;      // sum of -log p(target) over non-pad targets (no smoothing)
+  int64_t tokens = 0;      // non-pad targets
+  int64_t correct = 0;     // targets equal to the argmax prediction
+};
+
+// logits [batch, len, vocab], targets [batch, len] int64 with kPad at padding.
+// Smoothed loss per token: (1 - eps) * nll + eps * mean over the vocabulary of -log p.
+TokenLoss token_loss(const torch::Tensor& logits, const torch::Tensor& targets,
+                     double label_smoothing);
+
+}  // namespace tandem::train

@@ -1,0 +1,49 @@
+#include "trainer/train/model_io.h"
+
+#include <utility>
+
+namespace tandem::train {
+
+model::TransformerOptions model_options(const config::ModelConfig& config, int64_t vocab_size) {
+  model::TransformerOptions options;
+  options.vocab_size = vocab_size;
+  options.d_model = config.d_model;
+  options.heads = config.heads;
+  options.encoder_layers = config.encoder_layers;
+  options.decoder_layers = config.decoder_layers;
+  options.d_ff = config.d_ff;
+  options.dropout = config.dropout;
+  options.pre_norm = config.pre_norm;
+  options.tie_embeddings = config.tie_embeddings;
+  options.max_positions = config.max_positions;
+  return options;
+}
+
+checkpoint::NamedTensors named_parameters(const model::Transformer& model) {
+  checkpoint::NamedTensors out;
+  for (const auto& item : model->named_parameters(/*recurse=*/true)) {
+    out.emplace_back(item.key(), item.value());
+  }
+  return out;
+}
+
+void load_parameters(model::Transformer& model, const checkpoint::NamedTensors& params,
+                     const std::string& path) {
+  auto own = named_parameters(model);
+  checkpoint::check_compatible(path, params, own);
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> by_name(params.begin(), params.end());
+  for (auto& [name, tensor] : own) tensor.copy_(by_name.at(name));
+}
+
+InferenceModel load_for_inference(const std::string& checkpoint_path) {
+  auto data = checkpoint::load_model_only(checkpoint_path);
+  InferenceModel out{config::parse_config(data.config_yaml, checkpoint_path + " /config"),
+                     data::Vocab::from_bytes(data.vocab), nullptr, data.step};
+  out.model = model::Transformer(model_options(out.config.model, out.vocab.size()));
+  load_parameters(out.model, data.model, checkpoint_path);
+  out.model->eval();
+  return out;
+}
+
+}  // namespace tandem::train

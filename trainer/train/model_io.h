@@ -1,0 +1,33 @@
+// Building the model a config describes, and moving its parameters in and out of checkpoints.
+// tandem-train, tandem-eval and tandem-decode all go through here, so a checkpoint is read one way.
+#pragma once
+
+#include <string>
+
+#include "data/vocab.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/config/config.h"
+#include "trainer/model/transformer.h"
+
+namespace tandem::train {
+
+model::TransformerOptions model_options(const config::ModelConfig& config, int64_t vocab_size);
+
+// Parameters in registration order (the order every rank uses for flattening and hashing).
+checkpoint::NamedTensors named_parameters(const model::Transformer& model);
+
+// Copies checkpoint tensors into the model's parameters after checking names and shapes
+// (std::invalid_argument naming `path` and the first differences).
+void load_parameters(model::Transformer& model, const checkpoint::NamedTensors& params,
+                     const std::string& path);
+
+// A model ready for evaluation or decoding (eval mode), with its config and vocabulary.
+struct InferenceModel {
+  config::Config config;
+  data::Vocab vocab;
+  model::Transformer model{nullptr};
+  int64_t step = 0;
+};
+InferenceModel load_for_inference(const std::string& checkpoint_path);
+
+}  // namespace tandem::train

@@ -1,0 +1,18 @@
+#include "trainer/train/threads.h"
+
+#include <dlfcn.h>
+#include <torch/torch.h>
+
+namespace tandem::train {
+
+void set_compute_threads(int threads) {
+  torch::set_num_threads(threads);
+  // OpenBLAS keeps its own thread pool sized from the environment; resize it when the library
+  // is the BLAS LibTorch was linked against (looked up at run time: it may be absent).
+  using SetThreads = void (*)(int);
+  if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    fn(threads);
+  }
+}
+
+}  // namespace tandem::train
