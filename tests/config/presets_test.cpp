@@ -36,8 +36,8 @@ TEST(Presets, TinyIsTheCpuPreset) {
   EXPECT_EQ(c.model.dropout, 0.1);
   EXPECT_EQ(c.data.max_tokens, 4096);
   EXPECT_EQ(c.data.corpus, "work/bible/corpus.h5");
-  EXPECT_EQ(c.train.lr, 3e-4);
-  EXPECT_EQ(c.train.schedule, "constant");
+  // Bounded by wall time, so the quickstart and a bare `tandem-train --config` both end.
+  EXPECT_GT(c.train.max_minutes, 0);
   EXPECT_EQ(c.checkpoint.dir, "runs/tiny");
   EXPECT_EQ(c.checkpoint.every_steps, 200);
   EXPECT_EQ(c.checkpoint.keep_last, 3);
