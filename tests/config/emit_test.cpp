@@ -67,5 +67,18 @@ TEST(ToYaml, RoundTripIsBitExact) {
   EXPECT_NE(text.find("  max_minutes: 1.0e+300\n"), std::string::npos) << text;
 }
 
+TEST(Emit, WholeNumbersPrintInFullBelowSixteenDigits) {
+  Config c;
+  c.data.corpus = "corpus.h5";
+  c.train.max_minutes = 20;
+  c.train.lr = 1500;
+  c.train.adam_eps = 1e20;
+  const std::string text = to_yaml(c);
+  EXPECT_NE(text.find("  max_minutes: 20.0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  lr: 1500.0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  adam_eps: 1.0e+20\n"), std::string::npos) << text;
+  EXPECT_EQ(to_yaml(parse_config(text, "emitted")), text);
+}
+
 }  // namespace
 }  // namespace tandem::config

@@ -17,9 +17,16 @@ std::string format_double(double value) {
   if (std::isnan(value)) return ".nan";
   if (std::isinf(value)) return value > 0 ? ".inf" : "-.inf";
   char buffer[40];
-  for (int precision = 1; precision <= 17; ++precision) {
+  int precision = 1;
+  for (; precision <= 17; ++precision) {
     std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
     if (std::strtod(buffer, nullptr) == value) break;
+  }
+  // %g writes 20 as "2e+01" at precision 1; integral digits below 1e16 read better in full.
+  const double magnitude = std::fabs(value);
+  if (magnitude >= 1 && magnitude < 1e16) {
+    const int digits = static_cast<int>(std::floor(std::log10(magnitude))) + 1;
+    if (digits > precision) std::snprintf(buffer, sizeof buffer, "%.*g", digits, value);
   }
   std::string text = buffer;
   // "1e-09" → "1.0e-9": a dot keeps it a float for YAML 1.1 readers too, and no padded exponent.
