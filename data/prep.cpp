@@ -9,8 +9,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "data/hdf5_util.h"
 #include "trainer/common/error.h"
+#include "trainer/common/hdf5.h"
 
 namespace tandem::data {
 namespace {
@@ -281,7 +281,7 @@ std::vector<SplitSummary> write_corpus(const std::string& path, const Vocab& voc
     split.lines = {};  // the text is no longer needed
     summaries.push_back(split.summary);
   }
-  h5::check(H5Fclose(file.release()), "close '" + path + "'");
+  h5::check(file.close(), "cannot close '" + path + "'");
   return summaries;
 }
 

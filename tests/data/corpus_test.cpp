@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "data/hdf5_util.h"
 #include "tests/data/test_corpus.h"
+#include "trainer/common/hdf5.h"
 
 namespace tandem::data {
 namespace {
@@ -94,7 +94,7 @@ TEST(CorpusOpen, Hdf5FileWithoutFormatIsNotACorpus) {
   testing::TempDir dir;
   const std::string path = dir.file("other.h5");
   h5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-  file.reset();
+  file.close();
   ::testing::internal::CaptureStderr();
   const std::string message = open_error(path);
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");

@@ -7,8 +7,8 @@
 #include <set>
 
 #include "data/corpus.h"
-#include "data/hdf5_util.h"
 #include "tests/data/test_corpus.h"
+#include "trainer/common/hdf5.h"
 
 namespace tandem::data {
 namespace {

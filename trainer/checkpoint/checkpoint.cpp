@@ -17,7 +17,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "trainer/checkpoint/hdf5_util.h"
+#include "trainer/common/hdf5.h"
 
 namespace tandem::checkpoint {
 namespace {
@@ -96,16 +96,15 @@ void write_tensor(hid_t group, const std::string& name, const torch::Tensor& ten
   }
   std::vector<hsize_t> dims(t.sizes().begin(), t.sizes().end());
   if (dims.empty()) dims.push_back(1);
-  Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
-  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
   if (t.numel() > 0) {
     const std::vector<hsize_t> chunk = chunk_shape(dims, t.element_size());
     h5::check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), name);
     h5::check(H5Pset_fletcher32(dcpl.get()), name);
   }
   Handle dataset(H5Dcreate2(group, name.c_str(), types->file, space.get(), H5P_DEFAULT, dcpl.get(),
-                            H5P_DEFAULT),
-                 H5Dclose);
+                            H5P_DEFAULT));
   h5::check(dataset.get(), "cannot create dataset " + name);
   if (t.numel() > 0) {
     h5::check(H5Dwrite(dataset.get(), types->memory, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()),
@@ -116,7 +115,7 @@ void write_tensor(hid_t group, const std::string& name, const torch::Tensor& ten
 
 void write_tensors(hid_t parent, const std::string& group_name, const NamedTensors& tensors) {
   check_name(group_name);
-  Handle group = h5::create_group(parent, group_name);
+  Handle group = h5::create_group(parent, group_name, h5::LinkOrder::kCreation);
   for (const auto& [name, tensor] : tensors) write_tensor(group.get(), name, tensor);
 }
 
@@ -149,16 +148,16 @@ void write_root_attributes(hid_t file, const CheckpointData& data) {
 void write_contents(hid_t file, const CheckpointData& data) {
   write_root_attributes(file, data);
   write_tensors(file, "model", data.model);
-  Handle optimizer = h5::create_group(file, "optimizer");
+  Handle optimizer = h5::create_group(file, "optimizer", h5::LinkOrder::kCreation);
   h5::write_attribute(optimizer.get(), "step", data.optimizer_step);
   for (const auto& [group, tensors] : data.optimizer)
     write_tensors(optimizer.get(), group, tensors);
-  Handle schedule = h5::create_group(file, "schedule");
+  Handle schedule = h5::create_group(file, "schedule", h5::LinkOrder::kCreation);
   for (const auto& [key, value] : data.schedule) h5::write_attribute(schedule.get(), key, value);
-  Handle position = h5::create_group(file, "data");
+  Handle position = h5::create_group(file, "data", h5::LinkOrder::kCreation);
   h5::write_attribute(position.get(), "epoch", data.data_epoch);
   h5::write_attribute(position.get(), "next_batch", data.data_next_batch);
-  Handle rng = h5::create_group(file, "rng");
+  Handle rng = h5::create_group(file, "rng", h5::LinkOrder::kCreation);
   for (size_t rank = 0; rank < data.rng.size(); ++rank) {
     write_bytes(rng.get(), "rank_" + std::to_string(rank), data.rng[rank]);
   }
@@ -167,7 +166,7 @@ void write_contents(hid_t file, const CheckpointData& data) {
 }
 
 void write_file(const std::string& path, const CheckpointData& data) {
-  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
   // The 1.8 object format: checksummed metadata and creation-ordered groups; h5dump >= 1.8 reads
   // it.
   h5::check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST), "file access");
@@ -175,11 +174,11 @@ void write_file(const std::string& path, const CheckpointData& data) {
   // Shared file systems without lock support (some NFS, Lustre) must not fail the save.
   h5::check(H5Pset_file_locking(fapl.get(), true, true), "file access");
 #endif
-  Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
   h5::check(file.get(), "cannot create the file");
   write_contents(file.get(), data);
   h5::check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "cannot flush the file");
-  if (!file.close()) throw std::runtime_error("cannot close the file: " + h5::last_error());
+  h5::check(file.close(), "cannot close the file");
 }
 
 void fsync_path(const std::string& path, int flags) {
@@ -208,7 +207,7 @@ Handle open_checkpoint(const std::string& path) {
     throw std::invalid_argument(std::string("cannot open (") + std::strerror(errno) + ")");
   }
   if (!h5::is_hdf5(path)) throw std::invalid_argument("not an HDF5 file");
-  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file.valid()) {
     const std::string detail = h5::last_error();
     if (detail.find("truncated") != std::string::npos) {
@@ -232,14 +231,14 @@ Handle open_checkpoint(const std::string& path) {
 }
 
 torch::Tensor read_tensor(hid_t group, const std::string& name, const std::string& full_name) {
-  Handle dataset(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose);
+  Handle dataset(H5Dopen2(group, name.c_str(), H5P_DEFAULT));
   if (!dataset.valid()) {
     throw std::invalid_argument("cannot open dataset " + full_name + ": " + h5::last_error());
   }
-  Handle type(H5Dget_type(dataset.get()), H5Tclose);
+  Handle type(H5Dget_type(dataset.get()));
   const std::optional<torch::ScalarType> dtype = dtype_of(type.get());
   if (!dtype) throw std::invalid_argument("dataset " + full_name + " has an unsupported type");
-  Handle space(H5Dget_space(dataset.get()), H5Sclose);
+  Handle space(H5Dget_space(dataset.get()));
   std::vector<hsize_t> dims(std::max(H5Sget_simple_extent_ndims(space.get()), 0));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   std::vector<int64_t> sizes(dims.begin(), dims.end());

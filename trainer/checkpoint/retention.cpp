@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/checkpoint/hdf5_util.h"
+#include "trainer/common/hdf5.h"
 
 namespace tandem::checkpoint {
 namespace {
@@ -39,7 +39,7 @@ std::vector<std::pair<int64_t, std::string>> step_files(const std::string& dir) 
 bool opens_as_checkpoint(const std::string& path) {
   h5::QuietErrors quiet;
   if (!h5::is_hdf5(path)) return false;
-  h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file.valid()) {
     H5Eclear2(H5E_DEFAULT);
     return false;
