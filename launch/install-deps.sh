@@ -25,7 +25,6 @@ sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-echo "install-deps: installing ${#missing[@]} package(s): ${missing[*]}" >&2
 if ! { $sudo apt-get update -qq &&
        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"; } >"$log" 2>&1; then
   cat "$log" >&2

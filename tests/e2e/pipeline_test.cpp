@@ -105,6 +105,40 @@ TEST_F(Pipeline, ResumedRunContinuesTheUninterruptedLossCurveExactly) {
   }
 }
 
+TEST_F(Pipeline, KilledWithSigkillThenResumedEqualsTheUninterruptedRun) {
+  const std::string straight = file("run-kill-straight");
+  const auto a = run_command(mpirun(2) + tool("tandem-train") + " --config " +
+                             write_config("kill-straight.yaml", straight) + " --set train.max_steps=16");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+
+  const std::string killed = file("run-killed");
+  const std::string cfg = write_config("killed.yaml", killed);
+  {
+    BackgroundCommand job(mpirun(2) + tool("tandem-train") + " --config " + cfg +
+                          " --set train.max_steps=100000");
+    ASSERT_TRUE(job.wait_for_line("step-00000008.h5")) << job.output();
+    // kill -9 the launcher and every rank at once: no chance to save or clean up. ("[c]" keeps
+    // the pattern from matching the shell that runs pkill.)
+    ASSERT_EQ(run_command("pkill -KILL -f '[c]onfig " + cfg + "'").exit_code, 0);
+    EXPECT_NE(job.wait(), 0) << job.output();
+  }
+  const auto resumed = run_command(mpirun(2) + tool("tandem-train") + " --config " + cfg +
+                                   " --set train.max_steps=16");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming from"), std::string::npos) << resumed.output;
+
+  // The metrics file tells one history: steps the killed run logged after its last checkpoint
+  // were dropped and logged again, with the same values.
+  const auto expected = metrics(straight);
+  const auto got = metrics(killed);
+  ASSERT_EQ(expected.size(), 16u);
+  ASSERT_EQ(got.size(), 16u);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(got[i]["step"], expected[i]["step"]);
+    EXPECT_EQ(got[i]["loss"].get<double>(), expected[i]["loss"].get<double>()) << "step " << i + 1;
+  }
+}
+
 TEST_F(Pipeline, CheckpointHoldsEverythingTheDesignLists) {
   const std::string run = file("run-contents");
   const auto r = run_command(mpirun(2) + tool("tandem-train") + " --config " +
@@ -138,7 +172,8 @@ TEST_F(Pipeline, LearnsToReverseAndEvalDecodeAgree) {
   const auto r = run_command(mpirun(2) + tool("tandem-train") + " --config " + cfg +
                              " --set train.max_steps=400 --set data.max_tokens=512 --set model.d_model=64 --set model.d_ff=128"
                              " --set model.encoder_layers=2 --set model.decoder_layers=2"
-                             " --set model.dropout=0 --set checkpoint.every_steps=0 --set log.every_steps=50");
+                             " --set model.dropout=0 --set model.max_positions=128"
+                             " --set checkpoint.every_steps=0 --set log.every_steps=50");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto eval = run_command(tool("tandem-eval") + " --checkpoint " + run +
                                 "/last.h5 --split test --json --output " + file("test.hyp"));
@@ -155,6 +190,17 @@ TEST_F(Pipeline, LearnsToReverseAndEvalDecodeAgree) {
   std::stringstream expected;
   expected << hyp.rdbuf();
   EXPECT_EQ(decoded.output, expected.str());
+
+  // A line longer than the position table is cut with a warning; the other lines still translate.
+  std::string long_line = "red";
+  for (int i = 0; i < 200; ++i) long_line += " green";
+  write_file(file("long.src"), long_line + "\nred blue\n");
+  const auto cut = run_command(tool("tandem-decode") + " --checkpoint " + run + "/last.h5 < " +
+                               file("long.src"));
+  EXPECT_EQ(cut.exit_code, 0) << cut.output;
+  EXPECT_NE(cut.output.find("1 sentence(s) longer than 127 tokens were truncated"), std::string::npos)
+      << cut.output;
+  EXPECT_NE(cut.output.find("\nblue red\n"), std::string::npos) << cut.output;
 
   const auto rescored = run_command(tool("tandem-eval") + " --hyp " + file("test.hyp") + " --ref " +
                                     file("test.tgt") + " --json");

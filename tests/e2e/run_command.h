@@ -13,6 +13,28 @@ struct CommandResult {
 // Runs `command` with /bin/sh, stderr merged into stdout.
 CommandResult run_command(const std::string& command);
 
+// A command running in the background whose output is read line by line, so a test can act on
+// an event in it (e.g. "a checkpoint was saved") rather than after a guessed delay.
+class BackgroundCommand {
+ public:
+  explicit BackgroundCommand(const std::string& command);
+  ~BackgroundCommand();  // kills what is still running
+  BackgroundCommand(const BackgroundCommand&) = delete;
+  BackgroundCommand& operator=(const BackgroundCommand&) = delete;
+
+  // Reads output until a line containing `text` has arrived; false if the output ended first.
+  bool wait_for_line(const std::string& text);
+  // Reads the rest of the output and returns the exit code (128 + signal when killed).
+  int wait();
+  const std::string& output() const { return output_; }
+
+ private:
+  int pid_ = -1;
+  int fd_ = -1;
+  std::string output_;
+  size_t scanned_ = 0;  // output_ before this offset holds no complete unmatched line
+};
+
 // The path of a built tool, e.g. tool("tandem-train").
 std::string tool(const std::string& name);
 

@@ -6,6 +6,7 @@
 
 #include "data/batch.h"
 #include "data/batch_plan.h"
+#include "trainer/common/log.h"
 #include "trainer/train/loss.h"
 
 namespace tandem::train {
@@ -36,10 +37,32 @@ std::vector<std::vector<int64_t>> length_batches(const std::vector<data::Sentenc
   return batches;
 }
 
+// The position table bounds what the model can read: longer sequences are cut (BOS/EOS need one
+// slot) and counted, rather than failing a whole file for one line.
+size_t position_limit(const model::Transformer& model) {
+  return static_cast<size_t>(model->options().max_positions - 1);
+}
+
+int64_t truncate(std::vector<int32_t>& sequence, size_t limit) {
+  if (sequence.size() <= limit) return 0;
+  sequence.resize(limit);
+  return 1;
+}
+
+void warn_truncated(int64_t count, size_t limit) {
+  if (count == 0) return;
+  log::warn(std::to_string(count) + " sentence(s) longer than " + std::to_string(limit) +
+            " tokens were truncated (model.max_positions)");
+}
+
 }  // namespace
 
-TeacherForced teacher_forced(model::Transformer& model, const std::vector<data::SentencePair>& pairs,
+TeacherForced teacher_forced(model::Transformer& model, std::vector<data::SentencePair> pairs,
                              int64_t max_tokens) {
+  const size_t limit = position_limit(model);
+  int64_t truncated = 0;
+  for (auto& pair : pairs) truncated += truncate(pair.src, limit) + truncate(pair.tgt, limit);
+  warn_truncated(truncated, limit);
   torch::NoGradGuard no_grad;
   model->eval();
   double nll = 0;
@@ -63,9 +86,13 @@ TeacherForced teacher_forced(model::Transformer& model, const std::vector<data::
 }
 
 std::vector<std::string> translate_tokens(model::Transformer& model, const data::Vocab& vocab,
-                                          const std::vector<std::vector<int32_t>>& sources,
+                                          std::vector<std::vector<int32_t>> sources,
                                           const decode::DecodeOptions& options) {
   model->eval();
+  const size_t limit = position_limit(model);
+  int64_t truncated = 0;
+  for (auto& source : sources) truncated += truncate(source, limit);
+  warn_truncated(truncated, limit);
   std::vector<std::string> out;
   out.reserve(sources.size());
   for (const auto& hypothesis : decode::translate(model, sources, options)) {

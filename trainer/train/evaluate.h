@@ -29,13 +29,15 @@ struct Evaluation {
   std::vector<std::string> hypotheses;  // detokenized, input order
 };
 
-// Batches of at most max_tokens padded tokens, no gradients, model in eval mode.
-TeacherForced teacher_forced(model::Transformer& model, const std::vector<data::SentencePair>& pairs,
+// Batches of at most max_tokens padded tokens, no gradients, model in eval mode; sides longer than
+// the position table are truncated, with a warning.
+TeacherForced teacher_forced(model::Transformer& model, std::vector<data::SentencePair> pairs,
                              int64_t max_tokens);
 
-// Greedy translations of token sequences, detokenized.
+// Greedy translations of token sequences, detokenized, in input order. Sources longer than the
+// model's position table are truncated, with a warning.
 std::vector<std::string> translate_tokens(model::Transformer& model, const data::Vocab& vocab,
-                                          const std::vector<std::vector<int32_t>>& sources,
+                                          std::vector<std::vector<int32_t>> sources,
                                           const decode::DecodeOptions& options);
 
 // Everything at once; `references` are the detokenized reference sentences of `pairs`.
