@@ -23,7 +23,8 @@ TEST(ToYaml, WritesEveryKeyInShortestExactForm) {
       "  schedule: constant\n  warmup_steps: 0\n  adam_beta1: 0.9\n  adam_beta2: 0.98\n"
       "  adam_eps: 1.0e-9\n  clip_norm: 1.0\n  label_smoothing: 0.0\n  accum_steps: 1\n"
       "  seed: 1\n  threads: 1\n"
-      "checkpoint:\n  dir: runs/tiny\n  every_steps: 500\n  keep_last: 5\n"
+      "checkpoint:\n  dir: runs/tiny\n  every_steps: 500\n  every_minutes: 0.0\n  keep_last: 5\n"
+      "dist:\n  check_every_steps: 100\n"
       "log:\n  every_steps: 50\n";
   EXPECT_EQ(to_yaml(c), expected);
 }

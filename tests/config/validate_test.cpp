@@ -73,6 +73,10 @@ TEST(Validate, EachRuleNamesKeyValueAndExpectation) {
       {[](Config& c) { c.checkpoint.keep_last = -1; },
        "checkpoint.keep_last: expected >= 0 (0 keeps all), got -1"},
       {[](Config& c) { c.log.every_steps = 0; }, "log.every_steps: expected >= 1, got 0"},
+      {[](Config& c) { c.checkpoint.every_minutes = -1; },
+       "checkpoint.every_minutes: expected >= 0 (0 disables)"},
+      {[](Config& c) { c.dist.check_every_steps = -5; },
+       "dist.check_every_steps: expected >= 0 (0 disables), got -5"},
   };
   for (const Case& test_case : cases) {
     SCOPED_TRACE(test_case.message);

@@ -45,6 +45,7 @@ class Pipeline : public ::testing::Test {
                      "data: {corpus: " + file("prepped.h5") + ", max_tokens: 256, seed: 3}\n"
                      "train: {max_steps: 8, lr: 0.003, clip_norm: 1.0, seed: 5, threads: 1}\n"
                      "checkpoint: {dir: " + run_dir + ", every_steps: 4, keep_last: 0}\n"
+                     "dist: {check_every_steps: 2}\n"
                      "log: {every_steps: 1}\n");
     return path;
   }
@@ -238,6 +239,41 @@ TEST_F(Pipeline, BadInputGetsExitCode2AndNamesTheCulprit) {
     EXPECT_NE(r.output.find(c.must_mention), std::string::npos) << c.command << "\n" << r.output;
   }
   EXPECT_FALSE(std::ifstream(file("bad.h5")).good()) << "a failed tandem-prep left a file behind";
+}
+
+TEST_F(Pipeline, FineTuningFlagsResetOptimizerAndDataPosition) {
+  const std::string run = file("run-reset");
+  const auto cfg = write_config("reset.yaml", run);
+  ASSERT_EQ(run_command(mpirun(2) + tool("tandem-train") + " --config " + cfg +
+                        " --set train.max_steps=4").exit_code, 0);
+  const auto before = checkpoint::load(run + "/last.h5");
+  const auto r = run_command(mpirun(2) + tool("tandem-train") + " --config " + cfg +
+                             " --set train.max_steps=5 --reset-optimizer --reset-data");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("optimizer state reset, data position reset"), std::string::npos) << r.output;
+  const auto after = checkpoint::load(run + "/last.h5");
+  EXPECT_EQ(after.step, 5);
+  // One step from a fresh position at world 2 consumed global batches 0 and 1 of epoch 0.
+  EXPECT_EQ(after.data_epoch, 0);
+  EXPECT_EQ(after.data_next_batch, 2);
+  EXPECT_EQ(before.data_next_batch, 8);
+  // Adam restarted from zero moments, so it has made one update, not five.
+  EXPECT_EQ(after.optimizer_step, 1);
+}
+
+TEST_F(Pipeline, ResumingOnACorpusWithAnotherVocabularyIsRefused) {
+  const std::string run = file("run-vocab");
+  const auto cfg = write_config("vocab.yaml", run);
+  ASSERT_EQ(run_command(tool("tandem-train") + " --config " + cfg + " --set train.max_steps=2").exit_code, 0);
+  const auto prep = run_command(tool("tandem-prep") + " --train-src " + file("valid.src") +
+                                " --train-tgt " + file("valid.tgt") + " --vocab-size 30 --out " +
+                                file("other.h5"));
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  const auto r = run_command(mpirun(2) + tool("tandem-train") + " --config " + cfg +
+                             " --set data.corpus=" + file("other.h5") + " --set train.max_steps=4");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("vocabulary differs from corpus"), std::string::npos) << r.output;
+  EXPECT_EQ(checkpoint::load(run + "/last.h5").step, 2);
 }
 
 TEST_F(Pipeline, AFailedStartLeavesExistingCheckpointsIntact) {

@@ -126,7 +126,7 @@ TEST(DataParallel, RanksEqualOneProcessOnTheSameGlobalBatchAndStayBitwiseIdentic
   }
   root = comm.broadcast_bytes(root, 0);
   const auto config = tiny_config(root + "/corpus.h5", root + "/run");
-  train::Trainer trainer(config, group, "");
+  train::Trainer trainer(config, group);
   data::Corpus corpus(config.data.corpus);
   std::unique_ptr<Reference> reference;
   if (group.rank() == 0) reference = std::make_unique<Reference>(config, corpus, group.size());

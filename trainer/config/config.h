@@ -47,7 +47,12 @@ struct TrainConfig {
 struct CheckpointConfig {
   std::string dir = "runs/tiny";  // where step-*.h5, last.h5 and metrics.jsonl go
   int64_t every_steps = 500;      // save every this many steps (and always at the end); 0 = end only
+  double every_minutes = 0;       // also save when this much wall time passed since the last save; 0 disables
   int64_t keep_last = 5;          // keep this many step-*.h5 files; 0 keeps all
+};
+
+struct DistConfig {
+  int64_t check_every_steps = 100;  // compare a parameter checksum across ranks this often; 0 disables
 };
 
 struct LogConfig {
@@ -59,6 +64,7 @@ struct Config {
   DataConfig data;
   TrainConfig train;
   CheckpointConfig checkpoint;
+  DistConfig dist;
   LogConfig log;
 };
 

@@ -41,7 +41,9 @@ void for_each_field(C& c, Visit&& visit) {
   visit("train", "threads", c.train.threads);
   visit("checkpoint", "dir", c.checkpoint.dir);
   visit("checkpoint", "every_steps", c.checkpoint.every_steps);
+  visit("checkpoint", "every_minutes", c.checkpoint.every_minutes);
   visit("checkpoint", "keep_last", c.checkpoint.keep_last);
+  visit("dist", "check_every_steps", c.dist.check_every_steps);
   visit("log", "every_steps", c.log.every_steps);
 }
 

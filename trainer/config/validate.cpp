@@ -77,6 +77,10 @@ void validate(const Config& config) {
   }
   require(config.checkpoint.every_steps >= 0, "checkpoint.every_steps",
           config.checkpoint.every_steps, ">= 0 (0 = at the end only)");
+  require(config.checkpoint.every_minutes >= 0, "checkpoint.every_minutes",
+          config.checkpoint.every_minutes, ">= 0 (0 disables)");
+  require(config.dist.check_every_steps >= 0, "dist.check_every_steps",
+          config.dist.check_every_steps, ">= 0 (0 disables)");
   require(config.checkpoint.keep_last >= 0, "checkpoint.keep_last", config.checkpoint.keep_last,
           ">= 0 (0 keeps all)");
   require(config.log.every_steps >= 1, "log.every_steps", config.log.every_steps, ">= 1");

@@ -16,6 +16,7 @@ constexpr const char* kExamples = R"(Examples:
   tandem-train --config configs/tiny.yaml --set train.max_steps=2000 --set checkpoint.dir=runs/a
   mpirun -np 2 tandem-train --config configs/tiny.yaml          # 2 data-parallel ranks
   tandem-train --config configs/tiny.yaml --resume runs/tiny/step-00001000.h5
+  tandem-train --config ft.yaml --resume base/last.h5 --reset-optimizer --reset-data   # fine-tune
 Training resumes automatically from the newest checkpoint in checkpoint.dir.)";
 
 }  // namespace
@@ -24,11 +25,16 @@ int main(int argc, char** argv) {
   CLI::App app{"Train an encoder-decoder Transformer (data parallel under mpirun)."};
   std::string config_path;
   std::vector<std::string> overrides;
-  std::string resume;
+  tandem::train::ResumeOptions resume;
   bool print_config = false;
   app.add_option("--config", config_path, "YAML config file")->required();
   app.add_option("--set", overrides, "override a config key: key.path=value (repeatable)");
-  app.add_option("--resume", resume, "resume from this checkpoint instead of the newest in checkpoint.dir");
+  app.add_option("--resume", resume.path,
+                 "resume from this checkpoint instead of the newest in checkpoint.dir");
+  app.add_flag("--reset-optimizer", resume.reset_optimizer,
+               "on resume, start Adam's moments afresh (fine-tuning)");
+  app.add_flag("--reset-data", resume.reset_data,
+               "on resume, start from the first batch of epoch 1 (e.g. with a new corpus)");
   app.add_flag("--print-config", print_config, "print the resolved config and exit");
   app.footer(kExamples);
   try {

@@ -86,7 +86,7 @@ void link_last(const std::string& step_path, const std::string& dir) {
 
 }  // namespace
 
-Trainer::Trainer(config::Config config, dist::ProcessGroup& group, const std::string& resume)
+Trainer::Trainer(config::Config config, dist::ProcessGroup& group, const ResumeOptions& resume)
     : config_(std::move(config)),
       group_(group),
       comm_(group.cpu()),
@@ -105,11 +105,12 @@ Trainer::Trainer(config::Config config, dist::ProcessGroup& group, const std::st
 
   if (group_.rank() == 0) fs::create_directories(config_.checkpoint.dir);
   comm_.barrier();
-  const std::string path = resume.empty() ? checkpoint::find_latest(config_.checkpoint.dir) : resume;
+  const std::string path =
+      resume.path.empty() ? checkpoint::find_latest(config_.checkpoint.dir) : resume.path;
   if (path.empty()) {
     start_fresh();
   } else {
-    resume_from(path);
+    resume_from(path, resume);
   }
   if (group_.rank() == 0) {
     metrics_ = std::make_unique<MetricsLog>(
@@ -127,33 +128,100 @@ void Trainer::start_fresh() {
   log::info("starting from scratch in " + config_.checkpoint.dir);
 }
 
-void Trainer::resume_from(const std::string& path) {
-  auto data = checkpoint::load(path);
-  load_parameters(model_, data.model, path);
-  adam_->load_state(data.optimizer, data.optimizer_step);
-  step_ = data.step;
-  last_saved_step_ = data.step;
-  loader_.set_position({data.data_epoch, data.data_next_batch});
-  const bool same_world = data.world_size == group_.size() &&
-                          static_cast<int64_t>(data.rng.size()) == group_.size();
-  if (same_world) {
-    set_rng_state(data.rng[group_.rank()]);
-  } else {
-    torch::manual_seed(dropout_seed(config_.train.seed, group_.rank()) + step_);
-    log::info("checkpoint was written by " + std::to_string(data.world_size) +
-              " ranks, continuing with " + std::to_string(group_.size()) +
-              ": same global batch cursor, dropout streams reseeded");
+// What every rank needs from a checkpoint besides tensors, sent from rank 0 as one CBOR message.
+struct ResumeHeader {
+  int64_t step = 0;
+  int64_t world_size = 0;
+  int64_t epoch = 0;
+  int64_t next_batch = 0;
+  int64_t optimizer_step = 0;
+  std::vector<std::string> rng;
+};
+
+namespace {
+
+std::string encode_header(const ResumeHeader& h) {
+  nlohmann::json rng = nlohmann::json::array();
+  for (const auto& state : h.rng) rng.push_back(nlohmann::json::binary({state.begin(), state.end()}));
+  const nlohmann::json j{{"step", h.step}, {"world_size", h.world_size}, {"epoch", h.epoch},
+                         {"next_batch", h.next_batch}, {"optimizer_step", h.optimizer_step},
+                         {"rng", rng}};
+  const auto bytes = nlohmann::json::to_cbor(j);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+ResumeHeader decode_header(const std::string& bytes) {
+  const auto j = nlohmann::json::from_cbor(bytes);
+  ResumeHeader h{j.at("step"), j.at("world_size"), j.at("epoch"), j.at("next_batch"),
+                 j.at("optimizer_step"), {}};
+  for (const auto& state : j.at("rng")) {
+    const auto& b = state.get_binary();
+    h.rng.emplace_back(b.begin(), b.end());
   }
+  return h;
+}
+
+}  // namespace
+
+void Trainer::resume_from(const std::string& path, const ResumeOptions& options) {
+  // Rank 0 reads the file and sends everything on: the other ranks never open it (it may live
+  // on rank 0's disk only), and a bad file fails on one rank with one message.
+  ResumeHeader header;
+  if (group_.rank() == 0) header = read_checkpoint(path, options);
+  header = decode_header(comm_.broadcast_bytes(encode_header(header), 0));
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : params_) comm_.broadcast(p, 0);
+    if (!options.reset_optimizer) {
+      auto state = adam_->state();  // live buffers: broadcast in place, then adopt the step
+      for (auto& [group_name, tensors] : state) {
+        for (auto& named : tensors) comm_.broadcast(named.second, 0);
+      }
+      adam_->load_state(state, header.optimizer_step);
+    }
+  }
+  step_ = header.step;
+  last_saved_step_ = header.step;
+  if (!options.reset_data) loader_.set_position({header.epoch, header.next_batch});
+  restore_rng(header);
   log::info("resuming from " + path + " at step " + std::to_string(step_) + " (epoch " +
-            std::to_string(data.data_epoch + 1) + ", global batch " +
-            std::to_string(data.data_next_batch) + ")");
+            std::to_string(loader_.position().epoch + 1) + ", global batch " +
+            std::to_string(loader_.position().next_batch) + ")" +
+            (options.reset_optimizer ? ", optimizer state reset" : "") +
+            (options.reset_data ? ", data position reset" : ""));
+}
+
+ResumeHeader Trainer::read_checkpoint(const std::string& path, const ResumeOptions& options) {
+  auto data = checkpoint::load(path);
+  if (data.vocab != vocab_bytes_) {
+    throw std::invalid_argument(path + ": the checkpoint's vocabulary differs from corpus '" +
+                                corpus_.path() + "' (token ids would mean other pieces)");
+  }
+  load_parameters(model_, data.model, path);
+  if (!options.reset_optimizer) adam_->load_state(data.optimizer, data.optimizer_step);
+  return ResumeHeader{data.step, data.world_size, data.data_epoch, data.data_next_batch,
+                      data.optimizer_step, std::move(data.rng)};
+}
+
+void Trainer::restore_rng(const ResumeHeader& header) {
+  const bool same_world = header.world_size == group_.size() &&
+                          static_cast<int64_t>(header.rng.size()) == group_.size();
+  if (same_world) {
+    set_rng_state(header.rng[group_.rank()]);
+    return;
+  }
+  torch::manual_seed(dropout_seed(config_.train.seed, group_.rank()) + step_);
+  log::info("checkpoint was written by " + std::to_string(header.world_size) +
+            " rank(s), continuing with " + std::to_string(group_.size()) +
+            ": same global batch cursor, dropout streams reseeded");
 }
 
 StepStats Trainer::train_step() {
   auto batches = loader_.next_step(config_.train.accum_steps);
   adam_->zero_grad();
-  // Local sums, then one small all-reduce: tokens, nll, correct, stop flag.
-  double local[4] = {0, 0, 0, 0};
+  // Local sums, then one small all-reduce: tokens, nll, correct, and rank 0's (or a signalled
+  // rank's) decisions to stop or to save, so every rank acts on them at the same step.
+  double local[5] = {0, 0, 0, 0, 0};
   for (const auto& batch : batches) {
     if (batch.empty()) continue;
     auto logits = model_->forward(batch.src, batch.tgt_in);
@@ -164,12 +232,14 @@ StepStats Trainer::train_step() {
     local[2] += static_cast<double>(loss.correct);
   }
   local[3] = stop_requested_locally() ? 1.0 : 0.0;
-  auto totals = torch::tensor({local[0], local[1], local[2], local[3]}, torch::kFloat64);
+  local[4] = save_due_locally() ? 1.0 : 0.0;
+  auto totals = torch::tensor({local[0], local[1], local[2], local[3], local[4]}, torch::kFloat64);
   comm_.all_reduce_sum(totals);
   auto sums = totals.accessor<double, 1>();
 
   StepStats stats{sums[0], sums[1], sums[2]};
   stop_requested_ = sums[3] > 0;
+  save_due_ = sums[4] > 0;
   // Loss is a sum over this rank's targets; dividing by the global count makes N ranks equal
   // one process that saw all N batches.
   reducer_->all_reduce(stats.tgt_tokens > 0 ? 1.0 / stats.tgt_tokens : 0.0);
@@ -194,6 +264,31 @@ bool Trainer::stop_requested_locally() const {
          limit * 60.0;
 }
 
+bool Trainer::save_due_locally() const {
+  const double every = config_.checkpoint.every_minutes;
+  if (group_.rank() != 0 || every <= 0) return false;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save_time_).count() >=
+         every * 60.0;
+}
+
+// Parameters must be bitwise equal on every rank (same reduced gradients, same update); a
+// difference means a broken reduction or nondeterministic kernel, and training on is wasted.
+void Trainer::check_ranks_agree() {
+  std::vector<std::string> bytes;
+  for (const auto& p : params_) {
+    bytes.emplace_back(static_cast<const char*>(p.data_ptr()), p.numel() * p.element_size());
+  }
+  const auto hashes = comm_.all_gather(dist::stable_hash(bytes));
+  std::string differing;
+  for (size_t r = 1; r < hashes.size(); ++r) {
+    if (hashes[r] != hashes[0]) differing += (differing.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (!differing.empty()) {
+    throw std::runtime_error("step " + std::to_string(step_) + ": parameters of rank(s) " +
+                             differing + " differ from rank 0's; stopping");
+  }
+}
+
 bool Trainer::should_stop() {
   if (stop_requested_) return true;
   if (config_.train.max_steps > 0 && step_ >= config_.train.max_steps) return true;
@@ -216,6 +311,7 @@ double Trainer::epoch_progress() {
 int Trainer::run() {
   install_stop_signal_handlers();
   started_ = std::chrono::steady_clock::now();
+  last_save_time_ = started_;
   log::info(banner());
   model_->train();
   ProgressMeter meter(config_, step_);
@@ -223,9 +319,10 @@ int Trainer::run() {
     const auto stats = train_step();
     meter.add(stats);
     if (step_ % config_.log.every_steps == 0) report(meter.take(step_, epoch_progress()));
-    if (config_.checkpoint.every_steps > 0 && step_ % config_.checkpoint.every_steps == 0) {
-      save_checkpoint();
-    }
+    const int64_t check = config_.dist.check_every_steps;
+    if (check > 0 && step_ % check == 0) check_ranks_agree();
+    const int64_t every = config_.checkpoint.every_steps;
+    if (save_due_ || (every > 0 && step_ % every == 0)) save_checkpoint();
   }
   if (last_saved_step_ != step_) save_checkpoint();
   comm_.barrier();
@@ -244,6 +341,7 @@ void Trainer::report(const ProgressRecord& record) {
 void Trainer::save_checkpoint() {
   auto rngs = comm_.gather_bytes(rng_state(), 0);
   last_saved_step_ = step_;
+  last_save_time_ = std::chrono::steady_clock::now();
   if (group_.rank() != 0) return;
   checkpoint::CheckpointData data;
   data.step = step_;

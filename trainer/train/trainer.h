@@ -22,10 +22,17 @@
 
 namespace tandem::train {
 
+struct ResumeOptions {
+  std::string path;              // empty: the newest checkpoint in checkpoint.dir, if any
+  bool reset_optimizer = false;  // start Adam's moments afresh (fine-tuning)
+  bool reset_data = false;       // start at the first batch of epoch 1 (e.g. a new corpus)
+};
+
+struct ResumeHeader;
+
 class Trainer {
  public:
-  // `resume` empty: continue from the newest checkpoint in config.checkpoint.dir if there is one.
-  Trainer(config::Config config, dist::ProcessGroup& group, const std::string& resume);
+  Trainer(config::Config config, dist::ProcessGroup& group, const ResumeOptions& resume = {});
   ~Trainer();
 
   // Trains until a stop condition; returns the process exit code (0, or 128 + signal).
@@ -39,8 +46,12 @@ class Trainer {
 
  private:
   void start_fresh();
-  void resume_from(const std::string& path);
+  void resume_from(const std::string& path, const ResumeOptions& options);
+  ResumeHeader read_checkpoint(const std::string& path, const ResumeOptions& options);  // rank 0
+  void restore_rng(const ResumeHeader& header);
   bool stop_requested_locally() const;  // a signal, or (rank 0) the time limit
+  bool save_due_locally() const;        // (rank 0) checkpoint.every_minutes has passed
+  void check_ranks_agree();
   bool should_stop();
   int64_t completed_epochs();
   double epoch_progress();  // epochs done, fractional
@@ -63,6 +74,8 @@ class Trainer {
   int64_t step_ = 0;
   int64_t last_saved_step_ = -1;
   bool stop_requested_ = false;  // agreed by all ranks at the last step
+  bool save_due_ = false;        // likewise
+  std::chrono::steady_clock::time_point last_save_time_;
   std::chrono::steady_clock::time_point started_;
 };
 
