@@ -24,6 +24,7 @@ TEST(ToYaml, WritesEveryKeyInShortestExactForm) {
       "  adam_eps: 1.0e-9\n  clip_norm: 1.0\n  label_smoothing: 0.0\n  accum_steps: 1\n"
       "  seed: 1\n  threads: 1\n"
       "checkpoint:\n  dir: runs/tiny\n  every_steps: 500\n  every_minutes: 0.0\n  keep_last: 5\n"
+      "valid:\n  every_steps: 0\n  max_sentences: 0\n  beam: 1\n  metric: bleu\n  patience: 0\n"
       "dist:\n  check_every_steps: 100\n"
       "log:\n  every_steps: 50\n";
   EXPECT_EQ(to_yaml(c), expected);

@@ -75,6 +75,9 @@ TEST(Validate, EachRuleNamesKeyValueAndExpectation) {
       {[](Config& c) { c.log.every_steps = 0; }, "log.every_steps: expected >= 1, got 0"},
       {[](Config& c) { c.checkpoint.every_minutes = -1; },
        "checkpoint.every_minutes: expected >= 0 (0 disables)"},
+      {[](Config& c) { c.valid.metric = "rouge"; },
+       "valid.metric: expected bleu, chrf or loss, got 'rouge'"},
+      {[](Config& c) { c.valid.beam = 0; }, "valid.beam: expected >= 1, got 0"},
       {[](Config& c) { c.dist.check_every_steps = -5; },
        "dist.check_every_steps: expected >= 0 (0 disables), got -5"},
   };

@@ -276,6 +276,51 @@ TEST_F(Pipeline, ResumingOnACorpusWithAnotherVocabularyIsRefused) {
   EXPECT_EQ(checkpoint::load(run + "/last.h5").step, 2);
 }
 
+TEST_F(Pipeline, ValidationKeepsTheBestCheckpointAndAgreesWithTandemEval) {
+  const std::string run = file("run-valid");
+  const auto r = run_command(mpirun(2) + tool("tandem-train") + " --config " +
+                             write_config("valid.yaml", run) +
+                             " --set train.max_steps=60 --set valid.every_steps=20"
+                             " --set data.max_tokens=512 --set model.dropout=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("validation at step 60"), std::string::npos) << r.output;
+  std::vector<nlohmann::json> validations;
+  for (const auto& record : metrics(run)) {
+    if (record.contains("valid_bleu")) validations.push_back(record);
+  }
+  ASSERT_EQ(validations.size(), 3u);
+  size_t best = 0;
+  for (size_t i = 1; i < validations.size(); ++i) {
+    if (validations[i]["valid_bleu"].get<double>() > validations[best]["valid_bleu"].get<double>()) best = i;
+  }
+  const int64_t best_step = validations[best]["step"];
+  EXPECT_EQ(validations.back()["best_step"].get<int64_t>(), best_step);
+  EXPECT_EQ(checkpoint::load(run + "/best.h5").step, best_step);
+
+  // Two ranks each translated half the valid split; one tandem-eval process must agree.
+  const auto eval = run_command(tool("tandem-eval") + " --checkpoint " + run +
+                                "/best.h5 --split valid --beam 1 --json");
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  const auto record = nlohmann::json::parse(eval.output.substr(eval.output.rfind('{')));
+  EXPECT_NEAR(record["bleu"].get<double>(), validations[best]["valid_bleu"].get<double>(), 0.01);
+  EXPECT_NEAR(record["loss"].get<double>(), validations[best]["valid_loss"].get<double>(), 1e-4);
+}
+
+TEST_F(Pipeline, EarlyStoppingEndsTrainingAfterPatienceValidationsWithoutImprovement) {
+  const std::string run = file("run-patience");
+  // A learning rate this small leaves the translations unchanged, so no validation improves on
+  // the first: with patience 2, training stops at the third.
+  const auto r = run_command(mpirun(2) + tool("tandem-train") + " --config " +
+                             write_config("patience.yaml", run) +
+                             " --set train.max_steps=100 --set train.lr=1e-12 --set valid.every_steps=2"
+                             " --set valid.patience=2 --set model.dropout=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("early stopping: 2 validations without improvement of bleu"),
+            std::string::npos) << r.output;
+  EXPECT_EQ(checkpoint::load(run + "/last.h5").step, 6);
+  EXPECT_EQ(checkpoint::load(run + "/best.h5").step, 2);
+}
+
 TEST_F(Pipeline, AFailedStartLeavesExistingCheckpointsIntact) {
   const std::string run = file("run-keep");
   const auto cfg = write_config("keep.yaml", run);

@@ -51,6 +51,14 @@ struct CheckpointConfig {
   int64_t keep_last = 5;          // keep this many step-*.h5 files; 0 keeps all
 };
 
+struct ValidConfig {
+  int64_t every_steps = 0;      // validate on the corpus's valid split this often (and at the end); 0 disables
+  int64_t max_sentences = 0;    // use the first this many valid pairs; 0 = all
+  int64_t beam = 1;             // beam size of validation translations; 1 = greedy (fastest)
+  std::string metric = "bleu";  // what keep-best (best.h5) and early stopping follow: bleu | chrf | loss
+  int64_t patience = 0;         // stop after this many validations without improvement; 0 disables
+};
+
 struct DistConfig {
   int64_t check_every_steps = 100;  // compare a parameter checksum across ranks this often; 0 disables
 };
@@ -64,6 +72,7 @@ struct Config {
   DataConfig data;
   TrainConfig train;
   CheckpointConfig checkpoint;
+  ValidConfig valid;
   DistConfig dist;
   LogConfig log;
 };

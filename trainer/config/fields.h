@@ -43,6 +43,11 @@ void for_each_field(C& c, Visit&& visit) {
   visit("checkpoint", "every_steps", c.checkpoint.every_steps);
   visit("checkpoint", "every_minutes", c.checkpoint.every_minutes);
   visit("checkpoint", "keep_last", c.checkpoint.keep_last);
+  visit("valid", "every_steps", c.valid.every_steps);
+  visit("valid", "max_sentences", c.valid.max_sentences);
+  visit("valid", "beam", c.valid.beam);
+  visit("valid", "metric", c.valid.metric);
+  visit("valid", "patience", c.valid.patience);
   visit("dist", "check_every_steps", c.dist.check_every_steps);
   visit("log", "every_steps", c.log.every_steps);
 }

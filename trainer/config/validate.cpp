@@ -79,6 +79,14 @@ void validate(const Config& config) {
           config.checkpoint.every_steps, ">= 0 (0 = at the end only)");
   require(config.checkpoint.every_minutes >= 0, "checkpoint.every_minutes",
           config.checkpoint.every_minutes, ">= 0 (0 disables)");
+  const ValidConfig& v = config.valid;
+  require(v.every_steps >= 0, "valid.every_steps", v.every_steps, ">= 0 (0 disables)");
+  require(v.max_sentences >= 0, "valid.max_sentences", v.max_sentences, ">= 0 (0 = all)");
+  require(v.beam >= 1, "valid.beam", v.beam, ">= 1");
+  require(v.patience >= 0, "valid.patience", v.patience, ">= 0 (0 disables)");
+  if (v.metric != "bleu" && v.metric != "chrf" && v.metric != "loss") {
+    throw std::invalid_argument("valid.metric: expected bleu, chrf or loss, got '" + v.metric + "'");
+  }
   require(config.dist.check_every_steps >= 0, "dist.check_every_steps",
           config.dist.check_every_steps, ">= 0 (0 disables)");
   require(config.checkpoint.keep_last >= 0, "checkpoint.keep_last", config.checkpoint.keep_last,

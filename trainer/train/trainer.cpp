@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -75,13 +76,15 @@ void check_same_layout(const checkpoint::NamedTensors& params, dist::Communicato
   }
 }
 
-void link_last(const std::string& step_path, const std::string& dir) {
-  const fs::path tmp = fs::path(dir) / "last.h5.tmp";
+// dir/name becomes the same file as step_path (a hard link, or a copy where links fail), replaced
+// atomically, so last.h5 and best.h5 survive pruning of the step files.
+void link_as(const std::string& step_path, const std::string& dir, const std::string& name) {
+  const fs::path tmp = fs::path(dir) / (name + ".tmp");
   std::error_code ec;
   fs::remove(tmp, ec);
   fs::create_hard_link(step_path, tmp, ec);
   if (ec) fs::copy_file(step_path, tmp, fs::copy_options::overwrite_existing);
-  fs::rename(tmp, fs::path(dir) / "last.h5");
+  fs::rename(tmp, fs::path(dir) / name);
 }
 
 }  // namespace
@@ -102,6 +105,11 @@ Trainer::Trainer(config::Config config, dist::ProcessGroup& group, const ResumeO
   check_same_layout(named, comm_);
   adam_ = std::make_unique<optim::Adam>(named, adam_options(config_.train));
   reducer_ = std::make_unique<dist::GradientReducer>(params_, comm_);
+  if (config_.valid.every_steps > 0) {
+    vocab_ = std::make_unique<data::Vocab>(data::Vocab::from_bytes(vocab_bytes_));
+    validator_ = std::make_unique<Validator>(corpus_, *vocab_, config_.valid,
+                                             config_.data.max_tokens, comm_);
+  }
 
   if (group_.rank() == 0) fs::create_directories(config_.checkpoint.dir);
   comm_.barrier();
@@ -289,8 +297,49 @@ void Trainer::check_ranks_agree() {
   }
 }
 
+void Trainer::validate() {
+  const auto result = validator_->run(model_);
+  model_->train();
+  last_valid_step_ = step_;
+  const std::string& metric = config_.valid.metric;
+  const double score = result.score(metric);
+  const bool improved = best_valid_step_ < 0 || score > best_valid_score_;
+  if (improved) {
+    best_valid_score_ = score;
+    best_valid_step_ = step_;
+    bad_validations_ = 0;
+  } else {
+    ++bad_validations_;
+  }
+  const int64_t patience = config_.valid.patience;
+  early_stop_ = patience > 0 && bad_validations_ >= patience;
+  if (improved && last_saved_step_ != step_) save_checkpoint();
+  if (group_.rank() != 0) return;
+  if (improved) {
+    const auto path = fs::path(config_.checkpoint.dir) / checkpoint::step_file_name(step_);
+    link_as(path.string(), config_.checkpoint.dir, "best.h5");
+  }
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "validation at step %lld: loss %.4f | ppl %.2f | acc %.1f%% | BLEU %.2f | chrF2 %.2f"
+                " | %zu sentences in %.1fs | best %s at step %lld%s",
+                static_cast<long long>(step_), result.loss, result.perplexity,
+                100.0 * result.accuracy, result.bleu, result.chrf,
+                static_cast<size_t>(result.sentences), result.seconds, metric.c_str(),
+                static_cast<long long>(best_valid_step_), improved ? " (new best)" : "");
+  log::info(line);
+  if (early_stop_) {
+    log::info("early stopping: " + std::to_string(bad_validations_) +
+              " validations without improvement of " + metric);
+  }
+  metrics_->write({{"step", step_}, {"valid_loss", result.loss}, {"valid_ppl", result.perplexity},
+                   {"valid_accuracy", result.accuracy}, {"valid_bleu", result.bleu},
+                   {"valid_chrf", result.chrf}, {"valid_seconds", result.seconds},
+                   {"best_step", best_valid_step_}});
+}
+
 bool Trainer::should_stop() {
-  if (stop_requested_) return true;
+  if (stop_requested_ || early_stop_) return true;
   if (config_.train.max_steps > 0 && step_ >= config_.train.max_steps) return true;
   if (config_.train.max_epochs > 0 && completed_epochs() >= config_.train.max_epochs) return true;
   return false;
@@ -321,9 +370,13 @@ int Trainer::run() {
     if (step_ % config_.log.every_steps == 0) report(meter.take(step_, epoch_progress()));
     const int64_t check = config_.dist.check_every_steps;
     if (check > 0 && step_ % check == 0) check_ranks_agree();
+    if (validator_ && step_ % config_.valid.every_steps == 0) validate();
     const int64_t every = config_.checkpoint.every_steps;
-    if (save_due_ || (every > 0 && step_ % every == 0)) save_checkpoint();
+    if ((save_due_ || (every > 0 && step_ % every == 0)) && last_saved_step_ != step_) {
+      save_checkpoint();
+    }
   }
+  if (validator_ && last_valid_step_ != step_ && stop_signal() == 0) validate();
   if (last_saved_step_ != step_) save_checkpoint();
   comm_.barrier();
   const int sig = stop_signal();
@@ -359,7 +412,7 @@ void Trainer::save_checkpoint() {
   const std::string path =
       (fs::path(config_.checkpoint.dir) / checkpoint::step_file_name(step_)).string();
   checkpoint::save(path, data);
-  link_last(path, config_.checkpoint.dir);
+  link_as(path, config_.checkpoint.dir, "last.h5");
   checkpoint::prune(config_.checkpoint.dir, config_.checkpoint.keep_last);
   log::info("saved " + path + " (step " + std::to_string(step_) + ")");
 }

@@ -19,6 +19,7 @@
 #include "trainer/optim/adam.h"
 #include "trainer/train/metrics_log.h"
 #include "trainer/train/progress.h"
+#include "trainer/train/validator.h"
 
 namespace tandem::train {
 
@@ -52,6 +53,7 @@ class Trainer {
   bool stop_requested_locally() const;  // a signal, or (rank 0) the time limit
   bool save_due_locally() const;        // (rank 0) checkpoint.every_minutes has passed
   void check_ranks_agree();
+  void validate();  // collective; updates best.h5 and the early-stopping count
   bool should_stop();
   int64_t completed_epochs();
   double epoch_progress();  // epochs done, fractional
@@ -71,6 +73,13 @@ class Trainer {
   std::unique_ptr<optim::Adam> adam_;
   std::unique_ptr<dist::GradientReducer> reducer_;
   std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<data::Vocab> vocab_;       // for validation only
+  std::unique_ptr<Validator> validator_;     // null when valid.every_steps is 0
+  int64_t last_valid_step_ = -1;
+  int64_t best_valid_step_ = -1;
+  double best_valid_score_ = 0;
+  int64_t bad_validations_ = 0;
+  bool early_stop_ = false;
   int64_t step_ = 0;
   int64_t last_saved_step_ = -1;
   bool stop_requested_ = false;  // agreed by all ranks at the last step

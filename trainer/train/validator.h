@@ -1,0 +1,50 @@
+// Validation inside training: every rank translates and scores its share of the valid split (every
+// N-th pair), the sums and translations meet on rank 0 for corpus BLEU and chrF2, and every rank
+// gets the same numbers back, so keep-best and early stopping decide identically everywhere.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+#include "data/vocab.h"
+#include "trainer/config/config.h"
+#include "trainer/dist/communicator.h"
+#include "trainer/model/transformer.h"
+
+namespace tandem::train {
+
+struct ValidationResult {
+  double loss = 0;        // mean NLL per target token
+  double perplexity = 0;
+  double accuracy = 0;
+  double bleu = 0;
+  double chrf = 0;
+  int64_t sentences = 0;
+  double seconds = 0;
+  // The configured metric as "higher is better" (loss is negated).
+  double score(const std::string& metric) const;
+};
+
+class Validator {
+ public:
+  // Reads this rank's share of the valid split once. Throws std::invalid_argument when the corpus
+  // has no valid split.
+  Validator(const data::Corpus& corpus, const data::Vocab& vocab, const config::ValidConfig& config,
+            int64_t max_tokens, dist::Communicator& comm);
+
+  // Collective: every rank must call it at the same step. Leaves the model in eval mode.
+  ValidationResult run(model::Transformer& model);
+
+ private:
+  const data::Vocab& vocab_;
+  config::ValidConfig config_;
+  int64_t max_tokens_;
+  dist::Communicator& comm_;
+  int64_t total_ = 0;                     // pairs validated, all ranks
+  std::vector<data::SentencePair> pairs_;  // this rank's: global index rank, rank + N, ...
+  std::vector<std::string> references_;    // rank 0: all, in global order
+};
+
+}  // namespace tandem::train
