@@ -1,9 +1,12 @@
-// tandem-decode: translate stdin to stdout with a checkpoint, one sentence per line, in order.
+// tandem-decode: translate stdin to stdout with a checkpoint, one sentence per line, in order
+// (beam search; n-best lists on request).
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <iostream>
 
 #include "trainer/common/error.h"
+#include "trainer/tools/decode_flags.h"
 #include "trainer/tools/tool_main.h"
 #include "trainer/train/evaluate.h"
 #include "trainer/train/model_io.h"
@@ -14,16 +17,35 @@ namespace {
 constexpr const char* kExamples = R"(Examples:
   echo "In the beginning God created the heavens and the earth." | \
     tandem-decode --checkpoint runs/tiny/last.h5
-  tandem-decode --checkpoint runs/tiny/last.h5 < test.en > hyp.es)";
+  tandem-decode --checkpoint runs/tiny/last.h5 < test.en > hyp.es
+  tandem-decode --checkpoint runs/tiny/last.h5 --beam 1 < test.en > hyp.es      # greedy
+  tandem-decode --checkpoint runs/tiny/last.h5 --beam 8 --nbest 4 < test.en > nbest.txt
+
+With --nbest N, each input line gives N lines, best first:
+  INDEX ||| TRANSLATION ||| SCORE
+INDEX is the 0-based input line, SCORE the length-normalised log-probability the hypotheses are
+ranked by: (sum of token log-probabilities, EOS included) / length^lenpen, where length counts the
+tokens plus EOS when emitted. --lenpen 1 ranks by the mean log-probability per token, 0 by the sum.)";
+
+struct Output {
+  bool nbest = false;  // INDEX ||| TRANSLATION ||| SCORE lines instead of one line per input
+  size_t next_index = 0;
+};
 
 // Translates a chunk of lines and writes them, so output streams while input is still arriving.
 void flush_chunk(tandem::train::InferenceModel& m, std::vector<std::string>& lines,
-                 const tandem::decode::DecodeOptions& options) {
+                 const tandem::decode::DecodeOptions& options, Output& output) {
   std::vector<std::vector<int32_t>> sources;
   sources.reserve(lines.size());
   for (const auto& line : lines) sources.push_back(m.vocab.encode(line));
-  for (const auto& out : tandem::train::translate_tokens(m.model, m.vocab, sources, options)) {
-    std::cout << out << '\n';
+  for (const auto& list : tandem::train::translate_tokens_nbest(m.model, m.vocab, sources, options)) {
+    if (!output.nbest) std::cout << list.front().text << '\n';
+    for (size_t i = 0; output.nbest && i < list.size(); ++i) {
+      char score[32];
+      std::snprintf(score, sizeof score, "%.6f", list[i].normalized);
+      std::cout << output.next_index << " ||| " << list[i].text << " ||| " << score << '\n';
+    }
+    ++output.next_index;
   }
   std::cout.flush();
   lines.clear();
@@ -32,15 +54,17 @@ void flush_chunk(tandem::train::InferenceModel& m, std::vector<std::string>& lin
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Translate standard input with a Tandem checkpoint (greedy decoding, batched)."};
+  CLI::App app{"Translate standard input with a Tandem checkpoint (beam search, batched; in order)."};
   std::string checkpoint;
   tandem::decode::DecodeOptions options;
   size_t chunk_lines = 500;
   int threads = 0;
+  Output output;
   app.add_option("--checkpoint", checkpoint, "checkpoint file (*.h5)")->required();
-  app.add_option("--batch-tokens", options.batch_tokens, "source tokens per decoding batch")->check(CLI::PositiveNumber);
-  app.add_option("--max-len-a", options.max_len_a, "max output length = a * source length + b");
-  app.add_option("--max-len-b", options.max_len_b, "see --max-len-a");
+  tandem::tools::add_decode_flags(app, options);
+  auto* nbest = app.add_option("--nbest", options.nbest,
+                               "write the N best translations per line, as INDEX ||| TRANSLATION ||| SCORE (N <= --beam)")
+                    ->check(CLI::PositiveNumber);
   app.add_option("--chunk-lines", chunk_lines, "lines read before translating and writing them")->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
   app.footer(kExamples);
@@ -49,16 +73,22 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : tandem::kExitUsage;
   }
+  output.nbest = nbest->count() > 0;
   return tandem::tools::run_tool("tandem-decode", [&] {
+    if (options.nbest > options.beam_size) {
+      throw std::invalid_argument("--nbest " + std::to_string(options.nbest) + " exceeds --beam " +
+                                  std::to_string(options.beam_size) +
+                                  ": an n-best list holds at most beam size hypotheses");
+    }
     if (threads > 0) tandem::train::set_compute_threads(threads);
     auto m = tandem::train::load_for_inference(checkpoint);
     std::vector<std::string> lines;
     for (std::string line; std::getline(std::cin, line);) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       lines.push_back(std::move(line));
-      if (lines.size() >= chunk_lines) flush_chunk(m, lines, options);
+      if (lines.size() >= chunk_lines) flush_chunk(m, lines, options, output);
     }
-    if (!lines.empty()) flush_chunk(m, lines, options);
+    if (!lines.empty()) flush_chunk(m, lines, options, output);
     return 0;
   });
 }

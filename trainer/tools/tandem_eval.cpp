@@ -10,6 +10,7 @@
 
 #include "data/corpus.h"
 #include "trainer/common/error.h"
+#include "trainer/tools/decode_flags.h"
 #include "trainer/tools/tool_main.h"
 #include "trainer/train/evaluate.h"
 #include "trainer/train/metrics.h"
@@ -21,6 +22,7 @@ namespace {
 constexpr const char* kExamples = R"(Examples:
   tandem-eval --checkpoint runs/tiny/last.h5 --split test
   tandem-eval --checkpoint runs/tiny/last.h5 --split valid --corpus other.h5
+  tandem-eval --checkpoint runs/tiny/last.h5 --split test --beam 1      # greedy
   tandem-eval --checkpoint runs/tiny/last.h5 --src test.en --ref test.es --output hyp.es
   tandem-eval --hyp hyp.es --ref test.es)";
 
@@ -123,9 +125,7 @@ int main(int argc, char** argv) {
   app.add_option("--hyp", args.hyp, "translations to score against --ref (no checkpoint needed)");
   app.add_option("--output", args.output, "write the checkpoint's translations here");
   app.add_option("--max-tokens", args.max_tokens, "padded tokens per batch for the loss")->check(CLI::PositiveNumber);
-  app.add_option("--batch-tokens", args.decode.batch_tokens, "source tokens per decoding batch")->check(CLI::PositiveNumber);
-  app.add_option("--max-len-a", args.decode.max_len_a, "max output length = a * source length + b");
-  app.add_option("--max-len-b", args.decode.max_len_b, "see --max-len-a");
+  tandem::tools::add_decode_flags(app, args.decode);
   app.add_option("--threads", args.threads, "intra-op threads (0: LibTorch's default)");
   app.add_flag("--json", args.json, "also print the scores as one JSON line");
   app.footer(kExamples);

@@ -85,18 +85,34 @@ TeacherForced teacher_forced(model::Transformer& model, std::vector<data::Senten
   return out;
 }
 
-std::vector<std::string> translate_tokens(model::Transformer& model, const data::Vocab& vocab,
-                                          std::vector<std::vector<int32_t>> sources,
-                                          const decode::DecodeOptions& options) {
+std::vector<std::vector<Translation>> translate_tokens_nbest(
+    model::Transformer& model, const data::Vocab& vocab, std::vector<std::vector<int32_t>> sources,
+    const decode::DecodeOptions& options) {
   model->eval();
   const size_t limit = position_limit(model);
   int64_t truncated = 0;
   for (auto& source : sources) truncated += truncate(source, limit);
   warn_truncated(truncated, limit);
+  std::vector<std::vector<Translation>> out;
+  out.reserve(sources.size());
+  for (const auto& hypotheses : decode::translate_nbest(model, sources, options)) {
+    out.emplace_back();
+    for (const auto& h : hypotheses) {
+      out.back().push_back({vocab.decode(h.tokens), h.score, h.normalized});
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> translate_tokens(model::Transformer& model, const data::Vocab& vocab,
+                                          std::vector<std::vector<int32_t>> sources,
+                                          const decode::DecodeOptions& options) {
+  decode::DecodeOptions best = options;
+  best.nbest = 1;
   std::vector<std::string> out;
   out.reserve(sources.size());
-  for (const auto& hypothesis : decode::translate(model, sources, options)) {
-    out.push_back(vocab.decode(hypothesis.tokens));
+  for (auto& translations : translate_tokens_nbest(model, vocab, std::move(sources), best)) {
+    out.push_back(std::move(translations.front().text));
   }
   return out;
 }

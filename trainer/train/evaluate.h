@@ -1,6 +1,6 @@
 // Evaluation of a model on sentence pairs: teacher-forced loss, perplexity and token accuracy,
-// and the quality of its own translations (greedy decoding) as corpus BLEU and chrF2.
-// tandem-eval uses it; validation during training will too.
+// and the quality of its own translations (beam search, greedy at beam size 1) as corpus BLEU and
+// chrF2. tandem-eval and tandem-decode use it; validation during training will too.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include "data/corpus.h"
 #include "data/vocab.h"
-#include "trainer/decode/greedy.h"
+#include "trainer/decode/translate.h"
 #include "trainer/model/transformer.h"
 #include "trainer/train/metrics.h"
 
@@ -34,8 +34,20 @@ struct Evaluation {
 TeacherForced teacher_forced(model::Transformer& model, std::vector<data::SentencePair> pairs,
                              int64_t max_tokens);
 
-// Greedy translations of token sequences, detokenized, in input order. Sources longer than the
-// model's position table are truncated, with a warning.
+// One translation of a sentence, with the scores beam search gave it.
+struct Translation {
+  std::string text;       // detokenized
+  double score = 0;       // summed log-probability, EOS included (when emitted)
+  double normalized = 0;  // score / length^length_penalty: what hypotheses are ranked by
+};
+
+// The options.nbest best translations of each token sequence, best first, in input order. Sources
+// longer than the model's position table are truncated, with a warning.
+std::vector<std::vector<Translation>> translate_tokens_nbest(
+    model::Transformer& model, const data::Vocab& vocab, std::vector<std::vector<int32_t>> sources,
+    const decode::DecodeOptions& options);
+
+// The best translation of each token sequence, detokenized (translate_tokens_nbest with nbest 1).
 std::vector<std::string> translate_tokens(model::Transformer& model, const data::Vocab& vocab,
                                           std::vector<std::vector<int32_t>> sources,
                                           const decode::DecodeOptions& options);

@@ -1,0 +1,214 @@
+// Tests of batched beam search: beam 1 is greedy decoding; results equal a naive beam search that
+// re-runs the full decoder for every hypothesis; n-best lists are sorted, distinct and normalised
+// as documented; a wider beam finds better-scoring translations; batching and input order do not
+// change results; the length limit holds.
+#include "trainer/decode/beam.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <set>
+#include <vector>
+
+#include "tests/decode/fixtures.h"
+#include "trainer/decode/greedy.h"
+#include "trainer/decode/translate.h"
+
+namespace tandem::decode {
+namespace {
+
+using namespace fixtures;
+
+// Trained once for the whole suite (about a second).
+model::Transformer& trained_model() {
+  static model::Transformer model = reverse_model(150);
+  return model;
+}
+
+DecodeOptions beam_options(int64_t beam, int64_t nbest, double alpha) {
+  DecodeOptions options;
+  options.beam_size = beam;
+  options.nbest = nbest;
+  options.length_penalty = alpha;
+  options.max_len_a = 1.0;
+  options.max_len_b = 2;
+  return options;
+}
+
+// beam_search on `sentences` as one batch must equal naive_beam on each; returns how many of the
+// hypotheses ended by EOS and how many at the limit, so callers can check both were exercised.
+std::pair<int, int> expect_equals_naive(model::Transformer& model,
+                                        const std::vector<std::vector<int32_t>>& sentences,
+                                        const DecodeOptions& options) {
+  auto lists = beam_search(model, source_batch(sentences), options);
+  EXPECT_EQ(lists.size(), sentences.size());
+  std::pair<int, int> ends{0, 0};
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    auto limit = step_limit(sentences[i].size(), options, model->options().max_positions);
+    auto expected = naive_beam(model, sentences[i], options, limit);
+    EXPECT_EQ(lists[i].size(), expected.size()) << "sentence " << i;
+    if (lists[i].size() != expected.size()) continue;
+    for (size_t n = 0; n < expected.size(); ++n) {
+      auto what = "sentence " + std::to_string(i) + ", hypothesis " + std::to_string(n);
+      expect_same(lists[i][n], expected[n], what);
+      EXPECT_NEAR(lists[i][n].normalized, expected[n].normalized, 1e-4) << what;
+      (lists[i][n].ended ? ends.first : ends.second) += 1;
+    }
+  }
+  return ends;
+}
+
+TEST(BeamSearch, BeamOneIsGreedyOnRandomAndTrainedModels) {
+  auto random = tiny_model(2.0);
+  torch::manual_seed(1);
+  auto sentences = random_sentences({3, 7, 1, 5, 9, 4, 6, 2});
+  for (auto* model : {&random, &trained_model()}) {
+    auto options = beam_options(1, 1, 0.6);
+    auto lists = beam_search(*model, source_batch(sentences), options);
+    auto greedy = greedy_decode(*model, source_batch(sentences), options);
+    for (size_t i = 0; i < sentences.size(); ++i) {
+      ASSERT_EQ(lists[i].size(), 1u);
+      // The same code path: identical, bit for bit.
+      EXPECT_EQ(lists[i][0].tokens, greedy[i].tokens);
+      EXPECT_EQ(lists[i][0].score, greedy[i].score);
+      // And the argmax loop over the full decoder agrees.
+      auto limit = step_limit(sentences[i].size(), options, (*model)->options().max_positions);
+      expect_same(lists[i][0], naive_greedy(*model, sentences[i], limit),
+                  "sentence " + std::to_string(i));
+    }
+  }
+}
+
+TEST(BeamSearch, EqualsNaiveFullDecoderBeamSearchOnARandomModel) {
+  auto model = tiny_model(2.5);  // EOS likely: many candidates finish, at different steps
+  torch::manual_seed(2);
+  auto sentences = random_sentences({3, 7, 1, 5, 9, 4, 6, 2});
+  auto [by_eos, at_limit] = expect_equals_naive(model, sentences, beam_options(4, 4, 0.6));
+  EXPECT_GE(by_eos, 8);
+  EXPECT_GE(at_limit, 1);
+}
+
+TEST(BeamSearch, EqualsNaiveFullDecoderBeamSearchOnATrainedModel) {
+  torch::manual_seed(3);
+  auto sentences = random_sentences({2, 8, 5, 3, 6, 4});
+  auto [by_eos, at_limit] =
+      expect_equals_naive(trained_model(), sentences, beam_options(3, 2, 1.0));
+  EXPECT_GE(by_eos, 6);
+  (void)at_limit;  // a trained model rarely runs to the limit
+}
+
+TEST(BeamSearch, NbestListsAreSortedDistinctAndNormalisedByLengthWithEos) {
+  auto model = tiny_model(1.5);
+  torch::manual_seed(4);
+  auto sentences = random_sentences({4, 1, 6, 3, 8});
+  for (double alpha : {0.0, 0.6, 1.0}) {
+    auto lists = beam_search(model, source_batch(sentences), beam_options(5, 5, alpha));
+    for (const auto& list : lists) {
+      ASSERT_EQ(list.size(), 5u);
+      std::set<std::vector<int32_t>> distinct;
+      for (size_t n = 0; n < list.size(); ++n) {
+        const auto& h = list[n];
+        distinct.insert(h.tokens);
+        double length = static_cast<double>(h.tokens.size()) + (h.ended ? 1.0 : 0.0);
+        EXPECT_DOUBLE_EQ(h.normalized, h.score / std::pow(length, alpha));
+        if (n > 0) {
+          EXPECT_GE(list[n - 1].normalized, h.normalized);
+        }
+      }
+      EXPECT_EQ(distinct.size(), list.size());
+    }
+  }
+}
+
+TEST(BeamSearch, WiderBeamScoresAtLeastGreedyOnATrainedModel) {
+  torch::manual_seed(6);
+  std::vector<int64_t> lengths(40);
+  for (auto& len : lengths) len = torch::randint(2, 9, {1}).item<int64_t>();
+  auto sentences = random_sentences(lengths);
+  auto greedy = translate(trained_model(), sentences, beam_options(1, 1, 0.6));
+  auto beam = translate(trained_model(), sentences, beam_options(5, 1, 0.6));
+  double greedy_sum = 0, beam_sum = 0;
+  int better = 0;
+  // Float32 arithmetic over batches of different widths: equal hypotheses may differ by ~1e-7.
+  constexpr double kTolerance = 1e-5;
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    EXPECT_GE(beam[i].normalized, greedy[i].normalized - kTolerance) << "sentence " << i;
+    better += beam[i].normalized > greedy[i].normalized + kTolerance;
+    greedy_sum += greedy[i].normalized;
+    beam_sum += beam[i].normalized;
+  }
+  EXPECT_GE(beam_sum, greedy_sum);
+  EXPECT_GE(better, 1) << "the model is too sure of itself for this test to say anything";
+  std::printf("beam 5 beats greedy on %d of %zu sentences; mean normalised score %.4f vs %.4f\n",
+              better, sentences.size(), beam_sum / sentences.size(), greedy_sum / sentences.size());
+}
+
+TEST(BeamSearch, TranslateOfAShuffledBatchEqualsEachSentenceAlone) {
+  auto model = tiny_model(2.0);
+  torch::manual_seed(7);
+  auto sentences = random_sentences({5, 1, 8, 0, 3, 8, 2, 6, 4, 7});
+  std::vector<size_t> order(sentences.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::reverse(order.begin(), order.begin() + 5);
+  std::rotate(order.begin(), order.begin() + 3, order.end());
+  std::vector<std::vector<int32_t>> shuffled;
+  for (auto i : order) shuffled.push_back(sentences[i]);
+  auto options = beam_options(4, 3, 0.6);
+  options.batch_tokens = 14;  // several batches of different sizes
+  auto lists = translate_nbest(model, shuffled, options);
+  ASSERT_EQ(lists.size(), shuffled.size());
+  for (size_t i = 0; i < shuffled.size(); ++i) {
+    auto alone = beam_search(model, source_row(shuffled[i]), options).at(0);
+    ASSERT_EQ(lists[i].size(), alone.size());
+    for (size_t n = 0; n < alone.size(); ++n) {
+      expect_same(lists[i][n], alone[n], "sentence " + std::to_string(order[i]));
+    }
+  }
+}
+
+TEST(BeamSearch, NoHypothesisOutgrowsTheLengthLimit) {
+  auto model = tiny_model(-100.0);  // EOS never wins: every hypothesis runs to the limit
+  torch::manual_seed(8);
+  auto sentences = random_sentences({2, 6, 3});
+  auto options = beam_options(3, 3, 0.6);
+  options.max_len_a = 0.5;
+  options.max_len_b = 1;
+  auto lists = beam_search(model, source_batch(sentences), options);
+  const std::vector<size_t> expected = {2, 4, 3};  // floor(0.5 * (len + 1)) + 1
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    ASSERT_EQ(lists[i].size(), 3u);
+    for (const auto& h : lists[i]) {
+      EXPECT_EQ(h.tokens.size(), expected[i]);
+      EXPECT_FALSE(h.ended);
+    }
+  }
+  // A limit past the position table is cut to it.
+  options.max_len_b = 1000;
+  auto clamped = beam_search(model, source_row(sentences[0]), options);
+  EXPECT_EQ(clamped[0][0].tokens.size(), static_cast<size_t>(tiny_options().max_positions));
+}
+
+TEST(BeamSearch, EmptyBatchGivesNoLists) {
+  auto model = tiny_model(0.0);
+  EXPECT_TRUE(beam_search(model, torch::zeros({0, 5}, torch::kLong), DecodeOptions()).empty());
+}
+
+TEST(BeamSearch, InvalidOptionsThrow) {
+  auto model = tiny_model(0.0);
+  auto src = source_row({5, 6});
+  auto expect_throw = [&](DecodeOptions options) {
+    EXPECT_THROW(beam_search(model, src, options), std::invalid_argument);
+    EXPECT_THROW(translate_nbest(model, {{5, 6}}, options), std::invalid_argument);
+  };
+  expect_throw(beam_options(0, 1, 0.6));
+  expect_throw(beam_options(kVocab / 2 + 1, 1, 0.6));  // 2K candidates must fit the vocabulary
+  expect_throw(beam_options(4, 0, 0.6));
+  expect_throw(beam_options(4, 5, 0.6));
+  expect_throw(beam_options(4, 1, std::nan("")));
+}
+
+}  // namespace
+}  // namespace tandem::decode

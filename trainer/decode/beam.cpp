@@ -1,0 +1,216 @@
+#include "trainer/decode/beam.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace tandem::decode {
+namespace {
+
+using model::kBosId;
+using model::kEosId;
+using model::kPadId;
+
+template <typename T>
+void require(bool ok, const std::string& field, T value, const std::string& expected) {
+  if (!ok) {
+    std::ostringstream message;
+    message << "DecodeOptions." << field << " = " << value << ": expected " << expected;
+    throw std::invalid_argument(message.str());
+  }
+}
+
+torch::Device model_device(model::Transformer& model) {
+  auto params = model->parameters();
+  return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+}
+
+// Per row, the most decoding steps it may take: a * (non-pad source length) + b, at least 1 and
+// at most the model's position table.
+std::vector<int64_t> step_limits(const torch::Tensor& src, const DecodeOptions& options,
+                                 int64_t max_positions) {
+  auto lengths = src.ne(kPadId).sum(1).to(torch::kCPU, torch::kLong);
+  auto length = lengths.accessor<int64_t, 1>();
+  std::vector<int64_t> limits(lengths.size(0));
+  for (size_t row = 0; row < limits.size(); ++row) {
+    auto limit =
+        static_cast<int64_t>(std::floor(options.max_len_a * length[row])) + options.max_len_b;
+    limits[row] = std::clamp<int64_t>(limit, 1, max_positions);
+  }
+  return limits;
+}
+
+// The live hypotheses of the sentences still decoding, `width` consecutive rows per sentence, in
+// the decoder state's row order (width is 1 before the first step, the beam size after it).
+struct Beams {
+  std::vector<int64_t> sentence;             // input row of each active sentence
+  std::vector<std::vector<int32_t>> tokens;  // [sentences * width] prefixes without BOS
+  std::vector<double> scores;                // [sentences * width] summed log-probabilities
+  int64_t width = 1;
+};
+
+// One step's best continuations: per active sentence the 2K best (hypothesis, token) pairs by
+// summed score, best first, as [sentences, 3, 2K] double on the CPU holding (score, token, row of
+// the parent within its sentence). One transfer, so the host waits once per step.
+torch::Tensor best_candidates(const torch::Tensor& logits, const Beams& beams, int64_t beam) {
+  const auto sentences = static_cast<int64_t>(beams.sentence.size());
+  auto logp = torch::log_softmax(logits, -1);  // [sentences * width, vocab]
+  const int64_t per_row = std::min<int64_t>(2 * beam, logp.size(1));
+  // Only a row's own 2K best tokens can be among its sentence's 2K best candidates.
+  auto [row_logp, row_token] = logp.topk(per_row, -1);
+  auto prior = torch::tensor(beams.scores, torch::kDouble).to(logits.device()).unsqueeze(1);
+  // Scores are sums of per-step float log-probabilities, added in double in step order.
+  auto total = (prior + row_logp.to(torch::kDouble)).view({sentences, -1});
+  auto [best, flat] = total.topk(std::min<int64_t>(2 * beam, total.size(1)), -1);
+  auto token = row_token.view({sentences, -1}).gather(1, flat);
+  auto parent = flat.div(per_row, "floor");
+  return torch::stack({best, token.to(torch::kDouble), parent.to(torch::kDouble)}, 1)
+      .to(torch::kCPU);
+}
+
+// Advances one sentence by its candidates (rows of `choice` [3, 2K]): EOS among the first K
+// finish, the first K others become its next live beam (appended to `next`, their parents' state
+// rows to `rows`), unless the sentence is done.
+void advance_sentence(const Beams& beams, int64_t index,
+                      const torch::TensorAccessor<double, 2>& choice, int64_t beam, bool at_limit,
+                      std::vector<Hypothesis>& finished, Beams& next, std::vector<int64_t>& rows) {
+  std::vector<std::vector<int32_t>> live_tokens;
+  std::vector<double> live_scores;
+  std::vector<int64_t> parents;
+  for (int64_t r = 0; r < choice.size(1) && static_cast<int64_t>(parents.size()) < beam; ++r) {
+    const auto token = static_cast<int64_t>(choice[1][r]);
+    const auto parent = index * beams.width + static_cast<int64_t>(choice[2][r]);
+    if (token == kEosId) {
+      // An EOS ranked past K would not have taken a beam slot, so it is not a result either.
+      if (r < beam && static_cast<int64_t>(finished.size()) < beam) {
+        finished.push_back({beams.tokens[parent], choice[0][r], true});
+      }
+      continue;
+    }
+    live_tokens.push_back(beams.tokens[parent]);
+    live_tokens.back().push_back(static_cast<int32_t>(token));
+    live_scores.push_back(choice[0][r]);
+    parents.push_back(parent);
+  }
+  if (static_cast<int64_t>(finished.size()) >= beam) return;
+  if (at_limit) {
+    for (size_t i = 0; i < parents.size(); ++i) {
+      finished.push_back({std::move(live_tokens[i]), live_scores[i], false});
+    }
+    return;
+  }
+  next.sentence.push_back(beams.sentence[index]);
+  for (size_t i = 0; i < parents.size(); ++i) {
+    next.tokens.push_back(std::move(live_tokens[i]));
+    next.scores.push_back(live_scores[i]);
+  }
+  rows.insert(rows.end(), parents.begin(), parents.end());
+}
+
+// Applies one step to every active sentence; returns the state rows the next step keeps, in order.
+std::vector<int64_t> advance(Beams& beams, const torch::Tensor& choice, int64_t step,
+                             const std::vector<int64_t>& limits, int64_t beam,
+                             std::vector<std::vector<Hypothesis>>& finished) {
+  auto cell = choice.accessor<double, 3>();
+  Beams next;
+  next.width = beam;
+  std::vector<int64_t> rows;
+  for (size_t i = 0; i < beams.sentence.size(); ++i) {
+    const int64_t sentence = beams.sentence[i];
+    advance_sentence(beams, static_cast<int64_t>(i), cell[i], beam, step >= limits[sentence],
+                     finished[sentence], next, rows);
+  }
+  beams = std::move(next);
+  return rows;
+}
+
+// Keeps the decoder state rows in `rows` (reordering and dropping), `width` rows per sentence
+// before and after. Skips what does not change: everything while greedy decoding has no finished
+// sentence; the encoder side while the same sentences go on, since all rows of a sentence hold
+// the same encoder output and cross-attention keys/values (their copy costs as much as the
+// self-attention caches').
+void keep_rows(model::DecoderState& state, const std::vector<int64_t>& rows, int64_t width_before,
+               int64_t width) {
+  const bool same_shape =
+      static_cast<int64_t>(rows.size()) == state.src_pad.size(0) && width_before == width;
+  bool same_rows = same_shape;
+  bool same_sentences = same_shape;
+  for (size_t i = 0; same_sentences && i < rows.size(); ++i) {
+    const auto row = static_cast<int64_t>(i);
+    same_rows = same_rows && rows[i] == row;
+    same_sentences = rows[i] / width == row / width;
+  }
+  if (same_rows) return;
+  auto index = torch::tensor(rows, torch::kLong).to(state.src_pad.device());
+  if (!same_sentences) {
+    state.select(index);
+    return;
+  }
+  for (auto& layer : state.layers) {
+    layer.self_k = layer.self_k.index_select(0, index);
+    layer.self_v = layer.self_v.index_select(0, index);
+  }
+}
+
+// Normalises the scores, sorts best first and keeps the n best.
+void rank(std::vector<Hypothesis>& hyps, const DecodeOptions& options) {
+  for (auto& h : hyps) {
+    h.normalized =
+        h.score / std::pow(static_cast<double>(hypothesis_length(h)), options.length_penalty);
+  }
+  std::stable_sort(hyps.begin(), hyps.end(), [](const Hypothesis& a, const Hypothesis& b) {
+    return a.normalized > b.normalized;
+  });
+  if (static_cast<int64_t>(hyps.size()) > options.nbest) hyps.resize(options.nbest);
+}
+
+}  // namespace
+
+void validate(const DecodeOptions& options, int64_t vocab_size) {
+  require(options.max_len_a >= 0, "max_len_a", options.max_len_a, ">= 0");
+  require(options.batch_tokens > 0, "batch_tokens", options.batch_tokens, "> 0");
+  require(options.beam_size >= 1 && 2 * options.beam_size <= vocab_size, "beam_size",
+          options.beam_size, "between 1 and vocab_size / 2 = " + std::to_string(vocab_size / 2));
+  require(options.nbest >= 1 && options.nbest <= options.beam_size, "nbest", options.nbest,
+          "between 1 and beam_size = " + std::to_string(options.beam_size));
+  require(std::isfinite(options.length_penalty), "length_penalty", options.length_penalty,
+          "a finite number");
+}
+
+std::vector<std::vector<Hypothesis>> beam_search(model::Transformer& model,
+                                                 const torch::Tensor& src_in,
+                                                 const DecodeOptions& options) {
+  validate(options, model->options().vocab_size);
+  torch::NoGradGuard no_grad;
+  const int64_t batch = src_in.size(0);
+  std::vector<std::vector<Hypothesis>> finished(batch);
+  if (batch == 0) return finished;
+  auto src = src_in.to(model_device(model), torch::kLong);
+  const auto limits = step_limits(src, options, model->options().max_positions);
+  // Encoder output and its cross-attention keys/values: once per sentence, copied to the K beam
+  // rows by the first step's row selection.
+  auto state = model->start_decoding(model->encode(src), src);
+  Beams beams;
+  beams.sentence.resize(batch);
+  std::iota(beams.sentence.begin(), beams.sentence.end(), 0);
+  beams.tokens.resize(batch);
+  beams.scores.assign(batch, 0.0);
+  auto tokens = torch::full({batch}, kBosId, src.options());
+  for (int64_t step = 1; !beams.sentence.empty(); ++step) {
+    const auto width_before = beams.width;
+    auto choice = best_candidates(model->decode_step(tokens, state), beams, options.beam_size);
+    auto rows = advance(beams, choice, step, limits, options.beam_size, finished);
+    if (beams.sentence.empty()) break;
+    keep_rows(state, rows, width_before, beams.width);
+    std::vector<int64_t> last;
+    for (const auto& prefix : beams.tokens) last.push_back(prefix.back());
+    tokens = torch::tensor(last, torch::kLong).to(src.device());
+  }
+  for (auto& hyps : finished) rank(hyps, options);
+  return finished;
+}
+
+}  // namespace tandem::decode

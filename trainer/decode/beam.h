@@ -1,0 +1,61 @@
+// Batched beam search over the model's incremental decoder (cached keys/values, encoder output
+// projected once per sentence), with length normalisation and n-best lists. Greedy decoding is
+// beam size 1 of this same search.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "trainer/model/transformer.h"
+
+namespace tandem::decode {
+
+// One set of defaults for tandem-decode, tandem-eval and validation during training, so that they
+// produce the same translations unless told otherwise.
+struct DecodeOptions {
+  // At most a * source length + b decoding steps per sentence (EOS is one of them), where source
+  // length counts non-pad tokens (EOS included); at least 1, at most the model's max_positions.
+  double max_len_a = 1.2;
+  int64_t max_len_b = 10;
+  int64_t batch_tokens = 4096;  // source tokens per batch when translating many sentences
+  // Hypotheses kept per sentence at every step (Vaswani et al. used 4); 1 is greedy decoding.
+  // At most vocab_size / 2 (each step looks at the 2 * beam_size best continuations).
+  int64_t beam_size = 4;
+  // alpha in score / length^alpha, the number finished hypotheses are ranked by (fairseq's
+  // --lenpen): 0 ranks by the summed log-probability, 1 by the mean per token.
+  double length_penalty = 0.6;
+  int64_t nbest = 1;  // hypotheses returned per sentence, best first; 1..beam_size
+};
+
+struct Hypothesis {
+  std::vector<int32_t> tokens;  // without BOS/EOS
+  double score = 0;             // sum of log-probabilities, EOS included (when emitted)
+  bool ended = false;           // emitted EOS; false when cut at the length limit
+  double normalized = 0;        // score / length^length_penalty, see hypothesis_length()
+};
+
+// The length a hypothesis is normalised by: its tokens plus EOS when it emitted one (so, the
+// number of log-probabilities in its score, as fairseq counts).
+inline int64_t hypothesis_length(const Hypothesis& h) {
+  return static_cast<int64_t>(h.tokens.size()) + (h.ended ? 1 : 0);
+}
+
+// Throws std::invalid_argument naming the field at fault.
+void validate(const DecodeOptions& options, int64_t vocab_size);
+
+// src [batch, src_len] int64 (tokens + EOS, padded with kPadId) → for every row its `nbest`
+// hypotheses, best normalised score first. Runs under NoGradGuard (the caller sets model->eval()).
+//
+// Each step expands every live hypothesis of a sentence, takes the 2K best (hypothesis, token)
+// candidates by summed log-probability; those ending in EOS among the first K are finished, the
+// first K others are the next live beam (so the beam stays full and finished hypotheses are never
+// fed to the decoder again). A sentence is done when it has K finished hypotheses (fairseq's
+// rule) or at its length limit, where the live hypotheses join the finished ones unterminated.
+// With K = 1 this is exactly greedy decoding.
+std::vector<std::vector<Hypothesis>> beam_search(model::Transformer& model,
+                                                 const torch::Tensor& src,
+                                                 const DecodeOptions& options);
+
+}  // namespace tandem::decode
