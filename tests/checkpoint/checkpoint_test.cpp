@@ -211,8 +211,11 @@ TEST_F(CheckpointTest, NewerFormatVersionIsRejected) {
 
 TEST_F(CheckpointTest, TruncatedFileIsNamed) {
   save(path_, make_data());
-  fs::resize_file(path_, fs::file_size(path_) / 2);
-  EXPECT_NE(load_error(path_).find("truncated"), std::string::npos);
+  const auto size = fs::file_size(path_);
+  fs::resize_file(path_, size / 2);
+  EXPECT_NE(load_error(path_).find("the file is truncated: " + std::to_string(size / 2) + " of " +
+                                   std::to_string(size) + " bytes"),
+            std::string::npos);
 }
 
 TEST_F(CheckpointTest, MissingDatasetIsNamed) {

@@ -62,6 +62,16 @@ TEST_F(RetentionTest, FindLatestPicksTheHighestStepThatOpens) {
   EXPECT_EQ(find_latest(dir_.string()), path(step_file_name(1000)));
 }
 
+TEST_F(RetentionTest, StepFilesListsEveryStepFileNewestFirstWithoutOpeningThem) {
+  for (int step : {200, 1000, 999}) touch(step_file_name(step));
+  touch("last.h5");
+  touch("step-00005000.h5.tmp");
+  EXPECT_EQ(step_files(dir_.string()),
+            (std::vector<std::string>{path("step-00001000.h5"), path("step-00000999.h5"),
+                                      path("step-00000200.h5")}));
+  EXPECT_TRUE(step_files(path("absent")).empty());
+}
+
 TEST_F(RetentionTest, FindLatestOfEmptyOrMissingDirectoryIsEmpty) {
   EXPECT_EQ(find_latest(dir_.string()), "");
   EXPECT_EQ(find_latest(path("absent")), "");

@@ -1,5 +1,6 @@
 #include "tests/e2e/run_command.h"
 
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -7,10 +8,49 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 namespace tandem::test {
+namespace {
+
+// (state, parent pid) from /proc/<pid>/stat, or nothing when the process is gone. The command
+// name in parentheses may itself hold spaces and parentheses, so parse after the last ')'.
+std::optional<std::pair<char, int>> proc_state(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return std::nullopt;
+  std::istringstream rest(stat.substr(stat.rfind(')') + 1));
+  char state = '?';
+  int parent = 0;
+  rest >> state >> parent;
+  return std::make_pair(state, parent);
+}
+
+// `root` and all its descendants (Open MPI puts each rank in a process group of its own, so the
+// command's process group alone would miss them).
+std::vector<int> process_tree(int root) {
+  std::multimap<int, int> children;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (const auto state = proc_state(std::stoi(name))) children.emplace(state->second, std::stoi(name));
+  }
+  std::vector<int> tree = {root};
+  for (size_t i = 0; i < tree.size(); ++i) {
+    const auto range = children.equal_range(tree[i]);
+    for (auto it = range.first; it != range.second; ++it) tree.push_back(it->second);
+  }
+  return tree;
+}
+
+}  // namespace
 
 CommandResult run_command(const std::string& command) {
   CommandResult result;
@@ -44,10 +84,29 @@ BackgroundCommand::BackgroundCommand(const std::string& command) {
 
 BackgroundCommand::~BackgroundCommand() {
   if (pid_ > 0) {
-    kill(-pid_, SIGKILL);
+    kill_all();
     waitpid(pid_, nullptr, 0);
   }
   if (fd_ >= 0) close(fd_);
+}
+
+void BackgroundCommand::signal(int sig) {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
+void BackgroundCommand::kill_all() {
+  if (pid_ <= 0) return;
+  const std::vector<int> tree = process_tree(pid_);
+  for (int pid : tree) kill(pid, SIGSTOP);
+  kill(-pid_, SIGKILL);
+  for (int pid : tree) kill(pid, SIGKILL);
+  // kill() only queues the signal; a process is harmless once it is a zombie or gone. Those that
+  // are not our children cannot be waited for, hence the polling (the kernel needs microseconds).
+  for (int pid : tree) {
+    for (auto state = proc_state(pid); state && state->first != 'Z'; state = proc_state(pid)) {
+      sched_yield();
+    }
+  }
 }
 
 bool BackgroundCommand::wait_for_line(const std::string& text) {

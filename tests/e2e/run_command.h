@@ -26,6 +26,12 @@ class BackgroundCommand {
   bool wait_for_line(const std::string& text);
   // Reads the rest of the output and returns the exit code (128 + signal when killed).
   int wait();
+  // Sends `sig` to the command's process only (start the command with "exec" to make that the
+  // program itself, e.g. mpirun, rather than the shell).
+  void signal(int sig);
+  // SIGKILL to the command and every process it started, all stopped first so that none reacts
+  // to another's death; returns once none of them can run again.
+  void kill_all();
   const std::string& output() const { return output_; }
 
  private:

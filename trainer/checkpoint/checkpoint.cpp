@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <regex>
+#include <sstream>
 #include <stdexcept>
 
 #include "trainer/common/hdf5.h"
@@ -143,6 +145,11 @@ void write_root_attributes(hid_t file, const CheckpointData& data) {
   h5::write_attribute(file, "torch_version",
                       data.torch_version.empty() ? std::string(TORCH_VERSION) : data.torch_version);
   h5::write_attribute(file, "created", data.created.empty() ? utc_now_iso8601() : data.created);
+  if (!data.averaged_from.empty()) {
+    std::string paths;
+    for (const std::string& path : data.averaged_from) paths += (paths.empty() ? "" : "\n") + path;
+    h5::write_attribute(file, "averaged_from", paths);
+  }
 }
 
 void write_contents(hid_t file, const CheckpointData& data) {
@@ -202,6 +209,18 @@ void publish(const std::string& tmp, const std::string& path) {
 
 // ---- reading: every problem is std::invalid_argument(problem); the caller prefixes the path.
 
+// HDF5 says "truncated file: eof = 300000, sblock->base_addr = 0, stored_eof = 935665"; users
+// need the two sizes, not the superblock's field names.
+std::string truncated(const std::string& detail) {
+  static const std::regex kSizes("eof = ([0-9]+),.*stored_eof = ([0-9]+)");
+  std::smatch sizes;
+  if (!std::regex_search(detail, sizes, kSizes)) {
+    return "the file is truncated (an interrupted write or copy?): " + detail;
+  }
+  return "the file is truncated: " + sizes[1].str() + " of " + sizes[2].str() +
+         " bytes (an interrupted write or copy?)";
+}
+
 Handle open_checkpoint(const std::string& path) {
   if (::access(path.c_str(), R_OK) != 0) {
     throw std::invalid_argument(std::string("cannot open (") + std::strerror(errno) + ")");
@@ -210,10 +229,7 @@ Handle open_checkpoint(const std::string& path) {
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file.valid()) {
     const std::string detail = h5::last_error();
-    if (detail.find("truncated") != std::string::npos) {
-      throw std::invalid_argument("the file is truncated (an interrupted write or copy?): " +
-                                  detail);
-    }
+    if (detail.find("truncated") != std::string::npos) throw std::invalid_argument(truncated(detail));
     throw std::invalid_argument("cannot be read as HDF5: " + detail);
   }
   if (h5::read_string_attribute(file.get(), "format") != std::string(kFormatName)) {
@@ -292,6 +308,10 @@ void read_model_part(hid_t file, CheckpointData& data) {
   data.world_size = require_int(file, "world_size", "/");
   data.torch_version = require_string(file, "torch_version");
   data.created = require_string(file, "created");
+  if (const auto averaged = h5::read_string_attribute(file, "averaged_from")) {
+    std::istringstream paths(*averaged);
+    for (std::string path; std::getline(paths, path);) data.averaged_from.push_back(path);
+  }
   data.model = read_tensors(require_group(file, "model").get(), "/model");
   const std::optional<std::string> config = h5::read_string_dataset(file, "config");
   if (!config) throw std::invalid_argument("string dataset /config is missing or unreadable");

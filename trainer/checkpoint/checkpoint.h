@@ -7,7 +7,8 @@
 //   /config                      the resolved YAML (string)
 //   /vocab                       the SentencePiece model bytes (uint8)
 //   root attributes              format "tandem-checkpoint", format_version, step, world_size,
-//                                torch_version, created (ISO 8601 UTC)
+//                                torch_version, created (ISO 8601 UTC); averaged_from (the input
+//                                paths, one per line) only in checkpoints made by tandem-average
 // Writing is atomic: <path>.tmp, flush, close, rename. Only this file and data/ include hdf5.h.
 #pragma once
 
@@ -40,6 +41,7 @@ struct CheckpointData {
   std::string vocab;                         // SentencePiece model bytes
   std::string torch_version;                 // filled by save() when empty
   std::string created;                       // filled by save() when empty
+  std::vector<std::string> averaged_from;    // inputs of an averaged checkpoint; empty otherwise
 };
 
 // Writes atomically; throws std::runtime_error naming the path on failure and leaves any previous
@@ -61,6 +63,9 @@ void check_compatible(const std::string& path, const NamedTensors& checkpoint_pa
 
 // Retention in a directory: step-<8 digits>.h5 files and last.h5.
 std::string step_file_name(int64_t step);  // "step-00000500.h5"
+// Paths of every step-<digits>.h5 in `dir`, highest step first, without opening them (*.tmp
+// files are not step files); none when `dir` is missing.
+std::vector<std::string> step_files(const std::string& dir);
 // The newest complete checkpoint in `dir` (by step in the file name), or "" when none. Cheap:
 // a step file counts when its root format attribute reads (truncated and *.tmp files are skipped).
 std::string find_latest(const std::string& dir);

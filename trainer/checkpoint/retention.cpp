@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 
 // (step, path) of every step-<digits>.h5 in `dir`, newest first; *.tmp and other files are not
 // step files. A missing directory has none.
-std::vector<std::pair<int64_t, std::string>> step_files(const std::string& dir) {
+std::vector<std::pair<int64_t, std::string>> numbered_step_files(const std::string& dir) {
   static const std::regex kStepFile("step-([0-9]{1,18})\\.h5");
   std::vector<std::pair<int64_t, std::string>> files;
   std::error_code error;
@@ -57,10 +57,16 @@ std::string step_file_name(int64_t step) {
   return name;
 }
 
+std::vector<std::string> step_files(const std::string& dir) {
+  std::vector<std::string> paths;
+  for (const auto& [step, path] : numbered_step_files(dir)) paths.push_back(path);
+  return paths;
+}
+
 // The highest step-*.h5 whose root "format" attribute reads as a Tandem checkpoint; a file left
 // half-written by a crash (never renamed from *.tmp) or truncated later is passed over.
 std::string find_latest(const std::string& dir) {
-  for (const auto& [step, path] : step_files(dir)) {
+  for (const auto& [step, path] : numbered_step_files(dir)) {
     if (opens_as_checkpoint(path)) return path;
   }
   return "";
@@ -71,7 +77,7 @@ void prune(const std::string& dir, int64_t keep_last) {
     throw std::invalid_argument("prune: keep_last " + std::to_string(keep_last) + " < 0");
   }
   if (keep_last == 0) return;
-  const auto files = step_files(dir);
+  const auto files = numbered_step_files(dir);
   for (size_t i = static_cast<size_t>(keep_last); i < files.size(); ++i) {
     std::error_code error;
     if (!fs::remove(files[i].second, error) && error) {

@@ -1,0 +1,85 @@
+// Averaging checkpoints: float64 running sums over the inputs, read one at a time, checked
+// against the first input's names and shapes.
+#include "trainer/checkpoint/average.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+namespace tandem::checkpoint {
+namespace {
+
+// The mean of `count` values summed in `sum` (float64), in `dtype`. Division rather than
+// multiplication by 1/count, so that the mean of two float32 values is exact before the final
+// rounding to float32.
+torch::Tensor mean_as(const torch::Tensor& sum, int64_t count, torch::ScalarType dtype) {
+  torch::Tensor mean = sum.div(static_cast<double>(count));
+  if (!torch::isFloatingType(dtype)) mean = mean.round();
+  return mean.to(dtype);
+}
+
+// The averaged checkpoint: the newest input's metadata around the means of `sums`.
+CheckpointData averaged(CheckpointData newest, const std::map<std::string, torch::Tensor>& sums,
+                        const std::vector<std::string>& paths) {
+  CheckpointData out;
+  out.step = newest.step;
+  out.world_size = newest.world_size;
+  out.config_yaml = std::move(newest.config_yaml);
+  out.vocab = std::move(newest.vocab);
+  out.averaged_from = paths;
+  const auto count = static_cast<int64_t>(paths.size());
+  for (const auto& [name, tensor] : newest.model) {
+    out.model.emplace_back(name, mean_as(sums.at(name), count, tensor.scalar_type()));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> last_step_files(const std::string& dir, int64_t count) {
+  if (count < 1) {
+    throw std::invalid_argument("average: the number of checkpoints must be >= 1, not " +
+                                std::to_string(count));
+  }
+  if (!std::filesystem::is_directory(dir)) {
+    throw std::invalid_argument("checkpoint directory '" + dir + "' does not exist");
+  }
+  std::vector<std::string> files = step_files(dir);  // newest first
+  if (static_cast<int64_t>(files.size()) < count) {
+    throw std::invalid_argument("checkpoint directory '" + dir + "' holds " +
+                                std::to_string(files.size()) + " step-*.h5 file(s), fewer than " +
+                                std::to_string(count));
+  }
+  files.resize(static_cast<size_t>(count));
+  std::reverse(files.begin(), files.end());
+  return files;
+}
+
+CheckpointData average(const std::vector<std::string>& paths) {
+  if (paths.empty()) throw std::invalid_argument("average: no checkpoints given");
+  std::map<std::string, torch::Tensor> sums;
+  NamedTensors first;  // the first input's names with its sums' shapes, for check_compatible
+  CheckpointData newest;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    CheckpointData input = load_model_only(paths[i]);
+    if (i == 0) {
+      for (const auto& [name, tensor] : input.model) {
+        sums[name] = tensor.to(torch::kFloat64, /*non_blocking=*/false, /*copy=*/true);
+        first.emplace_back(name, sums[name]);
+      }
+    } else {
+      try {
+        check_compatible(paths[i], input.model, first);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("cannot average with '" + paths[0] + "': " + e.what());
+      }
+      for (const auto& [name, tensor] : input.model) sums[name].add_(tensor.to(torch::kFloat64));
+    }
+    if (i == 0 || input.step >= newest.step) newest = std::move(input);
+  }
+  return averaged(std::move(newest), sums, paths);
+}
+
+}  // namespace tandem::checkpoint
