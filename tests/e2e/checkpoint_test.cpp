@@ -312,6 +312,14 @@ TEST_F(CheckpointE2E, AveragedCheckpointIsTheElementwiseMeanAndEvalAndDecodeRead
   EXPECT_EQ(decoded.exit_code, 0) << decoded.output;
   EXPECT_EQ(std::count(decoded.output.begin(), decoded.output.end(), '\n'), 40);
 
+  // Training continues from it only with fresh optimizer state, and the error says so.
+  expect_one_line_error(tool("tandem-train") + " --config " + config("from-average") +
+                            " --resume " + averaged,
+                        averaged, "resume from it with --reset-optimizer");
+  const auto tuned = run_command(tool("tandem-train") + " --config " + config("from-average") +
+                                 " --resume " + averaged + " --reset-optimizer --set train.max_steps=6");
+  EXPECT_EQ(tuned.exit_code, 0) << tuned.output;
+
   // Files named on the command line instead of --dir/--last: the same mean.
   const auto named = run_command(tool("tandem-average") + " " + base_step(2) + " " + base_step(4) +
                                  " --out " + file("named.h5"));

@@ -272,7 +272,7 @@ TEST_F(Pipeline, ResumingOnACorpusWithAnotherVocabularyIsRefused) {
   const auto r = run_command(mpirun(2) + tool("tandem-train") + " --config " + cfg +
                              " --set data.corpus=" + file("other.h5") + " --set train.max_steps=4");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("vocabulary differs from corpus"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("its vocabulary differs from corpus"), std::string::npos) << r.output;
   EXPECT_EQ(checkpoint::load(run + "/last.h5").step, 2);
 }
 
