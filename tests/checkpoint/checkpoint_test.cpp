@@ -60,6 +60,7 @@ CheckpointData make_data() {
   d.data_next_batch = 12345;
   d.rng = {std::string("a\0b\xff\0", 5), "", std::string(300, '\0') + "z"};
   d.config_yaml = "model:\n  d_model: 256\ndata:\n  corpus: \"wörk/c.h5\"\n";
+  d.validation = R"({"best_step":4,"history":[{"step":4,"valid_bleu":12.5}]})";
   for (int i = 0; i < 1000; ++i) d.vocab.push_back(static_cast<char>(i % 256));
   return d;
 }
@@ -110,6 +111,7 @@ TEST_F(CheckpointTest, RoundTripPreservesEveryFieldBitwise) {
   EXPECT_EQ(loaded.data_next_batch, 12345);
   EXPECT_EQ(loaded.rng, saved.rng);
   EXPECT_EQ(loaded.config_yaml, saved.config_yaml);
+  EXPECT_EQ(loaded.validation, saved.validation);
   EXPECT_EQ(loaded.vocab, saved.vocab);
   EXPECT_EQ(loaded.model[7].second.dim(), 0);  // the 0-d tensor stays 0-d
   EXPECT_FALSE(fs::exists(path_ + ".tmp"));

@@ -138,6 +138,44 @@ TEST_F(Pipeline, KilledWithSigkillThenResumedEqualsTheUninterruptedRun) {
     EXPECT_EQ(got[i]["step"], expected[i]["step"]);
     EXPECT_EQ(got[i]["loss"].get<double>(), expected[i]["loss"].get<double>()) << "step " << i + 1;
   }
+  const auto p = checkpoint::load(straight + "/last.h5");
+  const auto q = checkpoint::load(killed + "/last.h5");
+  ASSERT_EQ(p.model.size(), q.model.size());
+  for (size_t i = 0; i < p.model.size(); ++i) {
+    EXPECT_TRUE(torch::equal(p.model[i].second, q.model[i].second)) << p.model[i].first;
+  }
+}
+
+TEST_F(Pipeline, ACheckpointOfTwoRanksContinuesAtOneAndAtFourFromTheSameGlobalBatch) {
+  const std::string run = file("run-world");
+  const auto cfg = write_config("world.yaml", run);
+  const auto train = [&](int ranks, int steps) {
+    return run_command(mpirun(ranks) + tool("tandem-train") + " --config " + cfg +
+                       " --set train.max_steps=" + std::to_string(steps));
+  };
+  ASSERT_EQ(train(2, 4).exit_code, 0);
+  EXPECT_EQ(checkpoint::load(run + "/last.h5").data_next_batch, 8);  // 4 steps x 2 ranks
+  const auto one = train(1, 6);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("written by 2 rank(s), continuing with 1"), std::string::npos) << one.output;
+  EXPECT_EQ(checkpoint::load(run + "/last.h5").data_next_batch, 10);  // the cursor moved on by 2 x 1
+  const auto four = train(4, 8);
+  ASSERT_EQ(four.exit_code, 0) << four.output;
+  EXPECT_NE(four.output.find("written by 1 rank(s), continuing with 4"), std::string::npos) << four.output;
+  const auto last = checkpoint::load(run + "/last.h5");
+  EXPECT_EQ(last.data_epoch, 0);
+  EXPECT_EQ(last.data_next_batch, 18);  // and by 2 x 4: batches 10..17 went to ranks 0..3
+  EXPECT_EQ(last.world_size, 4);
+
+  // The loss goes on from where it was rather than jumping back to an untrained model's.
+  const auto records = metrics(run);
+  ASSERT_EQ(records.size(), 8u);
+  const double first = records[0]["loss"], before = records[3]["loss"];
+  for (size_t i = 4; i < records.size(); ++i) {
+    const double loss = records[i]["loss"];
+    EXPECT_LT(loss, first) << "step " << i + 1;
+    EXPECT_LT(std::abs(loss - before), 0.5 * before) << "step " << i + 1;
+  }
 }
 
 TEST_F(Pipeline, CheckpointHoldsEverythingTheDesignLists) {
@@ -306,19 +344,30 @@ TEST_F(Pipeline, ValidationKeepsTheBestCheckpointAndAgreesWithTandemEval) {
   EXPECT_NEAR(record["loss"].get<double>(), validations[best]["valid_loss"].get<double>(), 1e-4);
 }
 
-TEST_F(Pipeline, EarlyStoppingEndsTrainingAfterPatienceValidationsWithoutImprovement) {
+TEST_F(Pipeline, EarlyStoppingCountsValidationsWithoutImprovementAcrossARestart) {
   const std::string run = file("run-patience");
   // A learning rate this small leaves the translations unchanged, so no validation improves on
-  // the first: with patience 2, training stops at the third.
-  const auto r = run_command(mpirun(2) + tool("tandem-train") + " --config " +
-                             write_config("patience.yaml", run) +
-                             " --set train.max_steps=100 --set train.lr=1e-12 --set valid.every_steps=2"
-                             " --set valid.patience=2 --set model.dropout=0");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("early stopping: 2 validations without improvement of bleu"),
-            std::string::npos) << r.output;
-  EXPECT_EQ(checkpoint::load(run + "/last.h5").step, 6);
+  // the first (step 2): with patience 3, training stops at the fourth (step 8), even though it was
+  // interrupted after the second and resumed.
+  const std::string command = mpirun(2) + tool("tandem-train") + " --config " +
+                              write_config("patience.yaml", run) +
+                              " --set train.lr=1e-12 --set valid.every_steps=2"
+                              " --set valid.patience=3 --set model.dropout=0";
+  const auto first = run_command(command + " --set train.max_steps=4");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto stored = nlohmann::json::parse(checkpoint::load(run + "/last.h5").validation);
+  EXPECT_EQ(stored["best_step"], 2);
+  EXPECT_EQ(stored["bad_validations"], 1);
+  ASSERT_EQ(stored["history"].size(), 2u);
+  EXPECT_EQ(stored["history"][1]["step"], 4);
+
+  const auto second = run_command(command + " --set train.max_steps=100");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("early stopping: 3 validations without improvement of bleu"),
+            std::string::npos) << second.output;
+  EXPECT_EQ(checkpoint::load(run + "/last.h5").step, 8);
   EXPECT_EQ(checkpoint::load(run + "/best.h5").step, 2);
+  EXPECT_EQ(nlohmann::json::parse(checkpoint::load(run + "/last.h5").validation)["history"].size(), 4u);
 }
 
 TEST_F(Pipeline, AFailedStartLeavesExistingCheckpointsIntact) {

@@ -169,6 +169,7 @@ void write_contents(hid_t file, const CheckpointData& data) {
     write_bytes(rng.get(), "rank_" + std::to_string(rank), data.rng[rank]);
   }
   h5::write_string_dataset(file, "config", data.config_yaml);
+  if (!data.validation.empty()) h5::write_string_dataset(file, "validation", data.validation);
   write_bytes(file, "vocab", data.vocab);
 }
 
@@ -320,6 +321,9 @@ void read_model_part(hid_t file, CheckpointData& data) {
 }
 
 void read_training_part(hid_t file, CheckpointData& data) {
+  if (const auto validation = h5::read_string_dataset(file, "validation")) {
+    data.validation = *validation;
+  }
   Handle optimizer = require_group(file, "optimizer");
   data.optimizer_step = require_int(optimizer.get(), "step", "/optimizer");
   for (const std::string& name : h5::link_names(optimizer.get())) {

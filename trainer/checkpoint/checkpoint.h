@@ -5,11 +5,13 @@
 //   /data                        attributes epoch, next_batch
 //   /rng/rank_<r>                uint8 RNG state of every rank
 //   /config                      the resolved YAML (string)
+//   /validation                  JSON (string): validation history and keep-best/early-stopping
+//                                state; absent when the run did not validate
 //   /vocab                       the SentencePiece model bytes (uint8)
 //   root attributes              format "tandem-checkpoint", format_version, step, world_size,
 //                                torch_version, created (ISO 8601 UTC); averaged_from (the input
 //                                paths, one per line) only in checkpoints made by tandem-average
-// Writing is atomic: <path>.tmp, flush, close, rename. Only this file and data/ include hdf5.h.
+// Writing is atomic: <path>.tmp, flush, close, rename. HDF5 is reached through common/hdf5.h.
 #pragma once
 
 #include <torch/torch.h>
@@ -38,6 +40,7 @@ struct CheckpointData {
   int64_t data_next_batch = 0;
   std::vector<std::string> rng;              // one opaque state per rank, rank order
   std::string config_yaml;
+  std::string validation;                    // JSON text, "" when the run did not validate
   std::string vocab;                         // SentencePiece model bytes
   std::string torch_version;                 // filled by save() when empty
   std::string created;                       // filled by save() when empty

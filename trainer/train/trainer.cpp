@@ -144,6 +144,7 @@ struct ResumeHeader {
   int64_t next_batch = 0;
   int64_t optimizer_step = 0;
   std::vector<std::string> rng;
+  std::string validation;  // checkpoint JSON, "" when the run had not validated
 };
 
 namespace {
@@ -153,7 +154,7 @@ std::string encode_header(const ResumeHeader& h) {
   for (const auto& state : h.rng) rng.push_back(nlohmann::json::binary({state.begin(), state.end()}));
   const nlohmann::json j{{"step", h.step}, {"world_size", h.world_size}, {"epoch", h.epoch},
                          {"next_batch", h.next_batch}, {"optimizer_step", h.optimizer_step},
-                         {"rng", rng}};
+                         {"rng", rng}, {"validation", h.validation}};
   const auto bytes = nlohmann::json::to_cbor(j);
   return std::string(bytes.begin(), bytes.end());
 }
@@ -161,7 +162,7 @@ std::string encode_header(const ResumeHeader& h) {
 ResumeHeader decode_header(const std::string& bytes) {
   const auto j = nlohmann::json::from_cbor(bytes);
   ResumeHeader h{j.at("step"), j.at("world_size"), j.at("epoch"), j.at("next_batch"),
-                 j.at("optimizer_step"), {}};
+                 j.at("optimizer_step"), {}, j.at("validation")};
   for (const auto& state : j.at("rng")) {
     const auto& b = state.get_binary();
     h.rng.emplace_back(b.begin(), b.end());
@@ -192,6 +193,7 @@ void Trainer::resume_from(const std::string& path, const ResumeOptions& options)
   last_saved_step_ = header.step;
   if (!options.reset_data) loader_.set_position({header.epoch, header.next_batch});
   restore_rng(header);
+  restore_validation(header.validation);
   log::info("resuming from " + path + " at step " + std::to_string(step_) + " (epoch " +
             std::to_string(loader_.position().epoch + 1) + ", global batch " +
             std::to_string(loader_.position().next_batch) + ")" +
@@ -202,13 +204,47 @@ void Trainer::resume_from(const std::string& path, const ResumeOptions& options)
 ResumeHeader Trainer::read_checkpoint(const std::string& path, const ResumeOptions& options) {
   auto data = checkpoint::load(path);
   if (data.vocab != vocab_bytes_) {
-    throw std::invalid_argument(path + ": the checkpoint's vocabulary differs from corpus '" +
+    throw std::invalid_argument("checkpoint '" + path + "': its vocabulary differs from corpus '" +
                                 corpus_.path() + "' (token ids would mean other pieces)");
   }
   load_parameters(model_, data.model, path);
+  if (!options.reset_optimizer && data.optimizer.empty()) {
+    throw std::invalid_argument("checkpoint '" + path +
+                                "' holds no optimizer state (an averaged checkpoint?); resume from "
+                                "it with --reset-optimizer");
+  }
   if (!options.reset_optimizer) adam_->load_state(data.optimizer, data.optimizer_step);
-  return ResumeHeader{data.step, data.world_size, data.data_epoch, data.data_next_batch,
-                      data.optimizer_step, std::move(data.rng)};
+  return ResumeHeader{data.step,           data.world_size,     data.data_epoch,
+                      data.data_next_batch, data.optimizer_step, std::move(data.rng),
+                      std::move(data.validation)};
+}
+
+// Keep-best and early stopping continue across restarts: the best score, the count of
+// validations without improvement and the history come back from the checkpoint.
+void Trainer::restore_validation(const std::string& text) {
+  if (text.empty()) return;
+  const auto state = nlohmann::json::parse(text);
+  validation_history_ = state.at("history");
+  last_valid_step_ = state.at("last_step");
+  if (state.at("metric") != config_.valid.metric) {
+    log::info("valid.metric changed from " + state.at("metric").get<std::string>() + " to " +
+              config_.valid.metric + ": the best-checkpoint record starts anew");
+    return;
+  }
+  best_valid_step_ = state.at("best_step");
+  best_valid_score_ = state.at("best_score");
+  bad_validations_ = state.at("bad_validations");
+}
+
+std::string Trainer::validation_state() const {
+  if (validation_history_.empty()) return "";
+  return nlohmann::json{{"metric", config_.valid.metric},
+                        {"best_step", best_valid_step_},
+                        {"best_score", best_valid_score_},
+                        {"bad_validations", bad_validations_},
+                        {"last_step", last_valid_step_},
+                        {"history", validation_history_}}
+      .dump();
 }
 
 void Trainer::restore_rng(const ResumeHeader& header) {
@@ -303,6 +339,12 @@ void Trainer::validate() {
   last_valid_step_ = step_;
   const std::string& metric = config_.valid.metric;
   const double score = result.score(metric);
+  validation_history_.push_back({{"step", step_},
+                                 {"loss", result.loss},
+                                 {"ppl", result.perplexity},
+                                 {"accuracy", result.accuracy},
+                                 {"bleu", result.bleu},
+                                 {"chrf", result.chrf}});
   const bool improved = best_valid_step_ < 0 || score > best_valid_score_;
   if (improved) {
     best_valid_score_ = score;
@@ -408,6 +450,7 @@ void Trainer::save_checkpoint() {
   data.data_next_batch = position.next_batch;
   data.rng = std::move(rngs);
   data.config_yaml = config::to_yaml(config_);
+  data.validation = validation_state();
   data.vocab = vocab_bytes_;
   const std::string path =
       (fs::path(config_.checkpoint.dir) / checkpoint::step_file_name(step_)).string();

@@ -4,6 +4,8 @@
 //   next_batches → forward_backward → reduce (one all-reduce) → clip → update → log/save/stop.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -50,6 +52,8 @@ class Trainer {
   void resume_from(const std::string& path, const ResumeOptions& options);
   ResumeHeader read_checkpoint(const std::string& path, const ResumeOptions& options);  // rank 0
   void restore_rng(const ResumeHeader& header);
+  void restore_validation(const std::string& checkpoint_json);
+  std::string validation_state() const;  // what checkpoints store; "" before any validation
   bool stop_requested_locally() const;  // a signal, or (rank 0) the time limit
   bool save_due_locally() const;        // (rank 0) checkpoint.every_minutes has passed
   void check_ranks_agree();
@@ -80,6 +84,7 @@ class Trainer {
   double best_valid_score_ = 0;
   int64_t bad_validations_ = 0;
   bool early_stop_ = false;
+  nlohmann::json validation_history_ = nlohmann::json::array();
   int64_t step_ = 0;
   int64_t last_saved_step_ = -1;
   bool stop_requested_ = false;  // agreed by all ranks at the last step
