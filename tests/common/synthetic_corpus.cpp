@@ -42,17 +42,6 @@ void write_split(const std::string& dir, const std::string& name, int64_t pairs,
 
 }  // namespace
 
-TempDir::TempDir(const std::string& tag) {
-  std::string pattern = (std::filesystem::temp_directory_path() / ("tandem-" + tag + "-XXXXXX")).string();
-  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 std::string make_reverse_corpus(const std::string& dir, const SyntheticCorpusOptions& options) {
   uint64_t state = options.seed;
   write_split(dir, "train", options.train_pairs, options, state);

@@ -5,21 +5,11 @@
 #include <cstdint>
 #include <string>
 
+#include "trainer/common/temp_dir.h"
+
 namespace tandem::test {
 
-// A new empty directory under the system temp dir, removed by the destructor.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag);
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using tandem::TempDir;
 
 struct SyntheticCorpusOptions {
   int64_t train_pairs = 400;

@@ -2,7 +2,6 @@
 // corpus (unique sentences over a small word list), and a prepared HDF5 corpus built from it.
 #pragma once
 
-#include <stdlib.h>  // mkdtemp
 #include <unistd.h>  // getpid
 
 #include <cstdint>
@@ -14,28 +13,14 @@
 #include <vector>
 
 #include "data/prep.h"
+#include "trainer/common/temp_dir.h"
 
 namespace tandem::data::testing {
 
-// A fresh directory under the system temp dir, removed with everything in it.
-class TempDir {
+// Scratch directories for the data tests.
+class TempDir : public tandem::TempDir {
  public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "tandem_data_test_XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
+  TempDir() : tandem::TempDir("data-test") {}
 };
 
 inline void write_lines(const std::string& path, const std::vector<std::string>& lines) {

@@ -23,20 +23,6 @@ namespace tandem::tools {
 
 namespace fs = std::filesystem;
 
-ScratchDir::ScratchDir(const std::string& tag) {
-  std::string pattern = (fs::temp_directory_path() / (tag + "-XXXXXX")).string();
-  if (mkdtemp(pattern.data()) == nullptr) {
-    throw std::runtime_error("cannot create a directory like " + pattern + ": " +
-                             std::strerror(errno));
-  }
-  path_ = pattern;
-}
-
-ScratchDir::~ScratchDir() {
-  std::error_code ignored;
-  fs::remove_all(path_, ignored);
-}
-
 int run_process(const std::vector<std::string>& argv, const std::string& stdout_path) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

@@ -7,21 +7,6 @@
 
 namespace tandem::tools {
 
-// A fresh directory under the system temp dir ("<tag>-XXXXXX"), removed with its contents by the
-// destructor.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& tag);
-  ~ScratchDir();
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
 // Runs argv[0] (searched on PATH) with argv, stdout to `stdout_path` when given (else inherited);
 // returns its exit code (128 + signal when killed). std::runtime_error when it cannot start.
 int run_process(const std::vector<std::string>& argv, const std::string& stdout_path = "");

@@ -16,6 +16,7 @@
 #include "data/corpus.h"
 #include "trainer/common/error.h"
 #include "trainer/common/log.h"
+#include "trainer/common/temp_dir.h"
 #include "trainer/config/config.h"
 #include "trainer/dist/process_group.h"
 #include "trainer/tools/bench_flops.h"
@@ -28,6 +29,7 @@ namespace {
 
 namespace cfg = tandem::config;
 namespace tools = tandem::tools;
+using tandem::TempDir;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kExamples = R"(Examples:
@@ -156,7 +158,7 @@ int worker_main(int argc, char** argv, const Flags& f) {
   }
 }
 
-Measurement measure_under_mpirun(const Flags& f, const tools::ScratchDir& scratch) {
+Measurement measure_under_mpirun(const Flags& f, const TempDir& scratch) {
   const std::string threads = std::to_string(f.threads);
   setenv("OMP_NUM_THREADS", threads.c_str(), 1);
   setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
@@ -267,7 +269,7 @@ nlohmann::json report(const Measurement& m, const cfg::Config& config, const Fla
 
 // Runs the yardstick on the same work, prints it beside Tandem's figures, adds it to `record`.
 void compare_with_pytorch(const Flags& f, const cfg::Config& config,
-                          const tools::ScratchDir& scratch, nlohmann::json& record) {
+                          const TempDir& scratch, nlohmann::json& record) {
   auto options = f.yardstick;
   options.ranks = f.ranks;
   options.threads = f.threads;
@@ -301,7 +303,7 @@ void compare_with_pytorch(const Flags& f, const cfg::Config& config,
 
 int bench(const Flags& f) {
   check_flags(f);
-  tools::ScratchDir scratch("tandem-bench");
+  TempDir scratch("bench");
   const auto config = resolve_config(f, scratch.file("run"));
   // A bad corpus is bad input: found here, before any launch.
   { tandem::data::Corpus check(config.data.corpus); }
