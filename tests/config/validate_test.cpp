@@ -78,6 +78,7 @@ TEST(Validate, EachRuleNamesKeyValueAndExpectation) {
       {[](Config& c) { c.valid.metric = "rouge"; },
        "valid.metric: expected bleu, chrf or loss, got 'rouge'"},
       {[](Config& c) { c.valid.beam = 0; }, "valid.beam: expected >= 1, got 0"},
+      {[](Config& c) { c.dist.timeout_s = 0; }, "dist.timeout_s: expected a positive number"},
       {[](Config& c) { c.dist.check_every_steps = -5; },
        "dist.check_every_steps: expected >= 0 (0 disables), got -5"},
   };

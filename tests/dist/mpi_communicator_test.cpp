@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,39 @@ TEST(MpiCommunicator, ChunkedCollectivesEqualUnchunkedOnes) {
   EXPECT_TRUE(torch::equal(broadcast, torch::arange(10, torch::kInt64)));
   EXPECT_EQ(chunked.broadcast_bytes(chunked.rank() == root ? "0123456789" : "", root),
             "0123456789");
+}
+
+TEST(MpiCommunicator, AsyncAllReducesInFlightTogetherEachGiveTheClosedForm) {
+  MpiCommunicator chunked(MPI_COMM_WORLD, /*max_chunk=*/4);
+  std::vector<torch::Tensor> values;
+  std::vector<std::unique_ptr<Work>> work;
+  for (torch::ScalarType dtype : kDtypes) {
+    values.push_back(rank_values(chunked.rank(), 10, dtype));  // 3 chunks each
+    work.push_back(chunked.all_reduce_sum_async(values.back()));
+  }
+  for (auto& w : work) w->wait();
+  for (size_t k = 0; k < kDtypes.size(); ++k) {
+    EXPECT_TRUE(work[k]->test());
+    EXPECT_TRUE(torch::equal(values[k], closed_form_sum(chunked.size(), 10, kDtypes[k])))
+        << "dtype " << kDtypes[k];
+  }
+  EXPECT_EQ(chunked.async_all_reduces(), kDtypes.size());
+  EXPECT_EQ(chunked.collectives(), kDtypes.size());
+}
+
+TEST(MpiCommunicator, CountsEveryCollectiveOnce) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  torch::Tensor t = torch::ones({3});
+  comm.all_reduce_sum(t);
+  comm.broadcast(t, 0);
+  comm.barrier();
+  comm.all_reduce_sum(1.0);
+  comm.all_gather(uint64_t{1});
+  comm.gather_bytes("x", 0);
+  comm.broadcast_bytes("y", 0);
+  comm.all_reduce_sum_async(t)->wait();
+  EXPECT_EQ(comm.collectives(), 8u);
+  EXPECT_EQ(comm.async_all_reduces(), 1u);
 }
 
 TEST(MpiCommunicator, BroadcastFromTheLastRankOverwritesEveryRank) {

@@ -1,6 +1,9 @@
 // Data parallelism is exact: N ranks each taking one batch give the same loss and parameters as one
 // process taking all N batches (recomputed here naively on rank 0), and every rank holds bitwise
-// the same parameters after every step.
+// the same parameters after every step. With accum_steps = 2, N ranks equal one process taking
+// 2N batches per step, the reference that 2N ranks without accumulation are checked against (so
+// np 2 with accumulation equals np 4 without, each within 1e-5 of the same computation). Either
+// way each step all-reduces each gradient bucket once.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -9,6 +12,8 @@
 #include "data/loader.h"
 #include "tests/common/mpi_test.h"
 #include "tests/common/synthetic_corpus.h"
+#include "trainer/dist/gradient_reducer.h"
+#include "trainer/dist/mpi_communicator.h"
 #include "trainer/optim/adam.h"
 #include "trainer/train/loss.h"
 #include "trainer/train/model_io.h"
@@ -114,9 +119,12 @@ double max_relative_difference(const model::Transformer& a, const model::Transfo
   return worst;
 }
 
-TEST(DataParallel, RanksEqualOneProcessOnTheSameGlobalBatchAndStayBitwiseIdentical) {
+// Trains 6 steps at this world size with `accum` micro-batches per step, comparing each with the
+// one-process reference on world * accum batches per step.
+void expect_equal_to_one_process(int64_t accum) {
   auto& group = process_group();
   auto& comm = group.cpu();
+  auto& mpi = dynamic_cast<dist::MpiCommunicator&>(comm);
   std::unique_ptr<TempDir> dir;
   std::string root;
   if (group.rank() == 0) {
@@ -125,14 +133,24 @@ TEST(DataParallel, RanksEqualOneProcessOnTheSameGlobalBatchAndStayBitwiseIdentic
     root = dir->path();
   }
   root = comm.broadcast_bytes(root, 0);
-  const auto config = tiny_config(root + "/corpus.h5", root + "/run");
+  auto config = tiny_config(root + "/corpus.h5", root + "/run");
+  config.train.accum_steps = accum;
   train::Trainer trainer(config, group);
   data::Corpus corpus(config.data.corpus);
   std::unique_ptr<Reference> reference;
-  if (group.rank() == 0) reference = std::make_unique<Reference>(config, corpus, group.size());
+  if (group.rank() == 0) {
+    reference = std::make_unique<Reference>(config, corpus, group.size() * static_cast<int>(accum));
+  }
+  std::vector<torch::Tensor> params;
+  for (const auto& [name, p] : train::named_parameters(trainer.model())) params.push_back(p);
+  using dist::GradientReducer;
+  const auto buckets = GradientReducer::plan_buckets(params, GradientReducer::kDefaultBucketCapMb,
+                                                     GradientReducer::kDefaultFirstBucketMb);
 
   for (int step = 1; step <= 6; ++step) {
+    const uint64_t all_reduces_before = mpi.async_all_reduces();
     const auto stats = trainer.train_step();
+    EXPECT_EQ(mpi.async_all_reduces() - all_reduces_before, buckets.size()) << "step " << step;
     const auto hashes = comm.all_gather(parameter_hash(trainer.model()));
     for (size_t r = 1; r < hashes.size(); ++r) {
       EXPECT_EQ(hashes[r], hashes[0]) << "rank " << r << " differs from rank 0 after step " << step;
@@ -146,6 +164,14 @@ TEST(DataParallel, RanksEqualOneProcessOnTheSameGlobalBatchAndStayBitwiseIdentic
         << "step " << step;
   }
   comm.barrier();  // rank 0's TempDir outlives every rank's use of the corpus
+}
+
+TEST(DataParallel, RanksEqualOneProcessOnTheSameGlobalBatchAndStayBitwiseIdentical) {
+  expect_equal_to_one_process(1);
+}
+
+TEST(DataParallel, AccumulatingTwoBatchesPerRankEqualsOneProcessOnTwiceTheRanksBatches) {
+  expect_equal_to_one_process(2);
 }
 
 }  // namespace

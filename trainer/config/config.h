@@ -61,6 +61,9 @@ struct ValidConfig {
 
 struct DistConfig {
   int64_t check_every_steps = 100;  // compare a parameter checksum across ranks this often; 0 disables
+  double bucket_mb = 25;            // gradient bucket size cap, MiB (each bucket is one all-reduce)
+  double first_bucket_mb = 1;       // cap of the first bucket, sent earliest in the backward pass
+  double timeout_s = 300;           // a collective not done after this long ends the job (dead or stuck peer)
 };
 
 struct LogConfig {

@@ -49,6 +49,9 @@ void for_each_field(C& c, Visit&& visit) {
   visit("valid", "metric", c.valid.metric);
   visit("valid", "patience", c.valid.patience);
   visit("dist", "check_every_steps", c.dist.check_every_steps);
+  visit("dist", "bucket_mb", c.dist.bucket_mb);
+  visit("dist", "first_bucket_mb", c.dist.first_bucket_mb);
+  visit("dist", "timeout_s", c.dist.timeout_s);
   visit("log", "every_steps", c.log.every_steps);
 }
 

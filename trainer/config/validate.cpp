@@ -87,6 +87,10 @@ void validate(const Config& config) {
   if (v.metric != "bleu" && v.metric != "chrf" && v.metric != "loss") {
     throw std::invalid_argument("valid.metric: expected bleu, chrf or loss, got '" + v.metric + "'");
   }
+  require(config.dist.bucket_mb > 0, "dist.bucket_mb", config.dist.bucket_mb, "a positive number");
+  require(config.dist.first_bucket_mb > 0, "dist.first_bucket_mb", config.dist.first_bucket_mb,
+          "a positive number");
+  require(config.dist.timeout_s > 0, "dist.timeout_s", config.dist.timeout_s, "a positive number");
   require(config.dist.check_every_steps >= 0, "dist.check_every_steps",
           config.dist.check_every_steps, ">= 0 (0 disables)");
   require(config.checkpoint.keep_last >= 0, "checkpoint.keep_last", config.checkpoint.keep_last,

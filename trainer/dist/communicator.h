@@ -1,6 +1,6 @@
 // The collective operations training needs, behind one interface with two backends:
 // MPI (CPU tensors, mpi_communicator.cpp) and NCCL (CUDA tensors, nccl_communicator.cpp).
-// Every rank must call the same collectives in the same order.
+// Every rank must call the same collectives (blocking or not) in the same order.
 #pragma once
 
 #include <torch/torch.h>
@@ -12,6 +12,24 @@
 
 namespace tandem::dist {
 
+// A collective in flight (all_reduce_sum_async): its tensor must stay untouched until it is done.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Without blocking: whether the collective has completed (MPI: also drives its progress).
+  virtual bool test() = 0;
+  // MPI: blocks until completed (under the communicator's timeout). NCCL: orders the compute
+  // stream after the collective, without blocking the host.
+  virtual void wait() = 0;
+};
+
+// Work that was done when it was made (a backend's synchronous fallback).
+class CompletedWork : public Work {
+ public:
+  bool test() override { return true; }
+  void wait() override {}
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -22,6 +40,12 @@ class Communicator {
   // In place, over all ranks. Tensors must be contiguous, same shape and dtype everywhere
   // (float32, float64, int64 supported).
   virtual void all_reduce_sum(torch::Tensor& tensor) = 0;
+  // The same, started now and finished by the returned Work, which keeps the tensor's storage
+  // alive and must not outlive this communicator. This base version runs synchronously.
+  virtual std::unique_ptr<Work> all_reduce_sum_async(torch::Tensor& tensor) {
+    all_reduce_sum(tensor);
+    return std::make_unique<CompletedWork>();
+  }
   virtual void broadcast(torch::Tensor& tensor, int root) = 0;
   virtual void barrier() = 0;
 
@@ -30,6 +54,11 @@ class Communicator {
   virtual std::vector<uint64_t> all_gather(uint64_t value) = 0;
   virtual std::vector<std::string> gather_bytes(const std::string& bytes, int root) = 0;  // root gets all; others get {}
   virtual std::string broadcast_bytes(const std::string& bytes, int root) = 0;
+
+  // Seconds a blocking collective may wait for the other ranks before this process reports the
+  // collective and ends (a dead or stuck peer must not hang the job). Backends without such a
+  // watchdog ignore it.
+  virtual void set_timeout(double seconds) { (void)seconds; }
 };
 
 }  // namespace tandem::dist

@@ -1,38 +1,211 @@
 #include "trainer/dist/gradient_reducer.h"
 
-namespace tandem::dist {
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
-GradientReducer::GradientReducer(std::vector<torch::Tensor> params, Communicator& comm)
-    : params_(std::move(params)), comm_(comm) {
-  int64_t total = 0;
-  for (const auto& p : params_) total += p.numel();
-  flat_ = torch::empty({total}, params_.empty() ? torch::kFloat32 : params_.front().scalar_type());
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace tandem::dist {
+namespace {
+
+constexpr double kBytesPerMb = 1024.0 * 1024.0;
+
+// Runs `fn` once the autograd engine has accumulated a leaf's gradient into .grad: a post hook of
+// the leaf's AccumulateGrad node. FunctionPostHook and Node::add_post_hook are the same in
+// LibTorch 1.13 and 2.x (2.x adds compiled_args(), which only torch.compile's autograd calls).
+class AfterAccumulation : public torch::autograd::FunctionPostHook {
+ public:
+  explicit AfterAccumulation(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& outputs,
+      const torch::autograd::variable_list& /*inputs*/) override {
+    fn_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+
+void check_cap(double mb, const char* what) {
+  if (!(mb > 0)) {
+    throw std::invalid_argument(std::string("GradientReducer: ") + what + " " + std::to_string(mb) +
+                                " MiB: expected a size > 0");
+  }
+}
+
+double bytes_of(const torch::Tensor& t) {
+  return static_cast<double>(t.numel()) * static_cast<double>(t.element_size());
+}
+
+}  // namespace
+
+std::vector<std::vector<size_t>> GradientReducer::plan_buckets(
+    const std::vector<torch::Tensor>& params, double bucket_cap_mb, double first_bucket_mb) {
+  check_cap(bucket_cap_mb, "bucket cap");
+  check_cap(first_bucket_mb, "first bucket cap");
+  std::vector<std::vector<size_t>> buckets;
+  double bytes = 0;  // in the last bucket
+  for (size_t i = params.size(); i-- > 0;) {
+    const torch::Tensor& p = params[i];
+    if (!buckets.empty()) {
+      const torch::Tensor& last = params[buckets.back().back()];
+      const double cap = (buckets.size() == 1 ? first_bucket_mb : bucket_cap_mb) * kBytesPerMb;
+      if (bytes + bytes_of(p) <= cap && p.scalar_type() == last.scalar_type() &&
+          p.device() == last.device()) {
+        buckets.back().push_back(i);
+        bytes += bytes_of(p);
+        continue;
+      }
+    }
+    buckets.push_back({i});
+    bytes = bytes_of(p);
+  }
+  return buckets;
+}
+
+GradientReducer::GradientReducer(std::vector<torch::Tensor> params, Communicator& comm,
+                                 double bucket_cap_mb, double first_bucket_mb)
+    : params_(std::move(params)),
+      comm_(comm),
+      buckets_(plan_buckets(params_, bucket_cap_mb, first_bucket_mb)),
+      bucket_of_(params_.size()),
+      offset_of_(params_.size()),
+      copied_(params_.size()),
+      waiting_(buckets_.size()) {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    int64_t elements = 0;
+    for (size_t i : buckets_[b]) {
+      bucket_of_[i] = b;
+      offset_of_[i] = elements;
+      elements += params_[i].numel();
+    }
+    const torch::Tensor& first = params_[buckets_[b].front()];
+    flat_.push_back(torch::empty(
+        {elements}, torch::TensorOptions().dtype(first.scalar_type()).device(first.device())));
+  }
+  register_hooks();
+}
+
+GradientReducer::~GradientReducer() {
+  for (size_t k = 0; k < accumulators_.size(); ++k) accumulators_[k]->del_post_hook(hook_keys_[k]);
+}
+
+void GradientReducer::register_hooks() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    // Null for a tensor that needs no gradient: end_backward() treats it as unused.
+    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
+    if (!accumulator) continue;
+    hook_keys_.push_back(accumulator->add_post_hook(
+        std::make_unique<AfterAccumulation>([this, i] { on_gradient_ready(i); })));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+void GradientReducer::prepare_for_backward() {
+  if (phase_ != Phase::kIdle) {
+    throw std::logic_error(
+        "GradientReducer::prepare_for_backward: the last reduction is unfinished");
+  }
+  phase_ = Phase::kBackward;
+  std::fill(copied_.begin(), copied_.end(), false);
+  for (size_t b = 0; b < buckets_.size(); ++b) waiting_[b] = buckets_[b].size();
+  next_launch_ = 0;
+  launch_times_.clear();
+  launches_.clear();
+}
+
+// Called by the autograd engine (on CPU, in the thread that called backward) for every parameter
+// whose gradient this backward pass produced; the others are for end_backward().
+void GradientReducer::on_gradient_ready(size_t param) {
+  if (phase_ != Phase::kBackward) return;  // an earlier micro-batch: accumulate locally only
+  if (copied_[param]) {
+    throw std::logic_error(
+        "GradientReducer: a gradient was accumulated twice in one reduction (more than one "
+        "backward pass between prepare_for_backward() and end_backward()?)");
+  }
+  copy_in(param);
+  if (--waiting_[bucket_of_[param]] == 0) launch_ready_buckets();
+  // MPI moves non-blocking collectives only inside MPI calls: poll the oldest one in flight.
+  for (auto& work : work_) {
+    if (!work->test()) break;
+  }
+}
+
+void GradientReducer::copy_in(size_t param) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor& p = params_[param];
+  auto slice = flat_[bucket_of_[param]].narrow(0, offset_of_[param], p.numel());
+  if (p.grad().defined()) {
+    slice.view(p.sizes()).copy_(p.grad());
+  } else {
+    slice.zero_();
+  }
+  copied_[param] = true;
+}
+
+// Strictly in bucket order: a bucket ready early waits for its predecessors, so every rank issues
+// the same sequence of collectives whatever order its backward pass produced gradients in.
+void GradientReducer::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && waiting_[next_launch_] == 0) {
+    launch(next_launch_++, /*during_backward=*/true);
+  }
+}
+
+void GradientReducer::launch(size_t bucket, bool during_backward) {
+  work_.push_back(comm_.all_reduce_sum_async(flat_[bucket]));
+  ++all_reduce_calls_;
+  launch_times_.push_back(Clock::now());
+  launches_.push_back({static_cast<int64_t>(bucket), 0.0, during_backward});
+}
+
+void GradientReducer::end_backward() {
+  if (phase_ != Phase::kBackward) {
+    throw std::logic_error("GradientReducer::end_backward: prepare_for_backward() was not called");
+  }
+  backward_end_ = Clock::now();
+  for (; next_launch_ < buckets_.size(); ++next_launch_) {
+    for (size_t i : buckets_[next_launch_]) {
+      if (!copied_[i]) copy_in(i);  // no gradient in this pass: what earlier ones left, or zeros
+    }
+    waiting_[next_launch_] = 0;
+    launch(next_launch_, /*during_backward=*/false);
+  }
+  for (size_t k = 0; k < launches_.size(); ++k) {
+    launches_[k].seconds = std::chrono::duration<double>(launch_times_[k] - backward_end_).count();
+  }
+  phase_ = Phase::kLaunched;
+}
+
+void GradientReducer::finish(double scale) {
+  if (phase_ != Phase::kLaunched) {
+    throw std::logic_error("GradientReducer::finish: end_backward() was not called");
+  }
+  torch::NoGradGuard no_grad;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    work_[b]->wait();
+    flat_[b].mul_(scale);
+    for (size_t i : buckets_[b]) {
+      torch::Tensor& p = params_[i];
+      auto sum = flat_[b].narrow(0, offset_of_[i], p.numel()).view(p.sizes());
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(sum);
+      } else {
+        p.mutable_grad() = sum.clone();
+      }
+    }
+  }
+  work_.clear();
+  phase_ = Phase::kIdle;
 }
 
 void GradientReducer::all_reduce(double scale) {
-  torch::NoGradGuard no_grad;
-  int64_t offset = 0;
-  for (auto& p : params_) {
-    auto slice = flat_.narrow(0, offset, p.numel());
-    if (p.grad().defined()) {
-      slice.copy_(p.grad().reshape({-1}));
-    } else {
-      slice.zero_();
-    }
-    offset += p.numel();
-  }
-  comm_.all_reduce_sum(flat_);
-  flat_.mul_(scale);
-  offset = 0;
-  for (auto& p : params_) {
-    auto slice = flat_.narrow(0, offset, p.numel()).view(p.sizes());
-    if (p.grad().defined()) {
-      p.mutable_grad().copy_(slice);
-    } else {
-      p.mutable_grad() = slice.clone();
-    }
-    offset += p.numel();
-  }
+  prepare_for_backward();
+  end_backward();
+  finish(scale);
 }
 
 }  // namespace tandem::dist

@@ -1,28 +1,97 @@
-// Averaging gradients across ranks: every parameter's gradient is flattened into one contiguous
-// buffer, summed with a single all-reduce, scaled, and copied back. A rank without data this step
-// contributes zeros, so the result is the same as one process that saw every rank's batch.
+// Summing gradients over ranks in flat buckets, each all-reduced (non-blocking) during the backward
+// pass as soon as all its gradients are accumulated, in the same bucket order on every rank.
 #pragma once
 
+#include <torch/csrc/autograd/function.h>
 #include <torch/torch.h>
 
+#include <chrono>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "trainer/dist/communicator.h"
 
 namespace tandem::dist {
 
+// One bucket's all-reduce in the last reduction, for tests and benchmarks.
+struct BucketLaunch {
+  int64_t bucket = 0;
+  double seconds = 0;            // launch time minus the end of the backward pass (< 0: before)
+  bool during_backward = false;  // launched by a gradient hook, not by end_backward()
+};
+
+// As PyTorch DDP: parameters, in reverse registration order (about the order backward produces
+// their gradients), form buckets of at most bucket_cap_mb, the first smaller so communication
+// starts early. A rank without data contributes zeros, so N ranks equal one process that saw
+// every rank's batch.
 class GradientReducer {
  public:
-  GradientReducer(std::vector<torch::Tensor> params, Communicator& comm);
+  static constexpr double kDefaultBucketCapMb = 25.0;
+  static constexpr double kDefaultFirstBucketMb = 1.0;
 
-  // grad <- scale * sum over ranks of grad, for every parameter (undefined grads count as zero
-  // and are defined afterwards).
+  // The parameters' grad accumulators get hooks for the reducer's lifetime. Caps are in MiB, > 0.
+  GradientReducer(std::vector<torch::Tensor> params, Communicator& comm,
+                  double bucket_cap_mb = kDefaultBucketCapMb,
+                  double first_bucket_mb = kDefaultFirstBucketMb);
+  ~GradientReducer();  // removes the hooks, completes reductions in flight
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // One reduction per optimizer step, on every rank:
+  //   prepare_for_backward()  right before the backward pass that completes the step's gradients
+  //                           (the last micro-batch with data; earlier ones only accumulate);
+  //   end_backward()          after it (or with no backward at all), before any other collective:
+  //                           launches, in order, the buckets still waiting (unused parameters);
+  //   finish(scale)           grad <- scale * sum over ranks of grad; undefined grads count as
+  //                           zero and are defined afterwards.
+  void prepare_for_backward();
+  void end_backward();
+  void finish(double scale);
+  // The three at once, for gradients already accumulated (no overlap).
   void all_reduce(double scale);
 
+  // Parameter indices (into the constructor's list) of every bucket, in launch order.
+  const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
+  int64_t all_reduce_calls() const { return all_reduce_calls_; }  // since construction
+  const std::vector<BucketLaunch>& last_launches() const { return launches_; }
+
+  // Parameter indices grouped as the constructor does: reverse order, a new bucket when the next
+  // tensor would exceed the cap (a tensor larger than the cap gets a bucket of its own) or has
+  // another dtype or device.
+  static std::vector<std::vector<size_t>> plan_buckets(const std::vector<torch::Tensor>& params,
+                                                       double bucket_cap_mb,
+                                                       double first_bucket_mb);
+
  private:
+  using Clock = std::chrono::steady_clock;
+  enum class Phase { kIdle, kBackward, kLaunched };
+
+  void register_hooks();
+  void on_gradient_ready(size_t param);
+  void copy_in(size_t param);
+  void launch_ready_buckets();
+  void launch(size_t bucket, bool during_backward);
+
   std::vector<torch::Tensor> params_;
   Communicator& comm_;
-  torch::Tensor flat_;  // [total elements] float32, reused every step
+  std::vector<std::vector<size_t>> buckets_;
+  std::vector<torch::Tensor> flat_;  // per bucket, [elements] of its dtype, reused every step
+  std::vector<size_t> bucket_of_;    // per parameter
+  std::vector<int64_t> offset_of_;   // per parameter: its first element in its bucket
+  // The parameters' AccumulateGrad nodes, kept alive: they hold the hooks.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hook_keys_;
+
+  Phase phase_ = Phase::kIdle;
+  std::vector<bool> copied_;     // per parameter, this reduction
+  std::vector<size_t> waiting_;  // per bucket: parameters not yet copied in
+  size_t next_launch_ = 0;
+  std::vector<std::unique_ptr<Work>> work_;  // per launched bucket
+  Clock::time_point backward_end_;
+  std::vector<Clock::time_point> launch_times_;
+  std::vector<BucketLaunch> launches_;
+  int64_t all_reduce_calls_ = 0;
 };
 
 }  // namespace tandem::dist

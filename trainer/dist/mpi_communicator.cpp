@@ -6,7 +6,8 @@
 #include <stdexcept>
 
 // MPI calls are not checked one by one: MPI_COMM_WORLD's default handler, MPI_ERRORS_ARE_FATAL,
-// already ends the whole job on any MPI error, which is the failure policy of DESIGN.md.
+// already ends the whole job on any MPI error, which is the failure policy of DESIGN.md. What MPI
+// cannot see, a peer that never joins a collective, the watchdog ends instead.
 
 namespace tandem::dist {
 namespace {
@@ -50,10 +51,46 @@ void for_each_chunk(void* data, int64_t total, size_t element_size, int max_chun
   }
 }
 
+// Non-blocking all-reduce of one tensor, in one MPI request per chunk.
+class MpiWork : public Work {
+ public:
+  MpiWork(torch::Tensor tensor, Watchdog& watchdog, uint64_t sequence)
+      : tensor_(std::move(tensor)), watchdog_(watchdog), sequence_(sequence) {}
+  // MPI may still be writing into the tensor: a request is never dropped, only completed.
+  ~MpiWork() override { wait(); }
+  MpiWork(const MpiWork&) = delete;
+  MpiWork& operator=(const MpiWork&) = delete;
+
+  std::vector<MPI_Request>& requests() { return requests_; }
+
+  bool test() override {
+    if (!done_) {
+      int flag = 0;
+      MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag, MPI_STATUSES_IGNORE);
+      done_ = flag != 0;
+    }
+    return done_;
+  }
+
+  void wait() override {
+    if (done_) return;
+    const auto watch = watchdog_.watch("all_reduce_sum_async", sequence_);
+    MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    done_ = true;
+  }
+
+ private:
+  torch::Tensor tensor_;
+  Watchdog& watchdog_;
+  uint64_t sequence_;
+  std::vector<MPI_Request> requests_;
+  bool done_ = false;
+};
+
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, int max_chunk)
-    : comm_(comm), max_chunk_(max_chunk) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, int max_chunk, double timeout_s)
+    : comm_(comm), max_chunk_(max_chunk), watchdog_(timeout_s) {
   if (max_chunk <= 0) throw std::invalid_argument("MpiCommunicator: max_chunk must be > 0");
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
@@ -69,22 +106,41 @@ void MpiCommunicator::check_root(int root, const char* op) const {
 
 void MpiCommunicator::all_reduce_sum(torch::Tensor& tensor) {
   const MPI_Datatype type = mpi_type_of(tensor, "all_reduce_sum");
+  const auto watching = watch("all_reduce_sum");
   for_each_chunk(tensor.data_ptr(), tensor.numel(), tensor.element_size(), max_chunk_,
                  [&](void* chunk, int count) {
                    MPI_Allreduce(MPI_IN_PLACE, chunk, count, type, MPI_SUM, comm_);
                  });
 }
 
+std::unique_ptr<Work> MpiCommunicator::all_reduce_sum_async(torch::Tensor& tensor) {
+  const MPI_Datatype type = mpi_type_of(tensor, "all_reduce_sum_async");
+  ++async_all_reduces_;
+  auto work = std::make_unique<MpiWork>(tensor, watchdog_, ++sequence_);
+  for_each_chunk(tensor.data_ptr(), tensor.numel(), tensor.element_size(), max_chunk_,
+                 [&](void* chunk, int count) {
+                   work->requests().push_back(MPI_REQUEST_NULL);
+                   MPI_Iallreduce(MPI_IN_PLACE, chunk, count, type, MPI_SUM, comm_,
+                                  &work->requests().back());
+                 });
+  return work;
+}
+
 void MpiCommunicator::broadcast(torch::Tensor& tensor, int root) {
   check_root(root, "broadcast");
   const MPI_Datatype type = mpi_type_of(tensor, "broadcast");
+  const auto watching = watch("broadcast");
   for_each_chunk(tensor.data_ptr(), tensor.numel(), tensor.element_size(), max_chunk_,
                  [&](void* chunk, int count) { MPI_Bcast(chunk, count, type, root, comm_); });
 }
 
-void MpiCommunicator::barrier() { MPI_Barrier(comm_); }
+void MpiCommunicator::barrier() {
+  const auto watching = watch("barrier");
+  MPI_Barrier(comm_);
+}
 
 double MpiCommunicator::all_reduce_sum(double value) {
+  const auto watching = watch("all_reduce_sum");
   double sum = 0.0;
   MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_);
   return sum;
@@ -92,6 +148,7 @@ double MpiCommunicator::all_reduce_sum(double value) {
 
 std::vector<uint64_t> MpiCommunicator::all_gather(uint64_t value) {
   std::vector<uint64_t> values(static_cast<size_t>(size_));
+  const auto watching = watch("all_gather");
   MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, comm_);
   return values;
 }
@@ -106,6 +163,7 @@ std::vector<std::string> MpiCommunicator::gather_bytes(const std::string& bytes,
   }
   const int size = static_cast<int>(bytes.size());
   std::vector<int> sizes(rank_ == root ? static_cast<size_t>(size_) : 0);
+  const auto watching = watch("gather_bytes");
   MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, comm_);
 
   std::vector<int> offsets(sizes.size());
@@ -129,6 +187,7 @@ std::vector<std::string> MpiCommunicator::gather_bytes(const std::string& bytes,
 
 std::string MpiCommunicator::broadcast_bytes(const std::string& bytes, int root) {
   check_root(root, "broadcast_bytes");
+  const auto watching = watch("broadcast_bytes");
   uint64_t size = bytes.size();
   MPI_Bcast(&size, 1, MPI_UINT64_T, root, comm_);
   std::string result = rank_ == root ? bytes : std::string(size, '\0');

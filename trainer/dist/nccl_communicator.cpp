@@ -57,6 +57,38 @@ ncclDataType_t nccl_type_of(const torch::Tensor& tensor, int device, const char*
   }
 }
 
+// An all-reduce enqueued on the communication stream, its end marked by an event of its own.
+class NcclWork : public Work {
+ public:
+  NcclWork(torch::Tensor tensor, cudaStream_t compute_stream)
+      : tensor_(std::move(tensor)), compute_stream_(compute_stream) {
+    check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
+  }
+  // The event is released by CUDA once it has completed; the tensor must live as long, which
+  // wait() guarantees by ordering the compute stream (and so the caching allocator) after it.
+  ~NcclWork() override { cudaEventDestroy(done_); }
+  NcclWork(const NcclWork&) = delete;
+  NcclWork& operator=(const NcclWork&) = delete;
+
+  cudaEvent_t event() const { return done_; }
+
+  bool test() override {
+    const cudaError_t status = cudaEventQuery(done_);
+    if (status == cudaErrorNotReady) return false;
+    check(status, "cudaEventQuery");
+    return true;
+  }
+
+  void wait() override {
+    check(cudaStreamWaitEvent(compute_stream_, done_, 0), "cudaStreamWaitEvent");
+  }
+
+ private:
+  torch::Tensor tensor_;
+  cudaStream_t compute_stream_;
+  cudaEvent_t done_ = nullptr;
+};
+
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(const ProcessGroup& group, cudaStream_t compute_stream)
@@ -135,6 +167,18 @@ void NcclCommunicator::all_reduce_sum(torch::Tensor& tensor) {
   const size_t count = static_cast<size_t>(tensor.numel());
   enqueue("ncclAllReduce",
           [&] { return ncclAllReduce(data, data, count, type, ncclSum, comm_, stream_); });
+}
+
+std::unique_ptr<Work> NcclCommunicator::all_reduce_sum_async(torch::Tensor& tensor) {
+  const ncclDataType_t type = nccl_type_of(tensor, device_, "all_reduce_sum_async");
+  void* data = tensor.data_ptr();
+  const size_t count = static_cast<size_t>(tensor.numel());
+  auto work = std::make_unique<NcclWork>(tensor, compute_stream_);
+  check(cudaEventRecord(compute_ready_, compute_stream_), "cudaEventRecord");
+  check(cudaStreamWaitEvent(stream_, compute_ready_, 0), "cudaStreamWaitEvent");
+  check(ncclAllReduce(data, data, count, type, ncclSum, comm_, stream_), "ncclAllReduce");
+  check(cudaEventRecord(work->event(), stream_), "cudaEventRecord");
+  return work;
 }
 
 void NcclCommunicator::broadcast(torch::Tensor& tensor, int root) {

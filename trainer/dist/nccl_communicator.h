@@ -31,6 +31,9 @@ class NcclCommunicator : public Communicator {
   std::string backend() const override { return "nccl"; }
 
   void all_reduce_sum(torch::Tensor& tensor) override;
+  // Enqueued on the communication stream after the compute stream's work so far; wait() makes
+  // the compute stream wait for it, so backward keeps running meanwhile.
+  std::unique_ptr<Work> all_reduce_sum_async(torch::Tensor& tensor) override;
   void broadcast(torch::Tensor& tensor, int root) override;
   void barrier() override;
 
@@ -38,6 +41,9 @@ class NcclCommunicator : public Communicator {
   std::vector<uint64_t> all_gather(uint64_t value) override;
   std::vector<std::string> gather_bytes(const std::string& bytes, int root) override;
   std::string broadcast_bytes(const std::string& bytes, int root) override;
+
+  // Watches the host (MPI) collectives; GPU collectives never block the host.
+  void set_timeout(double seconds) override { host_.set_timeout(seconds); }
 
  private:
   void create_resources();

@@ -104,7 +104,9 @@ Trainer::Trainer(config::Config config, dist::ProcessGroup& group, const ResumeO
   for (const auto& item : named) params_.push_back(item.second);
   check_same_layout(named, comm_);
   adam_ = std::make_unique<optim::Adam>(named, adam_options(config_.train));
-  reducer_ = std::make_unique<dist::GradientReducer>(params_, comm_);
+  reducer_ = std::make_unique<dist::GradientReducer>(params_, comm_, config_.dist.bucket_mb,
+                                                     config_.dist.first_bucket_mb);
+  comm_.set_timeout(config_.dist.timeout_s);
   if (config_.valid.every_steps > 0) {
     vocab_ = std::make_unique<data::Vocab>(data::Vocab::from_bytes(vocab_bytes_));
     validator_ = std::make_unique<Validator>(corpus_, *vocab_, config_.valid,
@@ -266,7 +268,15 @@ StepStats Trainer::train_step() {
   // Local sums, then one small all-reduce: tokens, nll, correct, and rank 0's (or a signalled
   // rank's) decisions to stop or to save, so every rank acts on them at the same step.
   double local[5] = {0, 0, 0, 0, 0};
-  for (const auto& batch : batches) {
+  // Gradient buckets are summed over ranks during the backward pass of the last micro-batch with
+  // data (earlier ones only accumulate locally), overlapping communication with computation.
+  size_t last_with_data = 0;
+  for (size_t m = 0; m < batches.size(); ++m) {
+    if (!batches[m].empty()) last_with_data = m;
+  }
+  for (size_t m = 0; m < batches.size(); ++m) {
+    if (m == last_with_data) reducer_->prepare_for_backward();
+    const auto& batch = batches[m];
     if (batch.empty()) continue;
     auto logits = model_->forward(batch.src, batch.tgt_in);
     auto loss = token_loss(logits, batch.tgt_out, config_.train.label_smoothing);
@@ -275,6 +285,9 @@ StepStats Trainer::train_step() {
     local[1] += loss.nll_sum;
     local[2] += static_cast<double>(loss.correct);
   }
+  // Buckets not yet sent (unused parameters, or no data here) go now, before the next collective,
+  // so every rank issues the same collectives in the same order.
+  reducer_->end_backward();
   local[3] = stop_requested_locally() ? 1.0 : 0.0;
   local[4] = save_due_locally() ? 1.0 : 0.0;
   auto totals = torch::tensor({local[0], local[1], local[2], local[3], local[4]}, torch::kFloat64);
@@ -286,7 +299,7 @@ StepStats Trainer::train_step() {
   save_due_ = sums[4] > 0;
   // Loss is a sum over this rank's targets; dividing by the global count makes N ranks equal
   // one process that saw all N batches.
-  reducer_->all_reduce(stats.tgt_tokens > 0 ? 1.0 / stats.tgt_tokens : 0.0);
+  reducer_->finish(stats.tgt_tokens > 0 ? 1.0 / stats.tgt_tokens : 0.0);
   stats.grad_norm = optim::global_grad_norm(params_);
   ++step_;
   stats.lr = optim::learning_rate(schedule_options(config_.train), step_);

@@ -1,7 +1,8 @@
 // The training loop. It only coordinates: the loader decides what each rank reads, the model
 // computes, the reducer averages gradients, Adam updates, and the checkpoint module persists.
 // One optimizer step, on every rank:
-//   next_batches → forward_backward → reduce (one all-reduce) → clip → update → log/save/stop.
+//   next_batches → forward/backward (gradient buckets all-reduced as they fill, overlapping the
+//   last micro-batch's backward) → stats all-reduce → scale → clip → update → log/save/stop.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,0 +1,180 @@
+// Bucketed, overlapped gradient reduction under mpirun (np 2 and 4), on a small MLP with byte-sized
+// bucket caps so it has several buckets. Every reduced gradient is compared with the same sum
+// computed in one process (each rank recomputes every rank's loss on hook-free copies of the
+// parameters), and the collectives are counted by the communicator.
+#include "trainer/dist/gradient_reducer.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <vector>
+
+#include "trainer/dist/mpi_communicator.h"
+
+namespace tandem::dist {
+namespace {
+
+constexpr double kBytes = 1.0 / (1024.0 * 1024.0);  // one byte, in the reducer's MiB
+constexpr double kScale = 1.0 / 7.0;
+
+// x -> W3 tanh(W2 tanh(W1 x + b1) + b2) + b3, plus a parameter `extra` that a loss may leave out.
+// Registration order W1 b1 W2 b2 W3 b3 (bytes 512 64 1024 64 256 16), then extra (20 bytes) last
+// or, with extra_first, first.
+struct Mlp {
+  explicit Mlp(bool extra_first) {
+    torch::manual_seed(7);  // the same on every rank
+    std::vector<torch::Tensor> layers = {torch::randn({16, 8}),  torch::randn({16}),
+                                         torch::randn({16, 16}), torch::randn({16}),
+                                         torch::randn({4, 16}),  torch::randn({4})};
+    torch::Tensor extra = torch::randn({5});
+    if (extra_first) params.push_back(extra);
+    params.insert(params.end(), layers.begin(), layers.end());
+    if (!extra_first) params.push_back(extra);
+    for (auto& p : params) p.requires_grad_(true);
+    extra_index = extra_first ? 0 : params.size() - 1;
+    first_layer = extra_first ? 1 : 0;
+  }
+  // Rank q's loss: sum of squared outputs on inputs only q knows, plus |extra|^2 if asked.
+  torch::Tensor loss(const std::vector<torch::Tensor>& p, int q, bool with_extra) const {
+    const torch::Tensor x = torch::sin(torch::arange(24, torch::kFloat32) * (q + 1)).view({3, 8});
+    const auto layer = [&](int k) { return p[first_layer + k]; };
+    auto h = torch::tanh(torch::matmul(x, layer(0).t()) + layer(1));
+    h = torch::tanh(torch::matmul(h, layer(2).t()) + layer(3));
+    auto out = torch::matmul(h, layer(4).t()) + layer(5);
+    auto total = (out * out).sum();
+    return with_extra ? total + (p[extra_index] * p[extra_index]).sum() : total;
+  }
+  std::vector<torch::Tensor> params;
+  size_t extra_index = 0;
+  size_t first_layer = 0;
+};
+
+// The reference: scale * the sum over ranks of every backward pass they make, on copies of the
+// parameters (new leaves, so no reducer hooks), in one process.
+std::vector<torch::Tensor> summed_in_one_process(
+    const Mlp& mlp, int world,
+    const std::function<void(const std::vector<torch::Tensor>&, int)>& passes) {
+  std::vector<torch::Tensor> copies;
+  for (const auto& p : mlp.params) copies.push_back(p.detach().clone().requires_grad_(true));
+  for (int q = 0; q < world; ++q) passes(copies, q);
+  std::vector<torch::Tensor> sums;
+  for (auto& c : copies)
+    sums.push_back(c.grad().defined() ? c.grad() * kScale : torch::zeros_like(c));
+  return sums;
+}
+
+void expect_gradients(const Mlp& mlp, const std::vector<torch::Tensor>& expected) {
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_TRUE(mlp.params[i].grad().defined()) << "parameter " << i;
+    EXPECT_TRUE(torch::allclose(mlp.params[i].grad(), expected[i], 1e-5, 1e-6))
+        << "parameter " << i << ": max |difference| "
+        << (mlp.params[i].grad() - expected[i]).abs().max().item<double>();
+  }
+}
+
+TEST(GradientReducer, BucketsTakeParametersInReverseOrderUpToTheCaps) {
+  // Reverse: b3 16, W3 256 | b2 64, W2 1024 | b1 64, W1 512, extra 20 (first cap 300, then 1100).
+  Mlp mlp(/*extra_first=*/true);
+  EXPECT_EQ(GradientReducer::plan_buckets(mlp.params, 1100 * kBytes, 300 * kBytes),
+            (std::vector<std::vector<size_t>>{{6, 5}, {4, 3}, {2, 1, 0}}));
+  // Too big for any cap: a bucket each; another dtype starts a bucket.
+  std::vector<torch::Tensor> mixed = {torch::zeros({100}), torch::zeros({2}),
+                                      torch::zeros({2}, torch::kFloat64), torch::zeros({1})};
+  EXPECT_EQ(GradientReducer::plan_buckets(mixed, 64 * kBytes, 8 * kBytes),
+            (std::vector<std::vector<size_t>>{{3}, {2}, {1}, {0}}));
+  EXPECT_EQ(GradientReducer::plan_buckets(mixed, 1.0, 1.0),
+            (std::vector<std::vector<size_t>>{{3}, {2}, {1, 0}}));
+  EXPECT_THROW(GradientReducer::plan_buckets(mixed, 0.0, 1.0), std::invalid_argument);
+}
+
+TEST(GradientReducer, BucketsStartDuringBackwardAndSumLikeOneProcess) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  Mlp mlp(/*extra_first=*/true);
+  GradientReducer reducer(mlp.params, comm, 1100 * kBytes, 300 * kBytes);
+  ASSERT_EQ(reducer.buckets().size(), 3u);
+
+  reducer.prepare_for_backward();
+  mlp.loss(mlp.params, comm.rank(), /*with_extra=*/true).backward();
+  reducer.end_backward();
+  reducer.finish(kScale);
+
+  const auto every_rank = [&](const auto& p, int q) { mlp.loss(p, q, true).backward(); };
+  expect_gradients(mlp, summed_in_one_process(mlp, comm.size(), every_rank));
+  // The output layer's bucket is complete long before W1's gradient exists.
+  const auto& launches = reducer.last_launches();
+  ASSERT_EQ(launches.size(), 3u);
+  for (int64_t b = 0; b < 3; ++b) EXPECT_EQ(launches[b].bucket, b);
+  EXPECT_TRUE(launches[0].during_backward);
+  EXPECT_LT(launches[0].seconds, 0.0);
+  EXPECT_EQ(reducer.all_reduce_calls(), 3);
+  EXPECT_EQ(comm.async_all_reduces(), 3u);
+  EXPECT_EQ(comm.collectives(), 3u);
+}
+
+TEST(GradientReducer, UnusedParametersAndRanksWithoutDataStillSendEveryBucketInOrder) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  Mlp mlp(/*extra_first=*/false);  // extra is in bucket 0, and no loss uses it
+  GradientReducer reducer(mlp.params, comm, 1100 * kBytes, 300 * kBytes);
+  const int idle = comm.size() - 1;  // this rank has no data: no backward pass at all
+  for (int step = 0; step < 2; ++step) {
+    reducer.prepare_for_backward();
+    if (comm.rank() != idle) mlp.loss(mlp.params, comm.rank(), /*with_extra=*/false).backward();
+    reducer.end_backward();
+    reducer.finish(kScale);
+
+    auto expected = summed_in_one_process(mlp, comm.size(), [&](const auto& p, int q) {
+      if (q != idle) mlp.loss(p, q, false).backward();
+    });
+    expect_gradients(mlp, expected);
+    EXPECT_TRUE(torch::equal(mlp.params[mlp.extra_index].grad(), torch::zeros({5})));
+    // Bucket 0 waits for extra's gradient, which never comes: nothing may overtake it.
+    const auto& launches = reducer.last_launches();
+    ASSERT_EQ(launches.size(), reducer.buckets().size());
+    for (size_t b = 0; b < launches.size(); ++b) {
+      EXPECT_EQ(launches[b].bucket, static_cast<int64_t>(b));
+      EXPECT_FALSE(launches[b].during_backward);
+    }
+    for (auto& p : mlp.params) p.mutable_grad().zero_();
+  }
+  EXPECT_EQ(comm.async_all_reduces(), 2 * reducer.buckets().size());
+}
+
+TEST(GradientReducer, AccumulationReducesOncePerStepWhatEveryMicroBatchAdded) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  Mlp mlp(/*extra_first=*/true);
+  GradientReducer reducer(mlp.params, comm, 1100 * kBytes, 300 * kBytes);
+  // Micro-batch 0 (rank r's inputs, with extra) only accumulates; micro-batch 1 (inputs of rank
+  // r + size, without extra) completes the step, so extra's gradient comes from micro-batch 0.
+  const auto micro_batches = [&](const std::vector<torch::Tensor>& p, int r, bool reduce) {
+    mlp.loss(p, r, /*with_extra=*/true).backward();
+    if (reduce) reducer.prepare_for_backward();
+    mlp.loss(p, r + comm.size(), /*with_extra=*/false).backward();
+  };
+  micro_batches(mlp.params, comm.rank(), true);
+  reducer.end_backward();
+  reducer.finish(kScale);
+
+  const auto every_rank = [&](const auto& p, int q) { micro_batches(p, q, false); };
+  expect_gradients(mlp, summed_in_one_process(mlp, comm.size(), every_rank));
+  EXPECT_EQ(reducer.all_reduce_calls(), 3);
+  EXPECT_EQ(comm.collectives(), 3u);  // one per bucket, not per micro-batch or per parameter
+  EXPECT_TRUE(reducer.last_launches()[0].during_backward);
+}
+
+TEST(GradientReducer, MisuseIsALogicError) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  Mlp mlp(/*extra_first=*/true);
+  GradientReducer reducer(mlp.params, comm, 1100 * kBytes, 300 * kBytes);
+  EXPECT_THROW(reducer.end_backward(), std::logic_error);
+  EXPECT_THROW(reducer.finish(1.0), std::logic_error);
+  reducer.prepare_for_backward();
+  mlp.loss(mlp.params, 0, true).backward();
+  // A second backward pass in the same reduction would be lost: the hook refuses it.
+  EXPECT_THROW(mlp.loss(mlp.params, 0, true).backward(), std::logic_error);
+  reducer.end_backward();
+  reducer.finish(1.0);
+}
+
+}  // namespace
+}  // namespace tandem::dist
