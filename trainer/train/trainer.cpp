@@ -196,9 +196,11 @@ void Trainer::resume_from(const std::string& path, const ResumeOptions& options)
   if (!options.reset_data) loader_.set_position({header.epoch, header.next_batch});
   restore_rng(header);
   restore_validation(header.validation);
-  log::info("resuming from " + path + " at step " + std::to_string(step_) + " (epoch " +
-            std::to_string(loader_.position().epoch + 1) + ", global batch " +
-            std::to_string(loader_.position().next_batch) + ")" +
+  // Epochs as the progress lines count them: fractional epochs done.
+  char where[96];
+  std::snprintf(where, sizeof where, " (epoch %.2f, next global batch %lld)", epoch_progress(),
+                static_cast<long long>(loader_.position().next_batch));
+  log::info("resuming from " + path + " at step " + std::to_string(step_) + where +
             (options.reset_optimizer ? ", optimizer state reset" : "") +
             (options.reset_data ? ", data position reset" : ""));
 }
