@@ -1,11 +1,13 @@
-// Multi-head scaled dot-product attention with separate q/k/v/out projections, plus the boolean
-// masks it takes (padding keys, causal future) and the key/value split that incremental decoding
-// caches.
+// Multi-head scaled dot-product attention with q/k/v/out projections (q, k and v computed by one
+// fused matrix product when training), the masks it takes (padding keys, causal future) and the
+// key/value split that incremental decoding caches.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <utility>
+
+#include "trainer/model/kernels.h"
 
 namespace tandem::model {
 
@@ -25,7 +27,10 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   explicit MultiheadAttentionImpl(const MultiheadAttentionOptions& options);
 
   // query [batch, q_len, d_model] attends to key_value [batch, k_len, d_model] → [batch, q_len,
-  // d_model]. `mask` may be undefined (attend everywhere).
+  // d_model]. Self-attention when key_value is query (the same tensor): one fused q|k|v product.
+  torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key_value,
+                        const AttentionMask& mask);
+  // The same with a materialised bool mask (may be undefined: attend everywhere).
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key_value,
                         const torch::Tensor& mask);
 

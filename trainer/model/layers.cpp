@@ -13,9 +13,9 @@ template <typename Sublayer>
 torch::Tensor residual(const torch::Tensor& x, torch::nn::LayerNorm& norm,
                        const LayerOptions& options, bool training, Sublayer&& sublayer) {
   if (options.pre_norm) {
-    return x + torch::dropout(sublayer(norm(x)), options.dropout, training);
+    return dropout_add(sublayer(norm(x)), options.dropout, training, x);
   }
-  return norm(x + torch::dropout(sublayer(x), options.dropout, training));
+  return norm(dropout_add(sublayer(x), options.dropout, training, x));
 }
 
 torch::nn::LayerNorm layer_norm(int64_t d_model) {
@@ -38,7 +38,12 @@ FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& options) {
   fc2 = register_module("fc2", torch::nn::Linear(options.d_ff, options.d_model));
 }
 
-torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) { return fc2(torch::relu(fc1(x))); }
+// On [rows, d_model], relu in place on the product itself (not a view of it, which would make
+// autograd copy slices): addmm's backward does not need its output.
+torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
+  auto hidden = torch::addmm(fc1->bias, x.reshape({-1, x.size(-1)}), fc1->weight.t()).relu_();
+  return torch::addmm(fc2->bias, hidden, fc2->weight.t()).view(x.sizes());
+}
 
 EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& options) : options_(options) {
   self_attn_ = register_module("self_attn", attention(options));
@@ -47,9 +52,9 @@ EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& options) : options_(optio
   ffn_norm_ = register_module("ffn_norm", layer_norm(options.d_model));
 }
 
-torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionMask& mask) {
   auto h = residual(x, self_attn_norm_, options_, is_training(),
-                    [&](const torch::Tensor& y) { return self_attn_(y, y, mask); });
+                    [&](const torch::Tensor& y) { return self_attn_->forward(y, y, mask); });
   return residual(h, ffn_norm_, options_, is_training(),
                   [&](const torch::Tensor& y) { return ffn_(y); });
 }
@@ -64,12 +69,12 @@ DecoderLayerImpl::DecoderLayerImpl(const LayerOptions& options) : options_(optio
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& memory,
-                                        const torch::Tensor& self_mask,
-                                        const torch::Tensor& cross_mask) {
+                                        const AttentionMask& self_mask,
+                                        const AttentionMask& cross_mask) {
   auto h = residual(x, self_attn_norm_, options_, is_training(),
-                    [&](const torch::Tensor& y) { return self_attn_(y, y, self_mask); });
+                    [&](const torch::Tensor& y) { return self_attn_->forward(y, y, self_mask); });
   h = residual(h, cross_attn_norm_, options_, is_training(),
-               [&](const torch::Tensor& y) { return cross_attn_(y, memory, cross_mask); });
+               [&](const torch::Tensor& y) { return cross_attn_->forward(y, memory, cross_mask); });
   return residual(h, ffn_norm_, options_, is_training(),
                   [&](const torch::Tensor& y) { return ffn_(y); });
 }
@@ -108,7 +113,7 @@ EncoderImpl::EncoderImpl(const StackOptions& options) {
   }
 }
 
-torch::Tensor EncoderImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+torch::Tensor EncoderImpl::forward(const torch::Tensor& x, const AttentionMask& mask) {
   auto h = x;
   for (auto& layer : layers_) {
     h = layer(h, mask);
@@ -128,8 +133,8 @@ DecoderImpl::DecoderImpl(const StackOptions& options) {
 }
 
 torch::Tensor DecoderImpl::forward(const torch::Tensor& x, const torch::Tensor& memory,
-                                   const torch::Tensor& self_mask,
-                                   const torch::Tensor& cross_mask) {
+                                   const AttentionMask& self_mask,
+                                   const AttentionMask& cross_mask) {
   auto h = x;
   for (auto& layer : layers_) {
     h = layer(h, memory, self_mask, cross_mask);
@@ -163,7 +168,7 @@ OutputProjectionImpl::OutputProjectionImpl(const OutputProjectionOptions& option
 
 torch::Tensor OutputProjectionImpl::forward(const torch::Tensor& x,
                                             const torch::Tensor& tied_weight) {
-  return torch::nn::functional::linear(x, weight_.defined() ? weight_ : tied_weight, bias_);
+  return linear_rows(x, weight_.defined() ? weight_ : tied_weight, bias_);
 }
 
 }  // namespace tandem::model

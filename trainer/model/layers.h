@@ -41,8 +41,8 @@ struct LayerOptions {
 class EncoderLayerImpl : public torch::nn::Module {
  public:
   explicit EncoderLayerImpl(const LayerOptions& options);
-  // x [batch, src_len, d_model], mask broadcastable to [batch, heads, src_len, src_len] → like x.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+  // x [batch, src_len, d_model], mask over the source keys → like x.
+  torch::Tensor forward(const torch::Tensor& x, const AttentionMask& mask);
 
  private:
   LayerOptions options_;
@@ -56,10 +56,10 @@ TORCH_MODULE(EncoderLayer);
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   explicit DecoderLayerImpl(const LayerOptions& options);
-  // x [batch, tgt_len, d_model], memory [batch, src_len, d_model]; self_mask broadcastable to
-  // [batch, heads, tgt_len, tgt_len], cross_mask to [batch, heads, tgt_len, src_len] → like x.
+  // x [batch, tgt_len, d_model], memory [batch, src_len, d_model]; self_mask over the target
+  // keys (causal), cross_mask over the source keys → like x.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory,
-                        const torch::Tensor& self_mask, const torch::Tensor& cross_mask);
+                        const AttentionMask& self_mask, const AttentionMask& cross_mask);
 
   // Incremental decoding. start: fills cache.cross_k/v from memory [batch, src_len, d_model].
   void start(const torch::Tensor& memory, LayerCache& cache);
@@ -86,9 +86,8 @@ struct StackOptions {
 class EncoderImpl : public torch::nn::Module {
  public:
   explicit EncoderImpl(const StackOptions& options);
-  // x [batch, src_len, d_model] (embedded), mask [batch, 1, 1, src_len] → [batch, src_len,
-  // d_model].
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+  // x [batch, src_len, d_model] (embedded), mask over the source keys → [batch, src_len, d_model].
+  torch::Tensor forward(const torch::Tensor& x, const AttentionMask& mask);
 
  private:
   std::vector<EncoderLayer> layers_;  // registered as "layers" (a ModuleList)
@@ -102,7 +101,7 @@ class DecoderImpl : public torch::nn::Module {
   // x [batch, tgt_len, d_model] (embedded), memory [batch, src_len, d_model]
   // → [batch, tgt_len, d_model] (before the output projection).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory,
-                        const torch::Tensor& self_mask, const torch::Tensor& cross_mask);
+                        const AttentionMask& self_mask, const AttentionMask& cross_mask);
 
   // Fills state.layers (one cache per layer) from state.memory.
   void start(DecoderState& state);

@@ -102,19 +102,17 @@ torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens, const torch::T
   }
   auto x = torch::embedding(weight, tokens) * std::sqrt(static_cast<double>(options_.d_model));
   x = x + positions_.slice(0, offset, offset + len);  // [batch, len, d_model]
-  return torch::dropout(x, options_.dropout, is_training());
+  return dropout_add(x, options_.dropout, is_training(), torch::Tensor());
 }
 
 torch::Tensor TransformerImpl::encode(const torch::Tensor& src) {
-  auto mask = key_padding_mask(src.eq(kPadId));  // [batch, 1, 1, src_len]
-  return encoder_(embed(src, src_embed_->weight, 0), mask);
+  return encoder_(embed(src, src_embed_->weight, 0), AttentionMask{src.eq(kPadId), false});
 }
 
 torch::Tensor TransformerImpl::decode(const torch::Tensor& tgt_in, const torch::Tensor& memory,
                                       const torch::Tensor& src) {
-  auto self_mask = key_padding_mask(tgt_in.eq(kPadId)) |
-                   causal_mask(tgt_in.size(1), tgt_in.device());  // [batch, 1, tgt_len, tgt_len]
-  auto cross_mask = key_padding_mask(src.eq(kPadId));             // [batch, 1, 1, src_len]
+  const AttentionMask self_mask{tgt_in.eq(kPadId), true};
+  const AttentionMask cross_mask{src.eq(kPadId), false};
   auto h = decoder_(embed(tgt_in, tgt_weight(), 0), memory, self_mask, cross_mask);
   return output_proj_(h, tgt_weight());  // [batch, tgt_len, vocab]
 }

@@ -1,9 +1,11 @@
-// Adam with bias correction, written with in-place tensor ops so the update allocates only the
-// denominator; state is held per named parameter in the order given, for bit-exact checkpoints.
+// Adam with bias correction: one pass over each parameter on CPU (float), in-place tensor ops
+// elsewhere; state is held per named parameter in the order given, for bit-exact checkpoints.
 #include "trainer/optim/adam.h"
 
 #include <cmath>
 #include <stdexcept>
+
+#include "trainer/optim/multi_tensor.h"
 
 namespace tandem::optim {
 namespace {
@@ -30,6 +32,31 @@ const torch::Tensor& find_state(const std::vector<std::pair<std::string, torch::
                               " is missing");
 }
 
+bool cpu_float(const torch::Tensor& t) {
+  return t.is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
+}
+
+struct AdamScalars {
+  float beta1, beta2, eps, weight_decay, correction2, step_size;  // step_size = lr / correction1
+};
+
+// The tensor-op update below, element by element in one pass (the state stays in cache).
+void adam_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
+              const AdamScalars& a) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = a.weight_decay != 0.0f ? grad[i] + a.weight_decay * param[i] : grad[i];
+    m[i] = m[i] * a.beta1 + (1.0f - a.beta1) * g;
+    v[i] = v[i] * a.beta2 + (1.0f - a.beta2) * g * g;
+    param[i] -= a.step_size * m[i] / (std::sqrt(v[i] / a.correction2) + a.eps);
+  }
+}
+
+double sum_of_squares_cpu(const float* x, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
 }  // namespace
 
 Adam::Adam(std::vector<std::pair<std::string, torch::Tensor>> named_params, AdamOptions options)
@@ -48,10 +75,20 @@ void Adam::step(double lr) {
   ++step_;
   const double correction1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_));
   const double correction2 = 1.0 - std::pow(options_.beta2, static_cast<double>(step_));
+  if (step_on_gpu(lr, correction1, correction2)) return;
+  const AdamScalars scalars{
+      static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
+      static_cast<float>(options_.eps),   static_cast<float>(options_.weight_decay),
+      static_cast<float>(correction2),    static_cast<float>(lr / correction1)};
   for (size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& param = params_[i].second;
     if (!param.grad().defined()) continue;
     torch::Tensor grad = param.grad();
+    if (cpu_float(param) && cpu_float(grad)) {
+      adam_cpu(param.data_ptr<float>(), grad.data_ptr<float>(), exp_avg_[i].data_ptr<float>(),
+               exp_avg_sq_[i].data_ptr<float>(), param.numel(), scalars);
+      continue;
+    }
     if (options_.weight_decay != 0.0) grad = grad.add(param, options_.weight_decay);
     exp_avg_[i].mul_(options_.beta1).add_(grad, 1.0 - options_.beta1);
     exp_avg_sq_[i].mul_(options_.beta2).addcmul_(grad, grad, 1.0 - options_.beta2);
@@ -60,8 +97,27 @@ void Adam::step(double lr) {
   }
 }
 
+// With every parameter and gradient on a GPU (and no weight decay): the multi-tensor update.
+bool Adam::step_on_gpu(double lr, double correction1, double correction2) {
+  std::vector<torch::Tensor> params, grads;
+  for (auto& [name, param] : params_) {
+    params.push_back(param);
+    grads.push_back(param.grad());
+  }
+  if (options_.weight_decay != 0.0 || !all_on_gpu(params) || !all_on_gpu(grads)) return false;
+  adam_update(params, grads, exp_avg_, exp_avg_sq_, options_.beta1, options_.beta2, options_.eps,
+              lr, correction1, correction2);
+  return true;
+}
+
 void Adam::zero_grad() {
   torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  for (auto& [name, param] : params_) grads.push_back(param.grad());
+  if (all_on_gpu(grads)) {
+    at::_foreach_zero_(grads);
+    return;
+  }
   for (auto& [name, param] : params_) {
     if (param.grad().defined()) param.mutable_grad().zero_();
   }
@@ -117,14 +173,25 @@ void Adam::load_state(
 }
 
 double global_grad_norm(const std::vector<torch::Tensor>& params) {
+  {
+    std::vector<torch::Tensor> grads;
+    for (const torch::Tensor& param : params) grads.push_back(param.grad());
+    if (all_on_gpu(grads)) return std::sqrt(sum_of_squares(grads));
+  }
   torch::Tensor sum_of_squares;  // float64, on the gradients' device: one host sync at the end
+  double cpu_sum = 0;  // float gradients on CPU: summed in one pass each, without a float64 copy
   for (const torch::Tensor& param : params) {
     if (!param.grad().defined()) continue;
+    if (cpu_float(param.grad())) {
+      cpu_sum += sum_of_squares_cpu(param.grad().data_ptr<float>(), param.grad().numel());
+      continue;
+    }
     const torch::Tensor squares = param.grad().to(torch::kFloat64).square().sum();
     sum_of_squares =
         sum_of_squares.defined() ? sum_of_squares + squares.to(sum_of_squares.device()) : squares;
   }
-  return sum_of_squares.defined() ? std::sqrt(sum_of_squares.item<double>()) : 0.0;
+  if (sum_of_squares.defined()) cpu_sum += sum_of_squares.item<double>();
+  return std::sqrt(cpu_sum);
 }
 
 // A NaN norm compares false and leaves the gradients alone; the trainer skips such steps.
@@ -132,6 +199,12 @@ void clip_grads(const std::vector<torch::Tensor>& params, double norm, double ma
   if (max_norm <= 0.0 || !(norm > max_norm)) return;
   torch::NoGradGuard no_grad;
   const double scale = max_norm / norm;
+  std::vector<torch::Tensor> grads;
+  for (const torch::Tensor& param : params) grads.push_back(param.grad());
+  if (all_on_gpu(grads)) {
+    at::_foreach_mul_(grads, scale);
+    return;
+  }
   for (const torch::Tensor& param : params) {
     if (param.grad().defined()) param.grad().mul_(scale);
   }

@@ -39,6 +39,8 @@ class Adam {
   std::vector<torch::Tensor> exp_avg_;
   std::vector<torch::Tensor> exp_avg_sq_;
   int64_t step_ = 0;
+
+  bool step_on_gpu(double lr, double correction1, double correction2);
 };
 
 // The L2 norm of all gradients together (float64 accumulation).

@@ -17,6 +17,9 @@ struct TokenLoss {
 
 // logits [batch, len, vocab], targets [batch, len] int64 with kPad at padding.
 // Smoothed loss per token: (1 - eps) * nll + eps * mean over the vocabulary of -log p.
+// Memory: backward() through loss_sum overwrites contiguous `logits` with their gradient (the
+// largest tensor of a step is not held twice); read logits before backward(), not after. If
+// another part of the graph also saved them, its backward fails loudly (version counter).
 TokenLoss token_loss(const torch::Tensor& logits, const torch::Tensor& targets,
                      double label_smoothing);
 

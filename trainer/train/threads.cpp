@@ -3,6 +3,10 @@
 #include <dlfcn.h>
 #include <torch/torch.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace tandem::train {
 
 void set_compute_threads(int threads) {
@@ -13,6 +17,14 @@ void set_compute_threads(int threads) {
   if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
     fn(threads);
   }
+  tune_allocator();
+}
+
+void tune_allocator() {
+#if defined(__GLIBC__)
+  constexpr int kMmapThreshold = 4 << 20;
+  mallopt(M_MMAP_THRESHOLD, kMmapThreshold);  // a fixed value also stops the dynamic raising
+#endif
 }
 
 }  // namespace tandem::train

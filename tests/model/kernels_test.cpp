@@ -1,0 +1,147 @@
+// The fused kernels against independent computations: attention (forward and gradients) against a
+// per-sentence, per-head, per-query loop over plain tensor ops in double precision with autograd,
+// with padding, causal masks and a sentence without keys; dropout_add's values, mask rate,
+// seeding and gradient.
+#include "trainer/model/kernels.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <vector>
+
+namespace tandem::model {
+namespace {
+
+using torch::indexing::Slice;
+
+torch::Tensor leaf(int64_t batch, int64_t len, int64_t width) {
+  return torch::randn({batch, len, width}, torch::kDouble).requires_grad_(true);
+}
+
+// [batch, len] bool, true from each sentence's length on.
+torch::Tensor padding(const std::vector<int64_t>& lengths, int64_t len) {
+  auto pad = torch::zeros({static_cast<int64_t>(lengths.size()), len}, torch::kBool);
+  for (size_t b = 0; b < lengths.size(); ++b) pad[b].slice(0, lengths[b]).fill_(true);
+  return pad;
+}
+
+// Query i of sentence b, head h: softmax over its visible keys of q·k / sqrt(d_head), times v;
+// uniform over all keys when none is visible.
+torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                  const torch::Tensor& v, const torch::Tensor& pad, bool causal,
+                                  int64_t heads) {
+  const int64_t batch = q.size(0), q_len = q.size(1), k_len = k.size(1), d = q.size(2);
+  const int64_t dh = d / heads;
+  std::vector<torch::Tensor> rows;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < q_len; ++i) {
+      std::vector<int64_t> keys;
+      for (int64_t j = 0; j < k_len; ++j) {
+        if (!pad[b][j].item<bool>() && (!causal || j <= i)) keys.push_back(j);
+      }
+      std::vector<torch::Tensor> per_head;
+      for (int64_t h = 0; h < heads; ++h) {
+        const auto cols = Slice(h * dh, (h + 1) * dh);
+        if (keys.empty()) {
+          per_head.push_back(v.index({b, Slice(), cols}).mean(0));
+          continue;
+        }
+        const auto index = torch::tensor(keys);
+        const auto ks = k[b].index_select(0, index).index({Slice(), cols});
+        const auto vs = v[b].index_select(0, index).index({Slice(), cols});
+        const auto w = torch::softmax(ks.matmul(q.index({b, i, cols})) / std::sqrt(dh), 0);
+        per_head.push_back(w.matmul(vs));
+      }
+      rows.push_back(torch::cat(per_head));
+    }
+  }
+  return torch::stack(rows).view({batch, q_len, d});
+}
+
+double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+
+TEST(FusedAttention, SelfAttentionWithPaddingAndCausalMaskEqualsReferenceWithGradients) {
+  torch::manual_seed(1);
+  const int64_t heads = 2, d = 8, len = 6;
+  const auto pad = padding({6, 3, 1}, len);
+  auto qkv = leaf(3, len, 3 * d);
+  const auto weights = torch::randn({3, len, d}, torch::kDouble);
+  auto out = fused_attention(qkv, torch::Tensor(), heads, AttentionMask{pad, true});
+  (out * weights).sum().backward();
+
+  auto ref_qkv = qkv.detach().clone().requires_grad_(true);
+  auto expected = reference_attention(ref_qkv.narrow(2, 0, d), ref_qkv.narrow(2, d, d),
+                                      ref_qkv.narrow(2, 2 * d, d), pad, true, heads);
+  (expected * weights).sum().backward();
+  EXPECT_LT(max_diff(out, expected), 1e-12);
+  EXPECT_LT(max_diff(qkv.grad(), ref_qkv.grad()), 1e-12);
+}
+
+TEST(FusedAttention, CrossAttentionWithASentenceWithoutKeysEqualsReferenceWithGradients) {
+  torch::manual_seed(2);
+  const int64_t heads = 4, d = 8, q_len = 3, k_len = 5;
+  const auto pad = padding({5, 0, 2}, k_len);  // sentence 1: every key is padding
+  auto q = leaf(3, q_len, d);
+  auto kv = leaf(3, k_len, 2 * d);
+  const auto weights = torch::randn({3, q_len, d}, torch::kDouble);
+  auto out = fused_attention(q, kv, heads, AttentionMask{pad, false});
+  (out * weights).sum().backward();
+
+  auto ref_q = q.detach().clone().requires_grad_(true);
+  auto ref_kv = kv.detach().clone().requires_grad_(true);
+  auto expected =
+      reference_attention(ref_q, ref_kv.narrow(2, 0, d), ref_kv.narrow(2, d, d), pad, false, heads);
+  (expected * weights).sum().backward();
+  EXPECT_LT(max_diff(out, expected), 1e-12);
+  EXPECT_LT(max_diff(q.grad(), ref_q.grad()), 1e-12);
+  EXPECT_LT(max_diff(kv.grad(), ref_kv.grad()), 1e-12);
+  EXPECT_EQ(q.grad()[1].abs().max().item<double>(), 0.0);  // constant scores: no gradient
+}
+
+TEST(FusedAttention, FloatMatchesDoubleWithoutMask) {
+  torch::manual_seed(3);
+  auto q = torch::randn({2, 4, 16}, torch::kDouble);
+  auto kv = torch::randn({2, 7, 32}, torch::kDouble);
+  auto in_double = fused_attention(q, kv, 4, AttentionMask{});
+  auto in_float = fused_attention(q.to(torch::kFloat), kv.to(torch::kFloat), 4, AttentionMask{});
+  EXPECT_LT(max_diff(in_float.to(torch::kDouble), in_double), 1e-5);
+}
+
+TEST(DropoutAdd, KeepsOrDropsEachElementAtRateAndGradientFollowsTheMask) {
+  torch::manual_seed(4);
+  const int64_t n = 200000;
+  const double p = 0.1;
+  auto x = torch::randn({n}, torch::kDouble).requires_grad_(true);
+  auto residual = torch::randn({n}, torch::kDouble).requires_grad_(true);
+  auto y = dropout_add(x, p, /*training=*/true, residual);
+  const auto added = (y - residual).detach();
+  const auto kept = added.ne(0);
+  // Every element is either residual alone or residual + x / (1 - p).
+  EXPECT_LT(max_diff(added.masked_select(kept), (x.detach() / (1 - p)).masked_select(kept)), 1e-12);
+  const double dropped = 1.0 - kept.to(torch::kDouble).mean().item<double>();
+  EXPECT_NEAR(dropped, p, 0.004);  // ~6 standard deviations at n = 200000
+
+  const auto g = torch::randn({n}, torch::kDouble);
+  (y * g).sum().backward();
+  EXPECT_LT(max_diff(x.grad(), g * kept.to(torch::kDouble) / (1 - p)), 1e-12);
+  EXPECT_LT(max_diff(residual.grad(), g), 0.0 + 1e-15);
+}
+
+TEST(DropoutAdd, SameSeedSameMaskAndEvaluationIsThePlainSum) {
+  auto x = torch::ones({1000});
+  torch::manual_seed(5);
+  auto a = dropout_add(x, 0.3, true, torch::Tensor());
+  torch::manual_seed(5);
+  auto b = dropout_add(x, 0.3, true, torch::Tensor());
+  auto c = dropout_add(x, 0.3, true, torch::Tensor());
+  EXPECT_TRUE(a.equal(b));
+  EXPECT_FALSE(a.equal(c));
+  auto r = torch::randn({1000});
+  EXPECT_TRUE(dropout_add(x, 0.3, false, r).equal(r + x));
+}
+
+}  // namespace
+}  // namespace tandem::model

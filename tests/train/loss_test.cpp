@@ -1,0 +1,79 @@
+// token_loss against the plain formulation (log_softmax over whole rows in double precision, with
+// autograd): the loss sum with and without label smoothing, the counts, and the gradient of the
+// logits, with padding, a scaled upstream gradient, and a vocabulary large enough to be chunked.
+#include "trainer/train/loss.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "trainer/model/transformer.h"
+
+namespace tandem::train {
+namespace {
+
+struct Case {
+  torch::Tensor logits;   // [batch, len, vocab] double, requires grad
+  torch::Tensor targets;  // [batch, len], padded with kPadId
+};
+
+Case make_case(int64_t vocab) {
+  torch::manual_seed(7);
+  auto targets = torch::randint(1, vocab, {3, 7}, torch::kLong);
+  targets[0].slice(0, 4).fill_(model::kPadId);
+  targets[2].slice(0, 1).fill_(model::kPadId);
+  return {torch::randn({3, 7, vocab}, torch::kDouble).mul_(3).requires_grad_(true), targets};
+}
+
+// Sum over real targets of (1 - eps) (-log p_target) + eps * mean over the vocabulary of -log p.
+torch::Tensor plain_loss(const torch::Tensor& logits, const torch::Tensor& targets, double eps) {
+  const auto log_p = torch::log_softmax(logits, -1);
+  const auto real = targets.ne(model::kPadId).to(torch::kDouble);
+  const auto nll = -log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1);
+  const auto uniform = -log_p.mean(-1);
+  return (((1 - eps) * nll + eps * uniform) * real).sum();
+}
+
+void check(int64_t vocab, double eps, double upstream) {
+  const auto c = make_case(vocab);
+  // Copied first: backward() writes the gradient over the logits it was given.
+  const auto logits = c.logits.detach().clone().requires_grad_(true);
+  const auto loss = token_loss(c.logits, c.targets, eps);
+  (loss.loss_sum * upstream).backward();
+
+  const auto expected = plain_loss(logits, c.targets, eps);
+  (expected * upstream).backward();
+  EXPECT_NEAR(loss.loss_sum.item<double>(), expected.item<double>(), 1e-10);
+  EXPECT_LT((c.logits.grad() - logits.grad()).abs().max().item<double>(), 1e-12);
+
+  const auto real = c.targets.ne(model::kPadId);
+  EXPECT_EQ(loss.tokens, real.sum().item<int64_t>());
+  EXPECT_NEAR(loss.nll_sum, plain_loss(logits, c.targets, 0.0).item<double>(), 1e-10);
+  int64_t correct = 0;
+  for (int64_t b = 0; b < c.targets.size(0); ++b) {
+    for (int64_t t = 0; t < c.targets.size(1); ++t) {
+      const int64_t predicted = logits[b][t].argmax().item<int64_t>();
+      correct += real[b][t].item<bool>() && predicted == c.targets[b][t].item<int64_t>();
+    }
+  }
+  EXPECT_EQ(loss.correct, correct);
+}
+
+TEST(TokenLoss, EqualsPlainFormulationWithoutSmoothing) { check(11, 0.0, 1.0); }
+
+TEST(TokenLoss, EqualsPlainFormulationWithSmoothingAndScaledGradient) { check(11, 0.1, 0.37); }
+
+TEST(TokenLoss, EqualsPlainFormulationWhenRowsAreChunked) { check(50000, 0.1, 1.0); }
+
+TEST(TokenLoss, ArgmaxPredictionsCountAsCorrect) {
+  auto targets = torch::tensor({int64_t{2}, int64_t{5}, model::kPadId}).view({1, 3});
+  auto logits = torch::zeros({1, 3, 6});
+  logits[0][0][2] = 4.0;  // right
+  logits[0][1][1] = 4.0;  // wrong
+  logits[0][2][0] = 4.0;  // padding: not counted
+  const auto loss = token_loss(logits, targets, 0.0);
+  EXPECT_EQ(loss.tokens, 2);
+  EXPECT_EQ(loss.correct, 1);
+}
+
+}  // namespace
+}  // namespace tandem::train
