@@ -14,6 +14,7 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -48,6 +49,17 @@ std::vector<int> process_tree(int root) {
     for (auto it = range.first; it != range.second; ++it) tree.push_back(it->second);
   }
   return tree;
+}
+
+// The MPI world rank in process `pid`'s initial environment, or -1 if it holds none.
+int mpi_rank_in_environment(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
+  for (std::string entry; std::getline(in, entry, '\0');) {
+    for (const std::string key : {"OMPI_COMM_WORLD_RANK=", "PMI_RANK="}) {
+      if (entry.compare(0, key.size(), key) == 0) return std::stoi(entry.substr(key.size()));
+    }
+  }
+  return -1;
 }
 
 }  // namespace
@@ -106,6 +118,23 @@ void BackgroundCommand::kill_all() {
     for (auto state = proc_state(pid); state && state->first != 'Z'; state = proc_state(pid)) {
       sched_yield();
     }
+  }
+}
+
+int BackgroundCommand::rank_pid(int rank) const {
+  if (pid_ <= 0) return -1;
+  for (int pid : process_tree(pid_)) {
+    if (pid != pid_ && mpi_rank_in_environment(pid) == rank) return pid;
+  }
+  return -1;
+}
+
+bool wait_until_ended(int pid, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    const auto state = proc_state(pid);
+    if (!state || state->first == 'Z') return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a poll interval, not a guess
   }
 }
 

@@ -1,6 +1,7 @@
 // Running the real tool binaries from end-to-end tests: a command line, its exit code and output.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 namespace tandem::test {
@@ -32,6 +33,9 @@ class BackgroundCommand {
   // SIGKILL to the command and every process it started, all stopped first so that none reacts
   // to another's death; returns once none of them can run again.
   void kill_all();
+  // The process id of MPI rank `rank` among the processes the command started (the launcher
+  // puts OMPI_COMM_WORLD_RANK, or PMI_RANK, in each rank's environment), or -1 if none is running.
+  int rank_pid(int rank) const;
   const std::string& output() const { return output_; }
 
  private:
@@ -40,6 +44,10 @@ class BackgroundCommand {
   std::string output_;
   size_t scanned_ = 0;  // output_ before this offset holds no complete unmatched line
 };
+
+// Waits until process `pid` has ended (gone, or a zombie waiting to be reaped), polling; false
+// if it still runs at `deadline`. For processes that are not the caller's children.
+bool wait_until_ended(int pid, std::chrono::steady_clock::time_point deadline);
 
 // The path of a built tool, e.g. tool("tandem-train").
 std::string tool(const std::string& name);

@@ -5,6 +5,12 @@
 #include <sstream>
 #include <stdexcept>
 
+// Non-blocking communicators (ncclConfig_t.blocking = 0, ncclCommFinalize) came with NCCL 2.14;
+// before it the set-up and the final tear-down cannot be bounded by the timeout.
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+#define TANDEM_NCCL_NONBLOCKING 1
+#endif
+
 namespace tandem::dist {
 namespace {
 
@@ -91,12 +97,14 @@ class NcclWork : public Work {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(const ProcessGroup& group, cudaStream_t compute_stream)
-    : host_(MPI_COMM_WORLD),
+NcclCommunicator::NcclCommunicator(const ProcessGroup& group, cudaStream_t compute_stream,
+                                   double timeout_s)
+    : host_(MPI_COMM_WORLD, MpiCommunicator::kMaxMpiCount, timeout_s),
       rank_(group.rank()),
       size_(group.size()),
       device_(group.local_rank()),
-      compute_stream_(compute_stream) {
+      compute_stream_(compute_stream),
+      timeout_s_(timeout_s) {
   try {
     create_resources();
   } catch (...) {
@@ -132,12 +140,61 @@ void NcclCommunicator::create_resources() {
   const std::string shared =
       host_.broadcast_bytes(std::string(reinterpret_cast<const char*>(&id), sizeof(id)), 0);
   std::memcpy(&id, shared.data(), sizeof(id));
+  init_nccl(id);
+  watchdog_ = std::make_unique<NcclWatchdog>(comm_, who(), device_, timeout_s_);
+}
+
+// Non-blocking where NCCL allows it, so that a peer that never joins costs the timeout, not a hang.
+void NcclCommunicator::init_nccl(const ncclUniqueId& id) {
+#ifdef TANDEM_NCCL_NONBLOCKING
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const ncclResult_t started = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
+  if (comm_ == nullptr) check(started, "ncclCommInitRankConfig");
+  const ncclResult_t state = nccl_settle(comm_, started, deadline_in(timeout_s_));
+  if (state == ncclSuccess) return;
+  ncclCommAbort(comm_);
+  comm_ = nullptr;
+  std::ostringstream message;
+  message << "NCCL set-up (ncclCommInitRankConfig) on " << who();
+  if (state == ncclInProgress) {
+    message << " did not finish within " << timeout_s_ << " s; a peer did not join";
+  } else {
+    message << " failed: " << ncclGetErrorString(state);
+  }
+  throw std::runtime_error(message.str());
+#else
   check(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
+#endif
+}
+
+std::string NcclCommunicator::who() const {
+  return "rank " + std::to_string(rank_) + " (GPU " + std::to_string(device_) + ")";
+}
+
+void NcclCommunicator::set_timeout(double seconds) {
+  host_.set_timeout(seconds);  // validates: > 0
+  timeout_s_ = seconds;
+  if (watchdog_) watchdog_->set_timeout(seconds);
+}
+
+void NcclCommunicator::settle(ncclResult_t result, const char* op, const char* what) {
+  const ncclResult_t state = nccl_settle(comm_, result, deadline_in(timeout_s_));
+  if (state == ncclSuccess) return;
+  watchdog_->abort_communicator();
+  std::ostringstream message;
+  message << "NCCL " << op << " #" << sequence_ << " on " << who() << ": " << what;
+  if (state == ncclInProgress) {
+    message << " did not finish within " << timeout_s_ << " s; a peer is dead or stuck";
+  } else {
+    message << " failed: " << ncclGetErrorString(state);
+  }
+  throw std::runtime_error(message.str() + "; the NCCL communicator was aborted");
 }
 
 void NcclCommunicator::release_resources() noexcept {
   // Errors are ignored: this runs in the destructor and while unwinding a failed constructor.
-  if (comm_ != nullptr) ncclCommDestroy(comm_);
+  destroy_nccl();
   if (barrier_scratch_ != nullptr) cudaFree(barrier_scratch_);
   if (collective_done_ != nullptr) cudaEventDestroy(collective_done_);
   if (compute_ready_ != nullptr) cudaEventDestroy(compute_ready_);
@@ -150,23 +207,49 @@ void NcclCommunicator::release_resources() noexcept {
 
 NcclCommunicator::~NcclCommunicator() { release_resources(); }
 
-// Events, not host syncs: the collective starts once the compute stream has produced the tensor,
-// and later compute work (and the caching allocator's reuse of the memory) waits for it to end.
+// An aborted communicator is gone already. A healthy one is finalised (which waits for its work in
+// flight, and so for the peers) under the timeout, then destroyed; if that fails, aborted.
+void NcclCommunicator::destroy_nccl() noexcept {
+  const bool aborted = watchdog_ && watchdog_->aborted();
+  watchdog_.reset();
+  if (comm_ == nullptr || aborted) {
+    comm_ = nullptr;
+    return;
+  }
+#ifdef TANDEM_NCCL_NONBLOCKING
+  const ncclResult_t state = nccl_settle(comm_, ncclCommFinalize(comm_), deadline_in(timeout_s_));
+  if (state == ncclSuccess) {
+    ncclCommDestroy(comm_);
+  } else {
+    ncclCommAbort(comm_);
+  }
+#else
+  ncclCommDestroy(comm_);
+#endif
+  comm_ = nullptr;
+}
+
+// Events, not host syncs: the collective starts once the compute stream has produced the tensor;
+// the caller orders later compute work (and the caching allocator's reuse of the memory) after
+// `done`. The watchdog's own event after it bounds how long it may take.
 template <typename Collective>
-void NcclCommunicator::enqueue(const char* what, Collective collective) {
+void NcclCommunicator::launch(const char* op, const char* what, cudaEvent_t done,
+                              Collective collective) {
+  ++sequence_;
   check(cudaEventRecord(compute_ready_, compute_stream_), "cudaEventRecord");
   check(cudaStreamWaitEvent(stream_, compute_ready_, 0), "cudaStreamWaitEvent");
-  check(collective(), what);
-  check(cudaEventRecord(collective_done_, stream_), "cudaEventRecord");
-  check(cudaStreamWaitEvent(compute_stream_, collective_done_, 0), "cudaStreamWaitEvent");
+  settle(collective(), op, what);
+  check(cudaEventRecord(done, stream_), "cudaEventRecord");
+  watchdog_->watch(stream_, op, sequence_);
 }
 
 void NcclCommunicator::all_reduce_sum(torch::Tensor& tensor) {
   const ncclDataType_t type = nccl_type_of(tensor, device_, "all_reduce_sum");
   void* data = tensor.data_ptr();
   const size_t count = static_cast<size_t>(tensor.numel());
-  enqueue("ncclAllReduce",
-          [&] { return ncclAllReduce(data, data, count, type, ncclSum, comm_, stream_); });
+  launch("all_reduce_sum", "ncclAllReduce", collective_done_,
+         [&] { return ncclAllReduce(data, data, count, type, ncclSum, comm_, stream_); });
+  check(cudaStreamWaitEvent(compute_stream_, collective_done_, 0), "cudaStreamWaitEvent");
 }
 
 std::unique_ptr<Work> NcclCommunicator::all_reduce_sum_async(torch::Tensor& tensor) {
@@ -174,10 +257,8 @@ std::unique_ptr<Work> NcclCommunicator::all_reduce_sum_async(torch::Tensor& tens
   void* data = tensor.data_ptr();
   const size_t count = static_cast<size_t>(tensor.numel());
   auto work = std::make_unique<NcclWork>(tensor, compute_stream_);
-  check(cudaEventRecord(compute_ready_, compute_stream_), "cudaEventRecord");
-  check(cudaStreamWaitEvent(stream_, compute_ready_, 0), "cudaStreamWaitEvent");
-  check(ncclAllReduce(data, data, count, type, ncclSum, comm_, stream_), "ncclAllReduce");
-  check(cudaEventRecord(work->event(), stream_), "cudaEventRecord");
+  launch("all_reduce_sum_async", "ncclAllReduce", work->event(),
+         [&] { return ncclAllReduce(data, data, count, type, ncclSum, comm_, stream_); });
   return work;
 }
 
@@ -189,17 +270,20 @@ void NcclCommunicator::broadcast(torch::Tensor& tensor, int root) {
   const ncclDataType_t type = nccl_type_of(tensor, device_, "broadcast");
   void* data = tensor.data_ptr();
   const size_t count = static_cast<size_t>(tensor.numel());
-  enqueue("ncclBroadcast",
-          [&] { return ncclBroadcast(data, data, count, type, root, comm_, stream_); });
+  launch("broadcast", "ncclBroadcast", collective_done_,
+         [&] { return ncclBroadcast(data, data, count, type, root, comm_, stream_); });
+  check(cudaStreamWaitEvent(compute_stream_, collective_done_, 0), "cudaStreamWaitEvent");
 }
 
-// A barrier is a meeting point of the hosts, so here (only) the host waits for the stream.
+// A barrier is a meeting point of the hosts, so here (only) the host waits for the collective:
+// by polling, under the timeout, never in a cudaStreamSynchronize that a dead peer would hang.
 void NcclCommunicator::barrier() {
-  enqueue("ncclAllReduce", [&] {
+  launch("barrier", "ncclAllReduce", collective_done_, [&] {
     return ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm_,
                          stream_);
   });
-  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  check(cudaStreamWaitEvent(compute_stream_, collective_done_, 0), "cudaStreamWaitEvent");
+  watchdog_->wait(collective_done_, "barrier", sequence_);
 }
 
 double NcclCommunicator::all_reduce_sum(double value) { return host_.all_reduce_sum(value); }
@@ -216,8 +300,16 @@ std::string NcclCommunicator::broadcast_bytes(const std::string& bytes, int root
   return host_.broadcast_bytes(bytes, root);
 }
 
-std::unique_ptr<Communicator> make_nccl_communicator(const ProcessGroup& group) {
-  return std::make_unique<NcclCommunicator>(group);
+std::string gpu_name(int device) {
+  cudaDeviceProp properties{};
+  if (cudaGetDeviceProperties(&properties, device) != cudaSuccess) {
+    return "GPU " + std::to_string(device);
+  }
+  return properties.name;
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(const ProcessGroup& group, double timeout_s) {
+  return std::make_unique<NcclCommunicator>(group, cudaStreamLegacy, timeout_s);
 }
 
 }  // namespace tandem::dist

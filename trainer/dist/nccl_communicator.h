@@ -1,13 +1,17 @@
 // The NCCL backend of Communicator: collectives on CUDA tensors of this rank's GPU, run on a
 // stream of their own and ordered against the caller's compute stream with CUDA events.
-// Host values (control flow, metrics) go over MPI. Built only where CUDA and NCCL exist.
+// Host values (control flow, metrics) go over MPI. A dead or stuck peer ends the job within the
+// timeout (NcclWatchdog). Built only where CUDA and NCCL exist.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <memory>
+
 #include "trainer/dist/communicator.h"
 #include "trainer/dist/mpi_communicator.h"
+#include "trainer/dist/nccl_watchdog.h"
 #include "trainer/dist/process_group.h"
 
 namespace tandem::dist {
@@ -17,8 +21,10 @@ class NcclCommunicator : public Communicator {
   // Collective over the group's world: selects GPU local_rank(), rank 0 makes the NCCL id and MPI
   // broadcasts it. `compute_stream` is the stream producing and consuming the tensors (with
   // LibTorch CUDA: at::cuda::getCurrentCUDAStream().stream()); default: the legacy default stream.
+  // `timeout_s` bounds the NCCL set-up (NCCL >= 2.14) and every collective (see set_timeout).
   explicit NcclCommunicator(const ProcessGroup& group,
-                            cudaStream_t compute_stream = cudaStreamLegacy);
+                            cudaStream_t compute_stream = cudaStreamLegacy,
+                            double timeout_s = Watchdog::kDefaultTimeoutS);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -42,26 +48,41 @@ class NcclCommunicator : public Communicator {
   std::vector<std::string> gather_bytes(const std::string& bytes, int root) override;
   std::string broadcast_bytes(const std::string& bytes, int root) override;
 
-  // Watches the host (MPI) collectives; GPU collectives never block the host.
-  void set_timeout(double seconds) override { host_.set_timeout(seconds); }
+  // Seconds any collective may take: host (MPI) ones under the MPI Watchdog; GPU ones, which never
+  // block the host, are polled by NcclWatchdog (completion event, NCCL's asynchronous error,
+  // deadline), which aborts the communicator and ends the process when one fails or times out.
+  void set_timeout(double seconds) override;
+
+  // GPU collectives issued since construction (a report's #k is the k-th).
+  uint64_t collectives() const { return sequence_; }
 
  private:
   void create_resources();
+  void init_nccl(const ncclUniqueId& id);
   void release_resources() noexcept;
-  // Runs `collective` (returning ncclResult_t) on stream_, after and before the compute stream.
+  void destroy_nccl() noexcept;
+  // Lets a (non-blocking) NCCL call finish; on failure aborts the communicator and throws
+  // std::runtime_error naming `op` #sequence_, the NCCL function `what` and this rank.
+  void settle(ncclResult_t result, const char* op, const char* what);
+  std::string who() const;
+  // Runs `collective` (returning ncclResult_t) on stream_, after the compute stream's work so far,
+  // and records `done` after it; the watchdog watches it as `op` #sequence_.
   template <typename Collective>
-  void enqueue(const char* what, Collective collective);
+  void launch(const char* op, const char* what, cudaEvent_t done, Collective collective);
 
   MpiCommunicator host_;
   int rank_ = 0;
   int size_ = 1;
   int device_ = 0;
   cudaStream_t compute_stream_;
+  double timeout_s_;
+  uint64_t sequence_ = 0;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t compute_ready_ = nullptr;
   cudaEvent_t collective_done_ = nullptr;
   float* barrier_scratch_ = nullptr;
   ncclComm_t comm_ = nullptr;
+  std::unique_ptr<NcclWatchdog> watchdog_;  // exists while comm_ is initialised
 };
 
 }  // namespace tandem::dist

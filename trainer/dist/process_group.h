@@ -44,7 +44,11 @@ class ProcessGroup {
 // The NCCL communicator over the world on device local_rank(), ordered against the legacy default
 // CUDA stream. Collective: every rank calls it. To order against another compute stream, construct
 // NcclCommunicator (trainer/dist/nccl_communicator.h) directly.
-std::unique_ptr<Communicator> make_nccl_communicator(const ProcessGroup& group);
+// `timeout_s` bounds the set-up and every collective (Communicator::set_timeout).
+std::unique_ptr<Communicator> make_nccl_communicator(const ProcessGroup& group, double timeout_s);
+
+// The CUDA name of GPU `device` ("NVIDIA H100 80GB HBM3"), or "GPU <device>" when it cannot be read.
+std::string gpu_name(int device);
 #endif
 
 // Hashes an ordered list of strings (e.g. "name shape dtype" of every parameter) the same way on
