@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("checkpoints", args.inputs, "checkpoint files to average (instead of --dir/--last)");
   app.footer(kExamples);
+  app.failure_message(tandem::tools::usage_error_line("tandem-average"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   app.add_option("--beam-k", beam, "the beam size measured besides beam 1")->capture_default_str();
   app.add_option("--max-lines", max_lines, "use the first N lines; 0 = all")->capture_default_str();
   app.footer(kExamples);
+  app.failure_message(tandem::tools::usage_error_line("tandem-bench-decode"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   app.add_option("--chunk-lines", chunk_lines, "lines read before translating and writing them")->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
   app.footer(kExamples);
+  app.failure_message(tandem::tools::usage_error_line("tandem-decode"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", args.threads, "intra-op threads (0: LibTorch's default)");
   app.add_flag("--json", args.json, "also print the scores as one JSON line");
   app.footer(kExamples);
+  app.failure_message(tandem::tools::usage_error_line("tandem-eval"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

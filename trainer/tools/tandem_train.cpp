@@ -7,6 +7,7 @@
 #include "trainer/common/log.h"
 #include "trainer/config/config.h"
 #include "trainer/dist/process_group.h"
+#include "trainer/tools/tool_main.h"
 #include "trainer/train/trainer.h"
 
 namespace {
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
                "on resume, start from the first batch of epoch 1 (e.g. with a new corpus)");
   app.add_flag("--print-config", print_config, "print the resolved config and exit");
   app.footer(kExamples);
+  app.failure_message(tandem::tools::usage_error_line("tandem-train"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

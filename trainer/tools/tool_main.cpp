@@ -17,6 +17,13 @@ int run_tool(const std::string& tool, const std::function<int()>& body) {
   }
 }
 
+std::function<std::string(const CLI::App*, const CLI::Error&)> usage_error_line(
+    const std::string& tool) {
+  return [tool](const CLI::App*, const CLI::Error& e) {
+    return tool + ": error: " + e.what() + " (see --help)\n";
+  };
+}
+
 std::vector<std::string> read_lines(const std::string& path, const std::string& what) {
   std::vector<std::string> lines;
   std::ifstream file;

@@ -1,7 +1,9 @@
 // What every tool's main() shares: exception → one "tandem-<tool>: error: ..." line and the exit
-// code of its kind (2 for bad input, 1 otherwise), and reading a text file's lines.
+// code of its kind (2 for bad input, 1 otherwise), usage errors on one line too, and reading a
+// text file's lines.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
 #include <vector>
@@ -10,6 +12,11 @@ namespace tandem::tools {
 
 // Runs `body`, mapping exceptions to exit codes and one error line on stderr.
 int run_tool(const std::string& tool, const std::function<int()>& body);
+
+// For CLI::App::failure_message: a usage error as one line, "<tool>: error: <what> (see --help)",
+// instead of CLI11's two (scripts and people look for one line naming what is wrong).
+std::function<std::string(const CLI::App*, const CLI::Error&)> usage_error_line(
+    const std::string& tool);
 
 // The lines of `path` ("-" reads stdin); std::invalid_argument naming `what` and the path when it
 // cannot be opened.

@@ -1,9 +1,26 @@
 #include "trainer/train/progress.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
+
+#include "trainer/common/log.h"
 
 namespace tandem::train {
+namespace {
+constexpr int kBarWidth = 12;
+constexpr std::chrono::milliseconds kRedrawEvery{100};  // fast steps would flood the terminal
+
+// "[###---------]  25%"
+std::string bar(double fraction) {
+  const double f = std::clamp(fraction, 0.0, 1.0);
+  const int filled = static_cast<int>(f * kBarWidth);
+  char percent[8];
+  std::snprintf(percent, sizeof percent, " %3d%%", static_cast<int>(f * 100.0));
+  return "[" + std::string(filled, '#') + std::string(kBarWidth - filled, '-') + "]" + percent;
+}
+}  // namespace
 
 std::string format_duration(double seconds) {
   const auto total = static_cast<int64_t>(std::llround(std::max(0.0, seconds)));
@@ -30,6 +47,28 @@ std::string ProgressRecord::line() const {
   return out;
 }
 
+std::string LiveView::line(size_t width) const {
+  std::string out = "step " + std::to_string(step);
+  if (max_steps > 0) out += "/" + std::to_string(max_steps);
+  if (fraction >= 0) out += " " + bar(fraction);
+  std::vector<std::string> fields;
+  if (eta_s >= 0) fields.push_back("ETA " + format_duration(eta_s));
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "loss %.4f", loss);
+  fields.emplace_back(buf);
+  std::snprintf(buf, sizeof buf, "%.0f tok/s", tokens_per_s);
+  fields.emplace_back(buf);
+  std::snprintf(buf, sizeof buf, "epoch %.2f", epoch);
+  fields.emplace_back(buf);
+  std::snprintf(buf, sizeof buf, "lr %.2e", lr);
+  fields.emplace_back(buf);
+  for (const auto& field : fields) {
+    if (out.size() + 3 + field.size() > width) break;
+    out += " | " + field;
+  }
+  return out;
+}
+
 nlohmann::json ProgressRecord::json() const {
   return {{"step", step},           {"epoch", epoch},         {"loss", loss},
           {"ppl", perplexity},      {"accuracy", accuracy},   {"lr", lr},
@@ -42,7 +81,13 @@ ProgressMeter::ProgressMeter(const config::Config& config, int64_t start_step)
       max_minutes_(config.train.max_minutes),
       start_step_(start_step),
       started_(Clock::now()),
-      window_start_(started_) {}
+      window_start_(started_),
+      max_epochs_(static_cast<double>(config.train.max_epochs)) {
+  log::progress_mode_from_env();  // a bad value fails here, on every rank, before any step
+  live_ = log::live_status_enabled();
+}
+
+ProgressMeter::~ProgressMeter() { log::end_status(); }
 
 void ProgressMeter::add(const StepStats& stats) {
   window_.tgt_tokens += stats.tgt_tokens;
@@ -68,21 +113,63 @@ ProgressRecord ProgressMeter::take(int64_t step, double epoch) {
   r.grad_norm = window_steps_ > 0 ? window_.grad_norm / window_steps_ : 0;
   r.tokens_per_s = window_s > 0 ? window_.tgt_tokens / window_s : 0;
   r.elapsed_s = std::chrono::duration<double>(now - started_).count();
-  const double per_step = r.elapsed_s / std::max<int64_t>(1, step - start_step_);
-  double eta = -1;
-  if (max_steps_ > 0) eta = (max_steps_ - static_cast<double>(step)) * per_step;
-  if (max_minutes_ > 0) {
-    const double left = max_minutes_ * 60.0 - r.elapsed_s;
-    eta = eta < 0 ? left : std::min(eta, left);
-  }
-  r.eta_s = eta < 0 ? -1 : std::max(0.0, eta);
+  r.eta_s = eta(step, r.elapsed_s);
   window_ = StepStats{};
   window_steps_ = 0;
   window_start_ = now;
+  last_record_ = r;
   return r;
 }
 
+// The nearer of the step and time limits, at this process's mean time per step so far.
+double ProgressMeter::eta(int64_t step, double elapsed_s) const {
+  const double per_step = elapsed_s / std::max<int64_t>(1, step - start_step_);
+  double eta = -1;
+  if (max_steps_ > 0) eta = (max_steps_ - static_cast<double>(step)) * per_step;
+  if (max_minutes_ > 0) {
+    const double left = max_minutes_ * 60.0 - elapsed_s;
+    eta = eta < 0 ? left : std::min(eta, left);
+  }
+  return eta < 0 ? -1 : std::max(0.0, eta);
+}
+
+void ProgressMeter::show(int64_t step, double epoch) {
+  if (!live_) return;
+  if (first_epoch_ < 0) first_epoch_ = epoch;
+  const auto now = Clock::now();
+  if (now - last_shown_ < kRedrawEvery) return;
+  last_shown_ = now;
+  log::status(view(step, epoch).line(static_cast<size_t>(log::terminal_columns() - 1)));
+}
+
+LiveView ProgressMeter::view(int64_t step, double epoch) const {
+  const auto now = Clock::now();
+  const double elapsed = std::chrono::duration<double>(now - started_).count();
+  LiveView v;
+  v.step = step;
+  v.max_steps = static_cast<int64_t>(max_steps_);
+  v.epoch = epoch;
+  // Right after take() the window is empty: keep showing the record just printed.
+  const bool fresh = window_steps_ > 0 && window_.tgt_tokens > 0;
+  const double window_s = std::chrono::duration<double>(now - window_start_).count();
+  v.loss = fresh ? window_.nll_sum / window_.tgt_tokens : last_record_.loss;
+  v.lr = window_steps_ > 0 ? window_.lr : last_record_.lr;
+  v.tokens_per_s = fresh && window_s > 0 ? window_.tgt_tokens / window_s : last_record_.tokens_per_s;
+  double fraction = -1;
+  if (max_steps_ > 0) fraction = static_cast<double>(step) / max_steps_;
+  if (max_minutes_ > 0) fraction = std::max(fraction, elapsed / (max_minutes_ * 60.0));
+  if (max_epochs_ > 0) fraction = std::max(fraction, epoch / max_epochs_);
+  v.fraction = fraction < 0 ? -1 : std::min(1.0, fraction);
+  v.eta_s = eta(step, elapsed);
+  if (max_epochs_ > 0 && first_epoch_ >= 0 && epoch > first_epoch_) {
+    const double by_epochs = (max_epochs_ - epoch) * elapsed / (epoch - first_epoch_);
+    v.eta_s = std::max(0.0, v.eta_s < 0 ? by_epochs : std::min(v.eta_s, by_epochs));
+  }
+  return v;
+}
+
 std::string ProgressMeter::summary(int64_t step, double epoch) const {
+  log::end_status();
   const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
   char buf[200];
   std::snprintf(buf, sizeof buf,

@@ -1,0 +1,107 @@
+// The tools' command lines as a new user meets them: --help shows usage with an example, and a
+// mistake ends with exit code 2 and exactly one line on stderr naming what is wrong.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/e2e/run_command.h"
+#include "trainer/common/temp_dir.h"
+
+namespace tandem::test {
+namespace {
+
+// Runs `command` and keeps only its stderr (stdout is discarded).
+CommandResult stderr_of(const std::string& command) {
+  return run_command("{ " + command + " 2>&1 >/dev/null; }");
+}
+
+size_t count_lines(const std::string& text) {
+  size_t n = 0;
+  for (char c : text) n += c == '\n' ? 1 : 0;
+  return n;
+}
+
+TEST(ToolHelp, EveryToolShowsUsageWithAnExampleAndExitsZero) {
+  for (const std::string name : {"tandem-train", "tandem-eval", "tandem-decode", "tandem-prep",
+                                 "tandem-average", "tandem-bench", "tandem-bench-decode"}) {
+    const auto help = run_command(tool(name) + " --help");
+    EXPECT_EQ(help.exit_code, 0) << name << "\n" << help.output;
+    EXPECT_NE(help.output.find("Usage:"), std::string::npos) << name << "\n" << help.output;
+    EXPECT_NE(help.output.find("Example"), std::string::npos) << name << "\n" << help.output;
+    // The examples name the tool itself, not only other commands.
+    EXPECT_NE(help.output.find("\n  " + name + " "), std::string::npos) << name << "\n"
+                                                                        << help.output;
+  }
+}
+
+struct ErrorCase {
+  std::string command;
+  std::string names;  // what the one line must mention
+};
+
+class ToolErrors : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("cli");
+    write_file(file("no-corpus.yaml"), "data: {corpus: " + file("absent.h5") + "}\n");
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string file(const std::string& name) { return dir_->file(name); }
+
+  static void expect_one_line(const ErrorCase& c) {
+    const auto result = stderr_of(c.command);
+    EXPECT_EQ(result.exit_code, 2) << c.command << "\n" << result.output;
+    EXPECT_EQ(count_lines(result.output), 1u) << c.command << "\n" << result.output;
+    EXPECT_EQ(result.output.back(), '\n') << c.command << "\n" << result.output;
+    EXPECT_NE(result.output.find(c.names), std::string::npos)
+        << c.command << "\nshould name '" << c.names << "':\n"
+        << result.output;
+  }
+  static TempDir* dir_;
+};
+TempDir* ToolErrors::dir_ = nullptr;
+
+TEST_F(ToolErrors, TrainNamesTheUnknownFlag) {
+  expect_one_line({tool("tandem-train") + " --config " + file("no-corpus.yaml") + " --bogus-flag",
+                   "--bogus-flag"});
+}
+
+TEST_F(ToolErrors, TrainNamesTheMissingConfigFile) {
+  expect_one_line({tool("tandem-train") + " --config " + file("absent.yaml"), file("absent.yaml")});
+}
+
+TEST_F(ToolErrors, TrainNamesTheMisspelledSetKey) {
+  expect_one_line(
+      {tool("tandem-train") + " --config " + file("no-corpus.yaml") + " --set model.d_modle=64",
+       "model.d_modle"});
+}
+
+TEST_F(ToolErrors, TrainNamesTheMissingCorpus) {
+  expect_one_line(
+      {tool("tandem-train") + " --config " + file("no-corpus.yaml"), file("absent.h5")});
+}
+
+TEST_F(ToolErrors, EvalNamesTheUnknownFlagAndTheMissingCheckpoint) {
+  expect_one_line({tool("tandem-eval") + " --bogus-flag", "--bogus-flag"});
+  expect_one_line({tool("tandem-eval") + " --checkpoint " + file("absent.h5") + " --split test",
+                   file("absent.h5")});
+}
+
+TEST_F(ToolErrors, DecodeNamesTheMissingRequiredFlag) {
+  expect_one_line({tool("tandem-decode") + " < /dev/null", "--checkpoint"});
+}
+
+TEST_F(ToolErrors, PrepNamesTheMissingInputFile) {
+  expect_one_line({tool("tandem-prep") + " --train-src " + file("absent.src") + " --train-tgt " +
+                       file("absent.tgt") + " --out " + file("out.h5"),
+                   file("absent.src")});
+}
+
+TEST_F(ToolErrors, AverageNamesTheMissingCheckpoint) {
+  expect_one_line({tool("tandem-average") + " --out " + file("avg.h5") + " " + file("absent.h5"),
+                   file("absent.h5")});
+}
+
+}  // namespace
+}  // namespace tandem::test
