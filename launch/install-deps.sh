@@ -4,12 +4,13 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config    # toolchain
+  build-essential cmake ninja-build ccache              # toolchain
   libtorch-dev libopenblas0-pthread                      # LibTorch; OpenBLAS or it runs ~30x slower
   libopenmpi-dev openmpi-bin                             # MPI
   libhdf5-dev hdf5-tools                                 # corpus and checkpoint files, h5dump
   libyaml-cpp-dev libsentencepiece-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev                                           # tests
+  iproute2                                               # the multi-node rehearsal test (ip netns)
   libsword-utils sword-text-web sword-text-sparv python3 # the Bible corpus (data/prepare/bible.sh)
   gnuplot-nox                                            # loss curve plots
 )

@@ -42,6 +42,8 @@ struct TrainConfig {
   int64_t accum_steps = 1;      // batches per rank accumulated into one optimizer step
   uint64_t seed = 1;            // seed of parameter init and dropout
   int64_t threads = 1;          // intra-op threads per rank
+  std::string device = "auto";  // auto (the rank's GPU where LibTorch has CUDA and one is visible) | cpu | cuda
+  std::string precision = "fp32";  // fp32 | bf16 (CUDA: bf16 autocast, fp32 weights and optimizer)
 };
 
 struct CheckpointConfig {

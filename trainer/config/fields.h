@@ -39,6 +39,8 @@ void for_each_field(C& c, Visit&& visit) {
   visit("train", "accum_steps", c.train.accum_steps);
   visit("train", "seed", c.train.seed);
   visit("train", "threads", c.train.threads);
+  visit("train", "device", c.train.device);
+  visit("train", "precision", c.train.precision);
   visit("checkpoint", "dir", c.checkpoint.dir);
   visit("checkpoint", "every_steps", c.checkpoint.every_steps);
   visit("checkpoint", "every_minutes", c.checkpoint.every_minutes);

@@ -64,6 +64,17 @@ void validate_train(const TrainConfig& t) {
           t.label_smoothing, "a number in [0, 1)");
   require(t.accum_steps >= 1, "train.accum_steps", t.accum_steps, ">= 1");
   require(t.threads >= 1, "train.threads", t.threads, ">= 1");
+  if (t.device != "auto" && t.device != "cpu" && t.device != "cuda") {
+    throw std::invalid_argument("train.device: expected auto, cpu or cuda, got '" + t.device + "'");
+  }
+  if (t.precision != "fp32" && t.precision != "bf16") {
+    throw std::invalid_argument("train.precision: expected fp32 or bf16, got '" + t.precision +
+                                "'");
+  }
+  if (t.precision == "bf16" && t.device == "cpu") {
+    throw std::invalid_argument(
+        "train.precision: bf16 needs a GPU (train.device cuda or auto), got device cpu");
+  }
 }
 
 }  // namespace

@@ -75,7 +75,9 @@ GradientReducer::GradientReducer(std::vector<torch::Tensor> params, Communicator
       bucket_of_(params_.size()),
       offset_of_(params_.size()),
       copied_(params_.size()),
-      waiting_(buckets_.size()) {
+      waiting_(buckets_.size()),
+      solo_(comm.size() == 1) {
+  if (solo_) return;  // a world of one: nothing to send, no buckets to fill
   for (size_t b = 0; b < buckets_.size(); ++b) {
     int64_t elements = 0;
     for (size_t i : buckets_[b]) {
@@ -111,6 +113,7 @@ void GradientReducer::prepare_for_backward() {
         "GradientReducer::prepare_for_backward: the last reduction is unfinished");
   }
   phase_ = Phase::kBackward;
+  if (solo_) return;
   std::fill(copied_.begin(), copied_.end(), false);
   for (size_t b = 0; b < buckets_.size(); ++b) waiting_[b] = buckets_[b].size();
   next_launch_ = 0;
@@ -167,6 +170,10 @@ void GradientReducer::end_backward() {
     throw std::logic_error("GradientReducer::end_backward: prepare_for_backward() was not called");
   }
   backward_end_ = Clock::now();
+  if (solo_) {
+    phase_ = Phase::kLaunched;
+    return;
+  }
   for (; next_launch_ < buckets_.size(); ++next_launch_) {
     for (size_t i : buckets_[next_launch_]) {
       if (!copied_[i]) copy_in(i);  // no gradient in this pass: what earlier ones left, or zeros
@@ -185,6 +192,10 @@ void GradientReducer::finish(double scale) {
     throw std::logic_error("GradientReducer::finish: end_backward() was not called");
   }
   torch::NoGradGuard no_grad;
+  if (solo_) {
+    finish_solo(scale);
+    return;
+  }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     work_[b]->wait();
     flat_[b].mul_(scale);
@@ -199,6 +210,19 @@ void GradientReducer::finish(double scale) {
     }
   }
   work_.clear();
+  phase_ = Phase::kIdle;
+}
+
+// The sum over one rank is the gradient itself: only the scale, in one multi-tensor operation
+// (on a GPU, a few kernels instead of a copy in and out of the buckets per parameter).
+void GradientReducer::finish_solo(double scale) {
+  std::vector<torch::Tensor> grads;
+  grads.reserve(params_.size());
+  for (torch::Tensor& p : params_) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    grads.push_back(p.grad());
+  }
+  if (scale != 1.0 && !grads.empty()) at::_foreach_mul_(grads, scale);
   phase_ = Phase::kIdle;
 }
 

@@ -30,7 +30,8 @@ class GradientReducer {
   static constexpr double kDefaultBucketCapMb = 25.0;
   static constexpr double kDefaultFirstBucketMb = 1.0;
 
-  // The parameters' grad accumulators get hooks for the reducer's lifetime. Caps are in MiB, > 0.
+  // The parameters' grad accumulators get hooks for the reducer's lifetime (not in a world of one,
+  // where finish() only scales). Caps are in MiB, > 0.
   GradientReducer(std::vector<torch::Tensor> params, Communicator& comm,
                   double bucket_cap_mb = kDefaultBucketCapMb,
                   double first_bucket_mb = kDefaultFirstBucketMb);
@@ -72,6 +73,7 @@ class GradientReducer {
   void copy_in(size_t param);
   void launch_ready_buckets();
   void launch(size_t bucket, bool during_backward);
+  void finish_solo(double scale);
 
   std::vector<torch::Tensor> params_;
   Communicator& comm_;
@@ -92,6 +94,7 @@ class GradientReducer {
   std::vector<Clock::time_point> launch_times_;
   std::vector<BucketLaunch> launches_;
   int64_t all_reduce_calls_ = 0;
+  bool solo_ = false;  // a world of one: no hooks, buckets or collectives
 };
 
 }  // namespace tandem::dist

@@ -69,4 +69,14 @@ std::string describe(const ModelFlops& flops, const config::ModelConfig& model, 
   return text;
 }
 
+// Datasheet figures without sparsity. The PCIe H100 runs lower clocks than the SXM/NVL parts.
+double peak_bf16_tflops(const std::string& device) {
+  const auto has = [&](const char* text) { return device.find(text) != std::string::npos; };
+  if (has("H100") && has("PCIe")) return 756.0;
+  if (has("H100") || has("H200")) return 989.4;  // SXM and NVL parts, GH200 too
+  if (has("A100")) return 312.0;
+  if (has("L40S")) return 362.0;
+  return 0.0;
+}
+
 }  // namespace tandem::tools

@@ -43,4 +43,8 @@ ModelFlops model_flops(const config::ModelConfig& model, int64_t vocab_size,
 std::string describe(const ModelFlops& flops, const config::ModelConfig& model, int64_t vocab_size,
                      const LengthStats& lengths);
 
+// Dense bf16 tensor-core peak, TFLOP/s, of a GPU named in `device` ("cuda:0 (NVIDIA H100 80GB
+// HBM3)"); 0 when the name is not one this table knows (then MFU is not printed).
+double peak_bf16_tflops(const std::string& device);
+
 }  // namespace tandem::tools

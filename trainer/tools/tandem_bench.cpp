@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <torch/cuda.h>
 
 #include "data/corpus.h"
 #include "trainer/common/error.h"
@@ -48,6 +49,7 @@ struct Flags {
   std::string corpus, config_path, worker_dir;
   int ranks = 1, threads = 1, warmup = 3, steps = 10, windows = 3;
   bool pytorch = false;
+  double peak_tflops = 0;  // 0: from the device name where known
   std::vector<std::string> overrides;
   tools::YardstickOptions yardstick;
 };
@@ -55,6 +57,7 @@ struct Flags {
 struct Measurement {
   std::vector<double> window_tokens, window_seconds;  // global target tokens, seconds per window
   std::vector<double> rss_mb;                         // peak RSS of each rank
+  std::string device = "cpu";                         // rank 0's, as the trainer describes it
 
   std::vector<double> rates() const {  // target tokens/s of each window
     std::vector<double> out;
@@ -74,13 +77,14 @@ struct Measurement {
 nlohmann::json measurement_json(const Measurement& m) {
   return {{"window_tokens", m.window_tokens},
           {"window_seconds", m.window_seconds},
-          {"rss_mb", m.rss_mb}};
+          {"rss_mb", m.rss_mb},
+          {"device", m.device}};
 }
 
 Measurement measurement_from_json(const nlohmann::json& j) {
   return {j.at("window_tokens").get<std::vector<double>>(),
           j.at("window_seconds").get<std::vector<double>>(),
-          j.at("rss_mb").get<std::vector<double>>()};
+          j.at("rss_mb").get<std::vector<double>>(), j.at("device").get<std::string>()};
 }
 
 // A path or other string as a YAML scalar for --set (a JSON string is a YAML double-quoted scalar).
@@ -124,14 +128,20 @@ cfg::Config resolve_config(const Flags& f, const std::string& run_dir) {
 Measurement measure(const cfg::Config& config, tandem::dist::ProcessGroup& group, const Flags& f) {
   tandem::train::Trainer trainer(config, group);
   auto& comm = group.cpu();
+  // GPU work is asynchronous: the clock is read only when the device has finished.
+  const auto settle = [&] {
+    if (trainer.device().device.is_cuda()) torch::cuda::synchronize();
+    comm.barrier();
+  };
   for (int s = 0; s < f.warmup; ++s) trainer.train_step();
   Measurement m;
+  m.device = trainer.device().description;
   for (int w = 0; w < f.windows; ++w) {
-    comm.barrier();
+    settle();
     const auto start = Clock::now();
     double tokens = 0;
     for (int s = 0; s < f.steps; ++s) tokens += trainer.train_step().tgt_tokens;  // global count
-    comm.barrier();
+    settle();
     m.window_seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     m.window_tokens.push_back(tokens);
   }
@@ -251,8 +261,17 @@ nlohmann::json report(const Measurement& m, const cfg::Config& config, const Fla
   const double gflops = flops.total() * rate / 1e9;
   std::printf("achieved: %.4g FLOPs/token x %.1f tokens/s = %.2f GFLOP/s (%.2f per core in use)\n",
               flops.total(), rate, gflops, gflops / (f.ranks * f.threads));
+  const double peak = f.peak_tflops > 0 ? f.peak_tflops : tools::peak_bf16_tflops(m.device);
+  double mfu = 0;
+  if (peak > 0) {
+    mfu = gflops / 1e3 / (peak * f.ranks);
+    std::printf("device %s: MFU %.1f%% of %.0f TFLOP/s (dense bf16 peak per device)\n",
+                m.device.c_str(), 100 * mfu, peak);
+  }
   print_rss(m);
   return {{"tgt_tokens_per_s", rate},
+          {"device", m.device},
+          {"mfu", mfu},
           {"peak_rss_mb", m.max_rss_mb()},
           {"ranks", f.ranks},
           {"threads", f.threads},
@@ -337,6 +356,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--set", f.overrides, "override a config key: key.path=value (repeatable)");
   app.add_flag("--pytorch", f.pytorch, "also run the PyTorch yardstick on the same work");
+  app.add_option("--peak-tflops", f.peak_tflops,
+                 "device peak for MFU, TFLOP/s (default: known GPUs' dense bf16 figure)");
   app.add_option("--pytorch-script", f.yardstick.script, "the yardstick, ref_train.py")
       ->capture_default_str();
   app.add_option("--pytorch-python", f.yardstick.python, "python with torch and sentencepiece")

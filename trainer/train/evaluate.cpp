@@ -65,6 +65,7 @@ TeacherForced teacher_forced(model::Transformer& model, std::vector<data::Senten
   warn_truncated(truncated, limit);
   torch::NoGradGuard no_grad;
   model->eval();
+  const torch::Device device = model->parameters().front().device();
   double nll = 0;
   double correct = 0;
   double tokens = 0;
@@ -72,7 +73,8 @@ TeacherForced teacher_forced(model::Transformer& model, std::vector<data::Senten
     std::vector<data::SentencePair> chunk;
     for (int64_t i : indices) chunk.push_back(pairs[i]);
     const auto batch = data::make_batch(chunk);
-    const auto loss = token_loss(model->forward(batch.src, batch.tgt_in), batch.tgt_out, 0.0);
+    const auto logits = model->forward(batch.src.to(device), batch.tgt_in.to(device));
+    const auto loss = token_loss(logits, batch.tgt_out.to(device), 0.0);
     nll += loss.nll_sum;
     correct += static_cast<double>(loss.correct);
     tokens += static_cast<double>(loss.tokens);

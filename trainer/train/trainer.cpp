@@ -1,6 +1,7 @@
 #include "trainer/train/trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/cuda.h>
 
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/common/fault_injection.h"
 #include "trainer/common/log.h"
 #include "trainer/optim/schedule.h"
 #include "trainer/train/loss.h"
@@ -96,17 +98,27 @@ Trainer::Trainer(config::Config config, dist::ProcessGroup& group, const ResumeO
       corpus_(config_.data.corpus),
       loader_(corpus_, "train", plan_options(config_.data), group.rank(), group.size()) {
   set_compute_threads(static_cast<int>(config_.train.threads));
+  device_ = choose_device(config_.train, group.local_rank(), group.local_size());
+  tensor_comm_ = &comm_;
+#ifdef TANDEM_HAVE_NCCL
+  if (device_.device.is_cuda()) {
+    gpu_comm_ = dist::make_nccl_communicator(group, config_.dist.timeout_s);
+    tensor_comm_ = gpu_comm_.get();
+  }
+#endif
+  comm_.set_timeout(config_.dist.timeout_s);
+  tensor_comm_->set_timeout(config_.dist.timeout_s);
   vocab_bytes_ = corpus_.vocab().bytes();
   vocab_size_ = data::Vocab::from_bytes(vocab_bytes_).size();
   torch::manual_seed(config_.train.seed);
   model_ = model::Transformer(model_options(config_.model, vocab_size_));
+  model_->to(device_.device);
   auto named = named_parameters(model_);
   for (const auto& item : named) params_.push_back(item.second);
   check_same_layout(named, comm_);
   adam_ = std::make_unique<optim::Adam>(named, adam_options(config_.train));
-  reducer_ = std::make_unique<dist::GradientReducer>(params_, comm_, config_.dist.bucket_mb,
+  reducer_ = std::make_unique<dist::GradientReducer>(params_, *tensor_comm_, config_.dist.bucket_mb,
                                                      config_.dist.first_bucket_mb);
-  comm_.set_timeout(config_.dist.timeout_s);
   if (config_.valid.every_steps > 0) {
     vocab_ = std::make_unique<data::Vocab>(data::Vocab::from_bytes(vocab_bytes_));
     validator_ = std::make_unique<Validator>(corpus_, *vocab_, config_.valid,
@@ -133,8 +145,8 @@ Trainer::~Trainer() = default;
 void Trainer::start_fresh() {
   // Rank 0's initial parameters are everyone's, whatever the ranks' RNGs did.
   torch::NoGradGuard no_grad;
-  for (auto& p : params_) comm_.broadcast(p, 0);
-  torch::manual_seed(dropout_seed(config_.train.seed, group_.rank()));
+  for (auto& p : params_) tensor_comm_->broadcast(p, 0);
+  torch::manual_seed(dropout_seed(config_.train.seed, group_.rank()));  // CPU and CUDA streams
   log::info("starting from scratch in " + config_.checkpoint.dir);
 }
 
@@ -182,11 +194,11 @@ void Trainer::resume_from(const std::string& path, const ResumeOptions& options)
   header = decode_header(comm_.broadcast_bytes(encode_header(header), 0));
   {
     torch::NoGradGuard no_grad;
-    for (auto& p : params_) comm_.broadcast(p, 0);
+    for (auto& p : params_) tensor_comm_->broadcast(p, 0);
     if (!options.reset_optimizer) {
       auto state = adam_->state();  // live buffers: broadcast in place, then adopt the step
       for (auto& [group_name, tensors] : state) {
-        for (auto& named : tensors) comm_.broadcast(named.second, 0);
+        for (auto& named : tensors) tensor_comm_->broadcast(named.second, 0);
       }
       adam_->load_state(state, header.optimizer_step);
     }
@@ -256,6 +268,10 @@ void Trainer::restore_rng(const ResumeHeader& header) {
                           static_cast<int64_t>(header.rng.size()) == group_.size();
   if (same_world) {
     set_rng_state(header.rng[group_.rank()]);
+    // Checkpoints hold the CPU generator; GPU dropout continues on a stream fixed by the step.
+    if (device_.device.is_cuda()) {
+      torch::cuda::manual_seed_all(dropout_seed(config_.train.seed, group_.rank()) + step_);
+    }
     return;
   }
   torch::manual_seed(dropout_seed(config_.train.seed, group_.rank()) + step_);
@@ -265,6 +281,7 @@ void Trainer::restore_rng(const ResumeHeader& header) {
 }
 
 StepStats Trainer::train_step() {
+  inject_fault_if_requested(group_.rank(), step_ + 1);  // tests only: TANDEM_FAULT_INJECT
   auto batches = loader_.next_step(config_.train.accum_steps);
   adam_->zero_grad();
   // Local sums, then one small all-reduce: tokens, nll, correct, and rank 0's (or a signalled
@@ -280,8 +297,15 @@ StepStats Trainer::train_step() {
     if (m == last_with_data) reducer_->prepare_for_backward();
     const auto& batch = batches[m];
     if (batch.empty()) continue;
-    auto logits = model_->forward(batch.src, batch.tgt_in);
-    auto loss = token_loss(logits, batch.tgt_out, config_.train.label_smoothing);
+    const auto& device = device_.device;
+    TokenLoss loss;
+    {
+      AutocastGuard autocast(device_.bf16);
+      auto logits = model_->forward(batch.src.to(device, /*non_blocking=*/true),
+                                    batch.tgt_in.to(device, /*non_blocking=*/true));
+      loss = token_loss(logits, batch.tgt_out.to(device, /*non_blocking=*/true),
+                        config_.train.label_smoothing);
+    }
     loss.loss_sum.backward();
     local[0] += static_cast<double>(loss.tokens);
     local[1] += loss.nll_sum;
@@ -334,7 +358,8 @@ bool Trainer::save_due_locally() const {
 // difference means a broken reduction or nondeterministic kernel, and training on is wasted.
 void Trainer::check_ranks_agree() {
   std::vector<std::string> bytes;
-  for (const auto& p : params_) {
+  for (const auto& param : params_) {
+    const torch::Tensor p = param.detach().to(torch::kCPU).contiguous();
     bytes.emplace_back(static_cast<const char*>(p.data_ptr()), p.numel() * p.element_size());
   }
   const auto hashes = comm_.all_gather(dist::stable_hash(bytes));
@@ -425,6 +450,7 @@ int Trainer::run() {
     const auto stats = train_step();
     meter.add(stats);
     if (step_ % config_.log.every_steps == 0) report(meter.take(step_, epoch_progress()));
+    meter.show(step_, epoch_progress());  // live line on a terminal (rank 0); nothing otherwise
     const int64_t check = config_.dist.check_every_steps;
     if (check > 0 && step_ % check == 0) check_ranks_agree();
     if (validator_ && step_ % config_.valid.every_steps == 0) validate();
@@ -479,8 +505,10 @@ std::string Trainer::banner() const {
   int64_t count = 0;
   for (const auto& p : params_) count += p.numel();
   std::ostringstream out;
-  out << "tandem-train: " << group_.size() << " rank(s), backend " << comm_.backend() << ", "
-      << config_.train.threads << " thread(s) per rank, host " << group_.hostname() << "\n"
+  out << "tandem-train: " << group_.size() << " rank(s), backend " << tensor_comm_->backend()
+      << ", " << config_.train.threads << " thread(s) per rank, host " << group_.hostname() << "\n"
+      << "device: " << device_.description << " (rank 0; one device per rank), precision "
+      << (device_.bf16 ? "bf16 autocast" : "fp32") << "\n"
       << "corpus " << corpus_.path() << ": " << corpus_.size("train") << " training pairs, vocabulary "
       << vocab_size_ << "\n"
       << "model: " << count << " parameters\n"

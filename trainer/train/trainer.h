@@ -21,6 +21,7 @@
 #include "trainer/model/transformer.h"
 #include "trainer/optim/adam.h"
 #include "trainer/train/metrics_log.h"
+#include "trainer/train/device.h"
 #include "trainer/train/progress.h"
 #include "trainer/train/validator.h"
 
@@ -46,6 +47,7 @@ class Trainer {
   StepStats train_step();
 
   int64_t step() const { return step_; }
+  const DeviceChoice& device() const { return device_; }
   const model::Transformer& model() const { return model_; }
 
  private:
@@ -68,7 +70,10 @@ class Trainer {
 
   config::Config config_;
   dist::ProcessGroup& group_;
-  dist::Communicator& comm_;
+  dist::Communicator& comm_;  // MPI: host values, and CPU tensors
+  DeviceChoice device_;
+  std::unique_ptr<dist::Communicator> gpu_comm_;  // NCCL, when training on GPUs
+  dist::Communicator* tensor_comm_ = nullptr;     // gradients and parameters: gpu_comm_ or comm_
   data::Corpus corpus_;
   data::ShardedLoader loader_;
   std::string vocab_bytes_;
