@@ -2,11 +2,11 @@
 # The README's main job: install, build, prepare the Bible English→Spanish corpus, train under
 # mpirun (one rank per core), evaluate on the test split, translate a few sentences.
 # Reruns are incremental: nothing is rebuilt or re-prepared without need, and training resumes.
-# Environment: TANDEM_MINUTES (training wall time of this run, default 20), TANDEM_RANKS
+# Environment: TANDEM_MINUTES (training wall time of this run, default 25), TANDEM_RANKS
 # (default: the number of cores), TANDEM_RUN (checkpoint dir, default runs/tiny).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-minutes=${TANDEM_MINUTES:-20}
+minutes=${TANDEM_MINUTES:-25}
 ranks=${TANDEM_RANKS:-$(nproc)}
 run=${TANDEM_RUN:-runs/tiny}
 bin=${TANDEM_BUILD_DIR:-build}/trainer/tools

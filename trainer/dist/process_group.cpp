@@ -35,6 +35,11 @@ void init_mpi(int* argc, char*** argv) {
         "ProcessGroup: MPI was already finalised in this process; "
         "create one ProcessGroup per process, first thing in main()");
   }
+  // Open MPI unloads its plugins in MPI_Finalize. A plugin that patched other libraries' symbols
+  // (UCX's memory hooks do) then leaves dangling pointers behind for the exit handlers of CUDA and
+  // LibTorch; keeping them loaded is harmless. (Suspected cause of a crash at exit seen on a GPU
+  // machine only, not yet confirmed there.) A value set by the user wins.
+  setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", /*overwrite=*/0);
   // Only the main thread calls MPI; the NCCL backend and the trainer do not need more.
   int provided = 0;
   if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
