@@ -63,6 +63,7 @@ Adam::Adam(std::vector<std::pair<std::string, torch::Tensor>> named_params, Adam
     : params_(std::move(named_params)), options_(options) {
   torch::NoGradGuard no_grad;
   for (const auto& [name, param] : params_) {
+    tensors_.push_back(param);
     exp_avg_.push_back(torch::zeros_like(param, torch::MemoryFormat::Contiguous));
     exp_avg_sq_.push_back(torch::zeros_like(param, torch::MemoryFormat::Contiguous));
   }
@@ -99,21 +100,16 @@ void Adam::step(double lr) {
 
 // With every parameter and gradient on a GPU (and no weight decay): the multi-tensor update.
 bool Adam::step_on_gpu(double lr, double correction1, double correction2) {
-  std::vector<torch::Tensor> params, grads;
-  for (auto& [name, param] : params_) {
-    params.push_back(param);
-    grads.push_back(param.grad());
-  }
-  if (options_.weight_decay != 0.0 || !all_on_gpu(params) || !all_on_gpu(grads)) return false;
-  adam_update(params, grads, exp_avg_, exp_avg_sq_, options_.beta1, options_.beta2, options_.eps,
+  const auto grads = gradients(tensors_);
+  if (options_.weight_decay != 0.0 || !all_on_gpu(tensors_) || !all_on_gpu(grads)) return false;
+  adam_update(tensors_, grads, exp_avg_, exp_avg_sq_, options_.beta1, options_.beta2, options_.eps,
               lr, correction1, correction2);
   return true;
 }
 
 void Adam::zero_grad() {
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> grads;
-  for (auto& [name, param] : params_) grads.push_back(param.grad());
+  auto grads = gradients(tensors_);
   if (all_on_gpu(grads)) {
     at::_foreach_zero_(grads);
     return;
@@ -173,10 +169,8 @@ void Adam::load_state(
 }
 
 double global_grad_norm(const std::vector<torch::Tensor>& params) {
-  {
-    std::vector<torch::Tensor> grads;
-    for (const torch::Tensor& param : params) grads.push_back(param.grad());
-    if (all_on_gpu(grads)) return std::sqrt(sum_of_squares(grads));
+  if (const auto grads = gradients(params); all_on_gpu(grads)) {
+    return std::sqrt(sum_of_squares(grads));
   }
   torch::Tensor sum_of_squares;  // float64, on the gradients' device: one host sync at the end
   double cpu_sum = 0;  // float gradients on CPU: summed in one pass each, without a float64 copy
@@ -199,9 +193,7 @@ void clip_grads(const std::vector<torch::Tensor>& params, double norm, double ma
   if (max_norm <= 0.0 || !(norm > max_norm)) return;
   torch::NoGradGuard no_grad;
   const double scale = max_norm / norm;
-  std::vector<torch::Tensor> grads;
-  for (const torch::Tensor& param : params) grads.push_back(param.grad());
-  if (all_on_gpu(grads)) {
+  if (auto grads = gradients(params); all_on_gpu(grads)) {
     at::_foreach_mul_(grads, scale);
     return;
   }

@@ -35,6 +35,7 @@ class Adam {
 
  private:
   std::vector<std::pair<std::string, torch::Tensor>> params_;
+  std::vector<torch::Tensor> tensors_;  // the same parameters, for multi-tensor operations
   AdamOptions options_;
   std::vector<torch::Tensor> exp_avg_;
   std::vector<torch::Tensor> exp_avg_sq_;

@@ -2,6 +2,13 @@
 
 namespace tandem::optim {
 
+std::vector<torch::Tensor> gradients(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> grads;
+  grads.reserve(params.size());
+  for (const torch::Tensor& param : params) grads.push_back(param.grad());
+  return grads;
+}
+
 bool all_on_gpu(const std::vector<torch::Tensor>& tensors) {
   if (tensors.empty()) return false;
   for (const auto& t : tensors) {

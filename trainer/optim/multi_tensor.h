@@ -9,6 +9,9 @@
 
 namespace tandem::optim {
 
+// The .grad() of each parameter, in order (undefined where a parameter has none yet).
+std::vector<torch::Tensor> gradients(const std::vector<torch::Tensor>& params);
+
 // True when every tensor is defined and on a GPU (then the functions below apply).
 bool all_on_gpu(const std::vector<torch::Tensor>& tensors);
 
