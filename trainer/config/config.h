@@ -43,7 +43,7 @@ struct TrainConfig {
   uint64_t seed = 1;            // seed of parameter init and dropout
   int64_t threads = 1;          // intra-op threads per rank
   std::string device = "auto";  // auto (the rank's GPU where LibTorch has CUDA and one is visible) | cpu | cuda
-  std::string precision = "fp32";  // fp32 | bf16 (CUDA: bf16 autocast, fp32 weights and optimizer)
+  std::string precision = "fp32";  // fp32 | bf16 (autocast of matrix products; fp32 weights and optimizer)
 };
 
 struct CheckpointConfig {

@@ -71,10 +71,6 @@ void validate_train(const TrainConfig& t) {
     throw std::invalid_argument("train.precision: expected fp32 or bf16, got '" + t.precision +
                                 "'");
   }
-  if (t.precision == "bf16" && t.device == "cpu") {
-    throw std::invalid_argument(
-        "train.precision: bf16 needs a GPU (train.device cuda or auto), got device cpu");
-  }
 }
 
 }  // namespace

@@ -366,8 +366,15 @@ torch::Tensor linear_rows(const torch::Tensor& x, const torch::Tensor& weight,
   return rows.view(sizes);
 }
 
-torch::Tensor fused_attention(const torch::Tensor& q_rows, const torch::Tensor& kv, int64_t heads,
+// bf16 projections (CPU autocast) go through the float kernel: attention is a few % of the
+// products, and its softmax wants float anyway.
+torch::Tensor float_if_cpu_bf16(const torch::Tensor& t) {
+  return t.defined() && t.is_cpu() && t.scalar_type() == torch::kBFloat16 ? t.to(torch::kFloat) : t;
+}
+
+torch::Tensor fused_attention(const torch::Tensor& q_in, const torch::Tensor& kv_in, int64_t heads,
                               const AttentionMask& mask) {
+  const auto q_rows = float_if_cpu_bf16(q_in), kv = float_if_cpu_bf16(kv_in);
   if (!cpu_kernel_applies(q_rows)) return attention_with_tensor_ops(q_rows, kv, heads, mask);
   const auto pad = mask.key_pad.defined() ? mask.key_pad.to(torch::kBool).contiguous()
                                           : torch::empty({0}, torch::kBool);
@@ -376,8 +383,12 @@ torch::Tensor fused_attention(const torch::Tensor& q_rows, const torch::Tensor& 
                                   !kv.defined());
 }
 
-torch::Tensor dropout_add(const torch::Tensor& x, double p, bool training,
+torch::Tensor dropout_add(const torch::Tensor& x_in, double p, bool training,
                           const torch::Tensor& residual) {
+  // A bf16 sublayer output (autocast) joins the residual stream in the stream's precision.
+  const auto x = residual.defined() && residual.scalar_type() != x_in.scalar_type()
+                     ? x_in.to(residual.scalar_type())
+                     : x_in;
   if (!training || p <= 0) return residual.defined() ? residual + x : x;
   if (!cpu_kernel_applies(x) || (residual.defined() && residual.sizes() != x.sizes())) {
     auto dropped = torch::dropout(x, p, true);

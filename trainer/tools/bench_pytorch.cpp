@@ -68,6 +68,9 @@ std::vector<std::string> yardstick_command(const YardstickOptions& options,
   set_env("REF_TOKENS", std::to_string(config.data.max_tokens));
   set_env("REF_VOCAB", std::to_string(vocab_size));
   set_env("REF_SHAPE", shape_name(config.model));
+  set_env("REF_DEVICE", options.cuda ? "cuda" : "cpu");
+  set_env("REF_AMP", options.precision == "bf16" ? "bf16" : "");
+  set_env("REF_SDPA", options.cuda ? "1" : "0");  // PyTorch's fused attention where it has one
   set_env("MASTER_ADDR", "127.0.0.1");
   // A free port rather than the script's fixed default: others may run it on this machine too.
   set_env("MASTER_PORT", std::to_string(free_local_port()));

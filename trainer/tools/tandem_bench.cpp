@@ -36,9 +36,11 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kExamples = R"(Examples:
   tandem-bench --corpus work/bible/corpus.h5 --ranks 1 --threads 1
   tandem-bench --corpus work/bible/corpus.h5 --ranks 2 --warmup 3 --steps 10 --windows 3 --pytorch
+  tandem-bench --corpus work/bible/corpus.h5 --set train.precision=bf16 --pytorch --pytorch-precision fp32
   tandem-bench --corpus c.h5 --ranks 2 --config configs/base.yaml --set data.max_tokens=2048
 Without --config the model is the tiny shape (d_model 256, 4 heads, 3+3 layers, d_ff 1024, dropout
-0.1) with max_tokens 4096 per rank. The bench sets data.corpus, train.threads, checkpoint.* (a
+0.1) with max_tokens 4096 per rank, in fp32. The yardstick runs in Tandem's precision unless
+--pytorch-precision says otherwise. The bench sets data.corpus, train.threads, checkpoint.* (a
 temporary directory, no saving) and valid.every_steps (0) itself.)";
 
 // Keys the bench owns: --set may not change them (prefixes of the key path).
@@ -49,6 +51,7 @@ struct Flags {
   std::string corpus, config_path, worker_dir;
   int ranks = 1, threads = 1, warmup = 3, steps = 10, windows = 3;
   bool pytorch = false;
+  std::string pytorch_precision;  // "" = the precision Tandem trained in
   double peak_tflops = 0;  // 0: from the device name where known
   std::vector<std::string> overrides;
   tools::YardstickOptions yardstick;
@@ -58,6 +61,7 @@ struct Measurement {
   std::vector<double> window_tokens, window_seconds;  // global target tokens, seconds per window
   std::vector<double> rss_mb;                         // peak RSS of each rank
   std::string device = "cpu";                         // rank 0's, as the trainer describes it
+  std::string precision = "fp32";                     // what train.precision resolved to
 
   std::vector<double> rates() const {  // target tokens/s of each window
     std::vector<double> out;
@@ -78,13 +82,15 @@ nlohmann::json measurement_json(const Measurement& m) {
   return {{"window_tokens", m.window_tokens},
           {"window_seconds", m.window_seconds},
           {"rss_mb", m.rss_mb},
-          {"device", m.device}};
+          {"device", m.device},
+          {"precision", m.precision}};
 }
 
 Measurement measurement_from_json(const nlohmann::json& j) {
   return {j.at("window_tokens").get<std::vector<double>>(),
           j.at("window_seconds").get<std::vector<double>>(),
-          j.at("rss_mb").get<std::vector<double>>(), j.at("device").get<std::string>()};
+          j.at("rss_mb").get<std::vector<double>>(), j.at("device").get<std::string>(),
+          j.at("precision").get<std::string>()};
 }
 
 // A path or other string as a YAML scalar for --set (a JSON string is a YAML double-quoted scalar).
@@ -136,6 +142,7 @@ Measurement measure(const cfg::Config& config, tandem::dist::ProcessGroup& group
   for (int s = 0; s < f.warmup; ++s) trainer.train_step();
   Measurement m;
   m.device = trainer.device().description;
+  m.precision = trainer.device().bf16 ? "bf16" : "fp32";
   for (int w = 0; w < f.windows; ++w) {
     settle();
     const auto start = Clock::now();
@@ -271,6 +278,7 @@ nlohmann::json report(const Measurement& m, const cfg::Config& config, const Fla
   print_rss(m);
   return {{"tgt_tokens_per_s", rate},
           {"device", m.device},
+          {"precision", m.precision},
           {"mfu", mfu},
           {"peak_rss_mb", m.max_rss_mb()},
           {"ranks", f.ranks},
@@ -287,16 +295,20 @@ nlohmann::json report(const Measurement& m, const cfg::Config& config, const Fla
 }
 
 // Runs the yardstick on the same work, prints it beside Tandem's figures, adds it to `record`.
-void compare_with_pytorch(const Flags& f, const cfg::Config& config,
+void compare_with_pytorch(const Flags& f, const cfg::Config& config, const Measurement& m,
                           const TempDir& scratch, nlohmann::json& record) {
   auto options = f.yardstick;
   options.ranks = f.ranks;
   options.threads = f.threads;
   options.steps = f.steps * f.windows;  // as many timed steps as Tandem's windows hold
+  options.cuda = m.device.rfind("cuda", 0) == 0;
+  options.precision = f.pytorch_precision.empty() ? m.precision : f.pytorch_precision;
   std::printf(
-      "PyTorch yardstick: %s, %d rank(s) x %d thread(s), %d timed steps after its own 2 "
+      "PyTorch yardstick: %s, %d rank(s) x %d thread(s), %s, %s, %d timed steps after its own 2 "
       "warm-up steps (it reports their mean, not a median)\n",
-      options.script.c_str(), options.ranks, options.threads, options.steps);
+      options.script.c_str(), options.ranks, options.threads, options.cuda ? "cuda" : "cpu",
+      options.precision == "bf16" ? "bf16 autocast" : "fp32", options.steps);
+  std::printf("  tandem trained in %s\n", m.precision == "bf16" ? "bf16 matrix products" : "fp32");
   for (const auto& note : tools::yardstick_differences(config))
     std::printf("  note: %s\n", note.c_str());
   if (options.data_dir.empty()) {
@@ -317,6 +329,7 @@ void compare_with_pytorch(const Flags& f, const cfg::Config& config,
   record["pytorch_peak_rss_mb"] = y.rank0_peak_rss_mb;
   record["tokens_per_s_ratio"] = rate / y.tgt_tokens_per_s;
   record["peak_rss_ratio"] = rss / y.rank0_peak_rss_mb;
+  record["pytorch_precision"] = options.precision;
   record["pytorch_text"] = y.reencoded ? "re-encoded from the corpus" : "given";
 }
 
@@ -331,7 +344,7 @@ int bench(const Flags& f) {
   print_setup(config, f);
   const auto m = f.ranks == 1 ? measure_in_process(config, f) : measure_under_mpirun(f, scratch);
   auto record = report(m, config, f);
-  if (f.pytorch) compare_with_pytorch(f, config, scratch, record);
+  if (f.pytorch) compare_with_pytorch(f, config, m, scratch, record);
   std::printf("%s\n", record.dump().c_str());
   return 0;
 }
@@ -358,6 +371,9 @@ int main(int argc, char** argv) {
   app.add_flag("--pytorch", f.pytorch, "also run the PyTorch yardstick on the same work");
   app.add_option("--peak-tflops", f.peak_tflops,
                  "device peak for MFU, TFLOP/s (default: known GPUs' dense bf16 figure)");
+  app.add_option("--pytorch-precision", f.pytorch_precision,
+                 "the yardstick's precision: fp32, or bf16 autocast (default: Tandem's own)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--pytorch-script", f.yardstick.script, "the yardstick, ref_train.py")
       ->capture_default_str();
   app.add_option("--pytorch-python", f.yardstick.python, "python with torch and sentencepiece")

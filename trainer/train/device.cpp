@@ -5,11 +5,17 @@
 
 #include <stdexcept>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "trainer/common/log.h"
 #include "trainer/dist/process_group.h"
 
-#if TORCH_VERSION_MAJOR >= 2
 #include <ATen/autocast_mode.h>
+
+// LibTorch 2.4 names autocast's state by device type; 1.13 .. 2.3 have one call per device.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
 #define TANDEM_HAVE_AUTOCAST_API 1
 #endif
 
@@ -54,30 +60,68 @@ DeviceChoice choose_device(const config::TrainConfig& train, int local_rank, int
   if (train.device == "cuda" || (train.device == "auto" && have_cuda)) {
     return on_gpu(train, local_rank, local_size);
   }
-  if (train.precision == "bf16") {
-    log::info("train.precision bf16 needs a GPU; training in fp32 on the CPU");
+  // Without bf16 dot-product instructions oneDNN emulates bf16 products, slower than fp32 ones:
+  // bf16 is a speed setting, so it is dropped there rather than slowing training down.
+  bool bf16 = train.precision == "bf16";
+  if (bf16 && !cpu_has_bf16_dot_product()) {
+    log::info("train.precision bf16: this CPU has no AVX512_BF16 or AMX-BF16; training in fp32");
+    bf16 = false;
   }
-  return DeviceChoice{torch::Device(torch::kCPU), false, "cpu"};
+  return DeviceChoice{torch::Device(torch::kCPU), bf16, "cpu"};
 }
 
-AutocastGuard::AutocastGuard(bool enabled) : enabled_(enabled) {
-  if (!enabled_) return;
-#ifdef TANDEM_HAVE_AUTOCAST_API
-  was_enabled_ = at::autocast::is_autocast_enabled(at::kCUDA);
-  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-  at::autocast::set_autocast_enabled(at::kCUDA, true);
-  at::autocast::increment_nesting();
+bool cpu_has_bf16_dot_product() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  // oneDNN (LibTorch's bf16 matrix products on CPU) runs them natively on these instructions.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 5))) return true;  // AVX512_BF16
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 22))) return true;  // AMX-BF16
 #endif
+  return false;
+}
+
+bool autocast_enabled(const torch::Device& device) {
+#ifdef TANDEM_HAVE_AUTOCAST_API
+  return at::autocast::is_autocast_enabled(device.is_cuda() ? at::kCUDA : at::kCPU);
+#else
+  return device.is_cuda() ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
+}
+
+namespace {
+
+void set_autocast(bool cuda, bool enabled) {
+#ifdef TANDEM_HAVE_AUTOCAST_API
+  const auto type = cuda ? at::kCUDA : at::kCPU;
+  at::autocast::set_autocast_dtype(type, at::kBFloat16);
+  at::autocast::set_autocast_enabled(type, enabled);
+#else
+  if (cuda) {
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    at::autocast::set_enabled(enabled);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::set_cpu_enabled(enabled);
+  }
+#endif
+}
+
+}  // namespace
+
+AutocastGuard::AutocastGuard(bool enabled, const torch::Device& device)
+    : enabled_(enabled), cuda_(device.is_cuda()) {
+  if (!enabled_) return;
+  was_enabled_ = autocast_enabled(device);
+  set_autocast(cuda_, true);
+  at::autocast::increment_nesting();
 }
 
 AutocastGuard::~AutocastGuard() {
   if (!enabled_) return;
-#ifdef TANDEM_HAVE_AUTOCAST_API
   // The cast weights are cached while autocast is on; drop them when the outermost guard ends,
   // since the optimizer changes the weights before the next forward pass.
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  at::autocast::set_autocast_enabled(at::kCUDA, was_enabled_);
-#endif
+  set_autocast(cuda_, was_enabled_);
 }
 
 }  // namespace tandem::train

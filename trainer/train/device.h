@@ -1,5 +1,5 @@
 // Where a rank trains: the CPU, or GPU local_rank of its host (one rank per GPU, as NCCL needs),
-// and in which precision (bf16 autocast on the GPU, fp32 weights and optimizer state).
+// and in which precision (bf16 autocast of the matrix products, fp32 weights and optimizer state).
 #pragma once
 
 #include <torch/torch.h>
@@ -19,19 +19,27 @@ struct DeviceChoice {
 // Resolves train.device / train.precision for the rank with this local rank among local_size
 // ranks on its host. auto takes the GPU where LibTorch has CUDA and the host has a GPU per local
 // rank; cuda without one, or fewer GPUs than local ranks, throws std::invalid_argument. bf16 on
-// the CPU (auto on a machine without GPU) falls back to fp32 with a log line.
+// a CPU without AVX512_BF16 or AMX-BF16 falls back to fp32 with a log line (emulated bf16 is slower).
 DeviceChoice choose_device(const config::TrainConfig& train, int local_rank, int local_size);
 
-// bf16 autocast for CUDA operations while alive, when enabled (LibTorch >= 2.4 API).
+// Whether this CPU has bf16 dot-product instructions (AVX512_BF16 or AMX-BF16).
+bool cpu_has_bf16_dot_product();
+
+// Whether autocast is on for `device`'s type in this thread.
+bool autocast_enabled(const torch::Device& device);
+
+// bf16 autocast of the operations on `device`'s type while alive, when enabled. bf16 on CUDA
+// needs LibTorch >= 2.4 (choose_device checks).
 class AutocastGuard {
  public:
-  explicit AutocastGuard(bool enabled);
+  AutocastGuard(bool enabled, const torch::Device& device);
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
 
  private:
   bool enabled_;
+  bool cuda_;
   bool was_enabled_ = false;
 };
 

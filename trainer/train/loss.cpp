@@ -20,6 +20,13 @@ int64_t chunk_rows(const torch::Tensor& logits) {
   return std::max<int64_t>(1, elements / std::max<int64_t>(1, logits.size(1)));
 }
 
+// bf16 logits (autocast) are widened a chunk at a time: log-sum-exp over a vocabulary in bf16
+// would lose the target's probability in rounding.
+torch::ScalarType compute_type(const torch::Tensor& logits) {
+  const auto type = logits.scalar_type();
+  return type == torch::kBFloat16 || type == torch::kHalf ? torch::kFloat : type;
+}
+
 // Per row: log-sum-exp, the target's logit, the mean logit and the argmax.
 struct RowStats {
   torch::Tensor lse, target_logit, mean_logit, argmax;
@@ -27,12 +34,13 @@ struct RowStats {
 
 RowStats row_stats(const torch::Tensor& logits, const torch::Tensor& targets, bool need_mean) {
   const int64_t rows = logits.size(0), step = chunk_rows(logits);
-  RowStats s{torch::empty({rows}, logits.options()), torch::empty({rows}, logits.options()),
-             need_mean ? torch::empty({rows}, logits.options()) : torch::Tensor(),
+  const auto options = logits.options().dtype(compute_type(logits));
+  RowStats s{torch::empty({rows}, options), torch::empty({rows}, options),
+             need_mean ? torch::empty({rows}, options) : torch::Tensor(),
              torch::empty({rows}, targets.options())};
   for (int64_t begin = 0; begin < rows; begin += step) {
     const int64_t n = std::min(step, rows - begin);
-    const auto x = logits.narrow(0, begin, n);
+    const auto x = logits.narrow(0, begin, n).to(options.dtype());
     auto [top, index] = x.max(1, /*keepdim=*/true);
     auto lse = (x - top).exp_().sum(1, /*keepdim=*/true).log_().add_(top);
     s.lse.narrow(0, begin, n).copy_(lse.squeeze(1));
@@ -68,7 +76,8 @@ class TokenLossFunction : public torch::autograd::Function<TokenLossFunction> {
     const auto saved = ctx->get_saved_variables();
     const auto &logits = saved[0], &targets = saved[1], &lse = saved[2], &real = saved[3];
     const double smoothing = ctx->saved_data["smoothing"].toDouble();
-    const auto weight = (grads[0] * real.to(logits.scalar_type())).unsqueeze(1);  // [rows, 1]
+    const auto weight = (grads[0] * real.to(lse.scalar_type())).unsqueeze(1);  // [rows, 1]
+    const bool widened = lse.scalar_type() != logits.scalar_type();
     // Each chunk of logits is read once, just before its gradient is written, so the gradient
     // can take the logits' place (see loss.h): one [tokens, vocab] tensor instead of two.
     auto grad = logits.is_contiguous() ? logits : torch::empty_like(logits);
@@ -76,12 +85,15 @@ class TokenLossFunction : public torch::autograd::Function<TokenLossFunction> {
     const double uniform = smoothing / static_cast<double>(logits.size(1));
     for (int64_t begin = 0; begin < rows; begin += step) {
       const int64_t n = std::min(step, rows - begin);
-      auto g = grad.narrow(0, begin, n);
+      auto out = grad.narrow(0, begin, n);
       const auto w = weight.narrow(0, begin, n);
-      g.copy_(logits.narrow(0, begin, n)).sub_(lse.narrow(0, begin, n).unsqueeze(1));
+      auto g = widened ? logits.narrow(0, begin, n).to(lse.scalar_type())
+                       : out.copy_(logits.narrow(0, begin, n));
+      g.sub_(lse.narrow(0, begin, n).unsqueeze(1));
       g.exp_().mul_(w);
       if (uniform > 0) g.sub_(w * uniform);
       g.scatter_add_(1, targets.narrow(0, begin, n).unsqueeze(1), w * -(1.0 - smoothing));
+      if (widened) out.copy_(g);
     }
     return {grad, torch::Tensor(), torch::Tensor()};
   }

@@ -18,6 +18,16 @@ void set_compute_threads(int threads) {
     fn(threads);
   }
   tune_allocator();
+  limit_onednn_cache();
+}
+
+void limit_onednn_cache() {
+  // oneDNN's C API, looked up at run time like OpenBLAS's: absent when LibTorch has no oneDNN.
+  using SetCapacity = int (*)(int);
+  if (auto fn = reinterpret_cast<SetCapacity>(
+          dlsym(RTLD_DEFAULT, "dnnl_set_primitive_cache_capacity"))) {
+    fn(kOneDnnCachedPrimitives);
+  }
 }
 
 void tune_allocator() {

@@ -5,7 +5,7 @@
 
 namespace tandem::train {
 
-// Sets the threads, and the allocator policy (see tune_allocator).
+// Sets the threads, the allocator policy (see tune_allocator) and oneDNN's cache.
 void set_compute_threads(int threads);
 
 // glibc malloc: blocks of 4 MiB and more come from mmap and go back to the system when freed.
@@ -14,5 +14,12 @@ void set_compute_threads(int threads);
 // measured on the tiny model, 5-10% more peak RSS per rank (most with 2 ranks). The price is a
 // few percent of a step in page faults. No-op on other C libraries.
 void tune_allocator();
+
+// oneDNN (LibTorch's bf16 matrix products on CPU) caches up to 1024 primitives by shape, each
+// holding its own scratch buffers (the vocabulary product's is tens of MB). Batch shapes change
+// every step, so the cache would grow for hundreds of steps: measured on the tiny model in bf16,
+// peak RSS 1384 MB with the default against 1142 MB with 16, at the same speed (within 2%).
+constexpr int kOneDnnCachedPrimitives = 16;
+void limit_onednn_cache();
 
 }  // namespace tandem::train

@@ -300,7 +300,7 @@ StepStats Trainer::train_step() {
     const auto& device = device_.device;
     TokenLoss loss;
     {
-      AutocastGuard autocast(device_.bf16);
+      AutocastGuard autocast(device_.bf16, device_.device);
       auto logits = model_->forward(batch.src.to(device, /*non_blocking=*/true),
                                     batch.tgt_in.to(device, /*non_blocking=*/true));
       loss = token_loss(logits, batch.tgt_out.to(device, /*non_blocking=*/true),
