@@ -1,6 +1,7 @@
 // token_loss against the plain formulation (log_softmax over whole rows in double precision, with
 // autograd): the loss sum with and without label smoothing, the counts, and the gradient of the
-// logits, with padding, a scaled upstream gradient, and a vocabulary large enough to be chunked.
+// logits, with padding, a scaled upstream gradient, and a vocabulary large enough to be chunked;
+// projected_token_loss against token_loss of the product it fuses.
 #include "trainer/train/loss.h"
 
 #include <gtest/gtest.h>
@@ -63,6 +64,48 @@ TEST(TokenLoss, EqualsPlainFormulationWithoutSmoothing) { check(11, 0.0, 1.0); }
 TEST(TokenLoss, EqualsPlainFormulationWithSmoothingAndScaledGradient) { check(11, 0.1, 0.37); }
 
 TEST(TokenLoss, EqualsPlainFormulationWhenRowsAreChunked) { check(50000, 0.1, 1.0); }
+
+// projected_token_loss against token_loss of the plain product, all in double: the loss, the
+// counts, and the gradients of the rows, the weight and the bias (autograd through linear()).
+void check_projected(int64_t rows, int64_t vocab, double eps, double upstream) {
+  torch::manual_seed(5);
+  const int64_t d = 8;
+  auto targets = torch::randint(1, vocab, {rows}, torch::kLong);
+  targets.slice(0, rows / 3, rows / 2).fill_(model::kPadId);
+  auto make = [](torch::IntArrayRef shape) {
+    return torch::randn(shape, torch::kDouble).requires_grad_(true);
+  };
+  auto h = make({rows, d}), w = make({vocab, d}), b = make({vocab});
+  auto h2 = h.detach().clone().requires_grad_(true), w2 = w.detach().clone().requires_grad_(true),
+       b2 = b.detach().clone().requires_grad_(true);
+
+  const auto got = projected_token_loss(h.view({2, rows / 2, d}), w, b,
+                                        targets.view({2, rows / 2}), eps);
+  (got.loss_sum * upstream).backward();
+  const auto expected = token_loss(torch::nn::functional::linear(h2, w2, b2), targets, eps);
+  (expected.loss_sum * upstream).backward();
+
+  EXPECT_NEAR(got.loss_sum.item<double>(), expected.loss_sum.item<double>(), 1e-9);
+  EXPECT_NEAR(got.nll_sum, expected.nll_sum, 1e-9);
+  EXPECT_EQ(got.tokens, expected.tokens);
+  EXPECT_EQ(got.correct, expected.correct);
+  EXPECT_LT((h.grad() - h2.grad()).abs().max().item<double>(), 1e-10);
+  EXPECT_LT((w.grad() - w2.grad()).abs().max().item<double>(), 1e-10);
+  EXPECT_LT((b.grad() - b2.grad()).abs().max().item<double>(), 1e-10);
+}
+
+TEST(ProjectedTokenLoss, EqualsTokenLossOfTheProductWithGradients) {
+  check_projected(12, 17, 0.0, 1.0);
+}
+
+TEST(ProjectedTokenLoss, EqualsTokenLossOfTheProductWithSmoothingAndScaledGradient) {
+  check_projected(12, 17, 0.1, 0.37);
+}
+
+// 2^22 logits per chunk on CPU: 200 rows x 30000 words are two chunks.
+TEST(ProjectedTokenLoss, EqualsTokenLossOfTheProductWhenRowsAreChunked) {
+  check_projected(200, 30000, 0.1, 1.0);
+}
 
 TEST(TokenLoss, ArgmaxPredictionsCountAsCorrect) {
   auto targets = torch::tensor({int64_t{2}, int64_t{5}, model::kPadId}).view({1, 3});

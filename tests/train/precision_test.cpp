@@ -1,6 +1,7 @@
 // bf16 matrix products on the CPU (train.precision bf16): the loss of bf16 logits against the
-// plain double-precision formulation, and one forward/backward pass of a Transformer under the
-// CPU autocast guard against the same pass in fp32 (same weights, same batch, no dropout).
+// plain double-precision formulation, and one forward/backward pass of a Transformer as the
+// trainer runs it (fused projection and loss) under the CPU autocast guard against the same pass
+// in fp32 (same weights, same batch, no dropout).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -67,9 +68,12 @@ Pass forward_backward(model::Transformer& model, const torch::Tensor& src, const
   TokenLoss loss;
   {
     AutocastGuard autocast(bf16, torch::Device(torch::kCPU));
-    auto logits = model->forward(src, tgt.narrow(1, 0, tgt.size(1) - 1));
-    if (bf16) EXPECT_EQ(logits.scalar_type(), torch::kBFloat16);
-    loss = token_loss(logits, tgt.narrow(1, 1, tgt.size(1) - 1), 0.0);
+    // As the trainer does: decoder states, then the fused projection and loss.
+    const auto tgt_in = tgt.narrow(1, 0, tgt.size(1) - 1);
+    if (bf16) EXPECT_EQ(model->forward(src, tgt_in).scalar_type(), torch::kBFloat16);
+    const auto [weight, bias] = model->output_weights();
+    loss = projected_token_loss(model->features(src, tgt_in), weight, bias,
+                                tgt.narrow(1, 1, tgt.size(1) - 1), 0.1);
   }
   loss.loss_sum.backward();
   Pass out{loss.loss_sum.item<double>(), {}};

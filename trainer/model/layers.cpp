@@ -168,7 +168,7 @@ OutputProjectionImpl::OutputProjectionImpl(const OutputProjectionOptions& option
 
 torch::Tensor OutputProjectionImpl::forward(const torch::Tensor& x,
                                             const torch::Tensor& tied_weight) {
-  return linear_rows(x, weight_.defined() ? weight_ : tied_weight, bias_);
+  return linear_rows(x, weight(tied_weight), bias_);
 }
 
 }  // namespace tandem::model

@@ -127,6 +127,11 @@ class OutputProjectionImpl : public torch::nn::Module {
   explicit OutputProjectionImpl(const OutputProjectionOptions& options);
   // x [..., d_model], tied_weight [vocab, d_model] (ignored when it owns a weight) → [..., vocab].
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& tied_weight);
+  // Its own weight, or tied_weight when it has none.
+  const torch::Tensor& weight(const torch::Tensor& tied_weight) const {
+    return weight_.defined() ? weight_ : tied_weight;
+  }
+  const torch::Tensor& bias() const { return bias_; }
 
  private:
   torch::Tensor weight_, bias_;

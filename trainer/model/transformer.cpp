@@ -109,16 +109,29 @@ torch::Tensor TransformerImpl::encode(const torch::Tensor& src) {
   return encoder_(embed(src, src_embed_->weight, 0), AttentionMask{src.eq(kPadId), false});
 }
 
-torch::Tensor TransformerImpl::decode(const torch::Tensor& tgt_in, const torch::Tensor& memory,
-                                      const torch::Tensor& src) {
+torch::Tensor TransformerImpl::decoder_states(const torch::Tensor& tgt_in,
+                                              const torch::Tensor& memory,
+                                              const torch::Tensor& src) {
   const AttentionMask self_mask{tgt_in.eq(kPadId), true};
   const AttentionMask cross_mask{src.eq(kPadId), false};
-  auto h = decoder_(embed(tgt_in, tgt_weight(), 0), memory, self_mask, cross_mask);
-  return output_proj_(h, tgt_weight());  // [batch, tgt_len, vocab]
+  return decoder_(embed(tgt_in, tgt_weight(), 0), memory, self_mask, cross_mask);
+}
+
+torch::Tensor TransformerImpl::decode(const torch::Tensor& tgt_in, const torch::Tensor& memory,
+                                      const torch::Tensor& src) {
+  return output_proj_(decoder_states(tgt_in, memory, src), tgt_weight());  // [batch, len, vocab]
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& src, const torch::Tensor& tgt_in) {
   return decode(tgt_in, encode(src), src);
+}
+
+torch::Tensor TransformerImpl::features(const torch::Tensor& src, const torch::Tensor& tgt_in) {
+  return decoder_states(tgt_in, encode(src), src);
+}
+
+std::pair<torch::Tensor, torch::Tensor> TransformerImpl::output_weights() const {
+  return {output_proj_->weight(tgt_weight()), output_proj_->bias()};
 }
 
 DecoderState TransformerImpl::start_decoding(const torch::Tensor& memory,

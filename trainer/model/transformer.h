@@ -71,6 +71,11 @@ class TransformerImpl : public torch::nn::Module {
                        const torch::Tensor& src);
   // encode + decode.
   torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& tgt_in);
+  // forward() without the output projection: decoder states [batch, tgt_len, d_model]. Training
+  // projects them and takes the loss a chunk at a time (train/loss.h) with output_weights().
+  torch::Tensor features(const torch::Tensor& src, const torch::Tensor& tgt_in);
+  // The output projection's weight [vocab, d_model] (src_embed's when tied) and bias [vocab].
+  std::pair<torch::Tensor, torch::Tensor> output_weights() const;
 
   // Incremental decoding: start from an encoded batch, then feed one token per sentence per step.
   DecoderState start_decoding(const torch::Tensor& memory, const torch::Tensor& src);
@@ -86,6 +91,9 @@ class TransformerImpl : public torch::nn::Module {
   // tokens [batch, len] → scaled embeddings + positions offset.. offset+len-1, dropped out.
   torch::Tensor embed(const torch::Tensor& tokens, const torch::Tensor& weight, int64_t offset);
   const torch::Tensor& tgt_weight() const;  // src_embed's weight when tied
+  // Decoder stack output for tgt_in attending to memory: [batch, tgt_len, d_model].
+  torch::Tensor decoder_states(const torch::Tensor& tgt_in, const torch::Tensor& memory,
+                               const torch::Tensor& src);
 
   TransformerOptions options_;
   torch::nn::Embedding src_embed_{nullptr};

@@ -1,11 +1,12 @@
-// The loss and its gradient are computed a few rows of logits at a time, straight from the logits:
-// the [tokens, vocab] log-probabilities and the smoothing terms never exist as whole tensors, and
-// the backward writes the gradient over the logits themselves.
+// The loss and its gradient are computed a few rows of logits at a time: the [tokens, vocab]
+// log-probabilities and the smoothing terms never exist as whole tensors. token_loss writes the
+// gradient over the logits; projected_token_loss never holds more than one chunk of logits.
 #include "trainer/train/loss.h"
 
 #include <algorithm>
 
 #include "trainer/model/transformer.h"
+#include "trainer/train/device.h"
 
 namespace tandem::train {
 namespace {
@@ -13,11 +14,15 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Rows per chunk: about 1 MB of float logits on CPU (stays in cache across the chunk's passes);
-// on accelerators large chunks, since each op is a kernel launch.
-int64_t chunk_rows(const torch::Tensor& logits) {
-  const int64_t elements = logits.is_cpu() ? (int64_t{1} << 18) : (int64_t{1} << 26);
-  return std::max<int64_t>(1, elements / std::max<int64_t>(1, logits.size(1)));
+// Rows per chunk of `elements_per_chunk` logits at most: on CPU about 1 MB of floats for the
+// loss alone (stays in cache across its passes), 16 MB when the chunk's matrix products come
+// first (large enough for the products to run at full speed); on accelerators large chunks,
+// since each op is a kernel launch.
+int64_t chunk_rows(const torch::Device& device, int64_t vocab, bool with_products) {
+  const int64_t elements = !device.is_cpu() ? (int64_t{1} << 26)
+                           : with_products  ? (int64_t{1} << 22)
+                                            : (int64_t{1} << 18);
+  return std::max<int64_t>(1, elements / std::max<int64_t>(1, vocab));
 }
 
 // bf16 logits (autocast) are widened a chunk at a time: log-sum-exp over a vocabulary in bf16
@@ -30,26 +35,46 @@ torch::ScalarType compute_type(const torch::Tensor& logits) {
 // Per row: log-sum-exp, the target's logit, the mean logit and the argmax.
 struct RowStats {
   torch::Tensor lse, target_logit, mean_logit, argmax;
+
+  RowStats(int64_t rows, const torch::TensorOptions& options, const torch::Tensor& targets,
+           bool need_mean)
+      : lse(torch::empty({rows}, options)),
+        target_logit(torch::empty({rows}, options)),
+        mean_logit(need_mean ? torch::empty({rows}, options) : torch::Tensor()),
+        argmax(torch::empty({rows}, targets.options())) {}
+
+  // Rows begin.. of widened logits x [n, vocab].
+  void fill(int64_t begin, const torch::Tensor& x, const torch::Tensor& targets) {
+    const int64_t n = x.size(0);
+    auto [top, index] = x.max(1, /*keepdim=*/true);
+    auto row_lse = (x - top).exp_().sum(1, /*keepdim=*/true).log_().add_(top);
+    lse.narrow(0, begin, n).copy_(row_lse.squeeze(1));
+    argmax.narrow(0, begin, n).copy_(index.squeeze(1));
+    target_logit.narrow(0, begin, n).copy_(x.gather(1, targets.unsqueeze(1)).squeeze(1));
+    if (mean_logit.defined()) mean_logit.narrow(0, begin, n).copy_(x.mean(1));
+  }
 };
 
-RowStats row_stats(const torch::Tensor& logits, const torch::Tensor& targets, bool need_mean) {
-  const int64_t rows = logits.size(0), step = chunk_rows(logits);
-  const auto options = logits.options().dtype(compute_type(logits));
-  RowStats s{torch::empty({rows}, options), torch::empty({rows}, options),
-             need_mean ? torch::empty({rows}, options) : torch::Tensor(),
-             torch::empty({rows}, targets.options())};
-  for (int64_t begin = 0; begin < rows; begin += step) {
-    const int64_t n = std::min(step, rows - begin);
-    const auto x = logits.narrow(0, begin, n).to(options.dtype());
-    auto [top, index] = x.max(1, /*keepdim=*/true);
-    auto lse = (x - top).exp_().sum(1, /*keepdim=*/true).log_().add_(top);
-    s.lse.narrow(0, begin, n).copy_(lse.squeeze(1));
-    s.argmax.narrow(0, begin, n).copy_(index.squeeze(1));
-    s.target_logit.narrow(0, begin, n)
-        .copy_(x.gather(1, targets.narrow(0, begin, n).unsqueeze(1)).squeeze(1));
-    if (need_mean) s.mean_logit.narrow(0, begin, n).copy_(x.mean(1));
-  }
-  return s;
+// x [n, vocab] widened logits → d loss / d x in place: weight * (softmax_j - (1 - eps) [j =
+// target] - eps / vocab), weight [n, 1] the incoming gradient at real targets and 0 at padding.
+void loss_gradient_(torch::Tensor& x, const torch::Tensor& lse, const torch::Tensor& targets,
+                    const torch::Tensor& weight, double smoothing) {
+  const double uniform = smoothing / static_cast<double>(x.size(1));
+  x.sub_(lse.unsqueeze(1)).exp_().mul_(weight);
+  if (uniform > 0) x.sub_(weight * uniform);
+  x.scatter_add_(1, targets.unsqueeze(1), weight * -(1.0 - smoothing));
+}
+
+// The smoothed loss sum and [nll sum, tokens, correct] (float64) from the row statistics.
+variable_list loss_outputs(AutogradContext* ctx, const RowStats& s, const torch::Tensor& targets,
+                           const torch::Tensor& real, double smoothing) {
+  const auto nll = (s.lse - s.target_logit).masked_fill_(~real, 0.0);
+  auto loss = (1.0 - smoothing) * nll;
+  if (smoothing > 0) loss += smoothing * (s.lse - s.mean_logit).masked_fill_(~real, 0.0);
+  auto stats = torch::stack({nll.sum().to(torch::kFloat64), real.sum().to(torch::kFloat64),
+                             (s.argmax.eq(targets) & real).sum().to(torch::kFloat64)});
+  ctx->mark_non_differentiable({stats});
+  return {loss.sum(), stats};
 }
 
 // Outputs: the smoothed loss sum (differentiable) and [nll sum, tokens, correct] (float64).
@@ -58,20 +83,19 @@ class TokenLossFunction : public torch::autograd::Function<TokenLossFunction> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& logits,
                                const torch::Tensor& targets, double smoothing) {
     const auto real = targets.ne(model::kPadId);
-    const auto s = row_stats(logits, targets, smoothing > 0);
-    const auto nll = (s.lse - s.target_logit).masked_fill_(~real, 0.0);
-    auto loss = (1.0 - smoothing) * nll;
-    if (smoothing > 0) loss += smoothing * (s.lse - s.mean_logit).masked_fill_(~real, 0.0);
-    auto stats = torch::stack({nll.sum().to(torch::kFloat64), real.sum().to(torch::kFloat64),
-                               (s.argmax.eq(targets) & real).sum().to(torch::kFloat64)});
+    const int64_t rows = logits.size(0);
+    const int64_t step = chunk_rows(logits.device(), logits.size(1), false);
+    const auto dtype = compute_type(logits);
+    RowStats s(rows, logits.options().dtype(dtype), targets, smoothing > 0);
+    for (int64_t begin = 0; begin < rows; begin += step) {
+      const int64_t n = std::min(step, rows - begin);
+      s.fill(begin, logits.narrow(0, begin, n).to(dtype), targets.narrow(0, begin, n));
+    }
     ctx->save_for_backward({logits, targets, s.lse, real});
     ctx->saved_data["smoothing"] = smoothing;
-    ctx->mark_non_differentiable({stats});
-    return {loss.sum(), stats};
+    return loss_outputs(ctx, s, targets, real, smoothing);
   }
 
-  // d loss / d logit_j = weight * (softmax_j - (1 - eps) [j = target] - eps / vocab), weight the
-  // incoming gradient at real targets and 0 at padding.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &logits = saved[0], &targets = saved[1], &lse = saved[2], &real = saved[3];
@@ -81,32 +105,80 @@ class TokenLossFunction : public torch::autograd::Function<TokenLossFunction> {
     // Each chunk of logits is read once, just before its gradient is written, so the gradient
     // can take the logits' place (see loss.h): one [tokens, vocab] tensor instead of two.
     auto grad = logits.is_contiguous() ? logits : torch::empty_like(logits);
-    const int64_t rows = logits.size(0), step = chunk_rows(logits);
-    const double uniform = smoothing / static_cast<double>(logits.size(1));
+    const int64_t rows = logits.size(0);
+    const int64_t step = chunk_rows(logits.device(), logits.size(1), false);
     for (int64_t begin = 0; begin < rows; begin += step) {
       const int64_t n = std::min(step, rows - begin);
       auto out = grad.narrow(0, begin, n);
-      const auto w = weight.narrow(0, begin, n);
       auto g = widened ? logits.narrow(0, begin, n).to(lse.scalar_type())
                        : out.copy_(logits.narrow(0, begin, n));
-      g.sub_(lse.narrow(0, begin, n).unsqueeze(1));
-      g.exp_().mul_(w);
-      if (uniform > 0) g.sub_(w * uniform);
-      g.scatter_add_(1, targets.narrow(0, begin, n).unsqueeze(1), w * -(1.0 - smoothing));
+      loss_gradient_(g, lse.narrow(0, begin, n), targets.narrow(0, begin, n),
+                     weight.narrow(0, begin, n), smoothing);
       if (widened) out.copy_(g);
     }
     return {grad, torch::Tensor(), torch::Tensor()};
   }
 };
 
-}  // namespace
+// The output projection and the loss, a chunk of rows at a time. The gradients of rows, weight
+// and bias for an incoming gradient of 1 are computed in the forward pass, while each chunk's
+// logits exist; backward only scales them (the loss sum is linear in its incoming gradient).
+class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& rows,
+                               const torch::Tensor& weight, const torch::Tensor& bias,
+                               const torch::Tensor& targets, double smoothing) {
+    const auto real = targets.ne(model::kPadId);
+    const int64_t n_rows = rows.size(0), vocab = weight.size(0);
+    const int64_t step = chunk_rows(rows.device(), vocab, true);
+    // Under autocast the products run in bf16: the operands are cast once here, not per chunk.
+    const bool low = autocast_enabled(rows.device());
+    const auto cast = [&](const torch::Tensor& t) { return low ? t.to(torch::kBFloat16) : t; };
+    const auto h = cast(rows), w = cast(weight), b = cast(bias);
+    const auto dtype = compute_type(h);
+    RowStats s(n_rows, rows.options().dtype(dtype), targets, smoothing > 0);
+    auto d_rows = torch::empty_like(rows);
+    auto d_weight = torch::zeros_like(weight);
+    auto d_bias = torch::zeros_like(bias);
+    const auto incoming = real.to(dtype).unsqueeze(1);  // d loss_sum / d row loss: 1 or 0
+    const int64_t part_rows = chunk_rows(rows.device(), vocab, false);
+    for (int64_t begin = 0; begin < n_rows; begin += step) {
+      const int64_t n = std::min(step, n_rows - begin);
+      const auto h_c = h.narrow(0, begin, n);
+      // The logits become their gradient in place, in cache-sized parts for the loss's passes.
+      auto g = torch::addmm(b, h_c, w.t());
+      for (int64_t at = begin; at < begin + n; at += part_rows) {
+        const int64_t m = std::min(part_rows, begin + n - at);
+        auto part = g.narrow(0, at - begin, m);
+        auto x = part.to(dtype);  // part itself unless widened
+        const auto t = targets.narrow(0, at, m);
+        s.fill(at, x, t);
+        loss_gradient_(x, s.lse.narrow(0, at, m), t, incoming.narrow(0, at, m), smoothing);
+        d_bias.add_(x.sum(0));
+        if (!x.is_same(part)) part.copy_(x);
+      }
+      d_rows.narrow(0, begin, n).copy_(torch::mm(g, w));
+      if (g.scalar_type() == d_weight.scalar_type()) {
+        d_weight.addmm_(g.t(), h_c);
+      } else {
+        d_weight.add_(torch::mm(g.t(), h_c));  // bf16 product, summed over chunks in fp32
+      }
+    }
+    ctx->save_for_backward({d_rows, d_weight, d_bias});
+    return loss_outputs(ctx, s, targets, real, smoothing);
+  }
 
-TokenLoss token_loss(const torch::Tensor& logits, const torch::Tensor& targets,
-                     double label_smoothing) {
-  const int64_t vocab = logits.size(-1);
-  auto outputs =
-      TokenLossFunction::apply(logits.reshape({-1, vocab}), targets.reshape({-1}), label_smoothing);
-  const auto stats = outputs[1].cpu();  // the step's one host sync for the counts
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& g = grads[0];
+    return {saved[0] * g,     saved[1] * g,     saved[2] * g,
+            torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// The counts of a loss function's second output, with the step's one host sync.
+TokenLoss token_loss_from(const variable_list& outputs) {
+  const auto stats = outputs[1].cpu();
   const auto* s = stats.data_ptr<double>();
   TokenLoss out;
   out.loss_sum = outputs[0];
@@ -114,6 +186,23 @@ TokenLoss token_loss(const torch::Tensor& logits, const torch::Tensor& targets,
   out.tokens = static_cast<int64_t>(s[1]);
   out.correct = static_cast<int64_t>(s[2]);
   return out;
+}
+
+}  // namespace
+
+TokenLoss token_loss(const torch::Tensor& logits, const torch::Tensor& targets,
+                     double label_smoothing) {
+  const int64_t vocab = logits.size(-1);
+  return token_loss_from(TokenLossFunction::apply(logits.reshape({-1, vocab}),
+                                                  targets.reshape({-1}), label_smoothing));
+}
+
+TokenLoss projected_token_loss(const torch::Tensor& rows, const torch::Tensor& weight,
+                               const torch::Tensor& bias, const torch::Tensor& targets,
+                               double label_smoothing) {
+  return token_loss_from(ProjectedLossFunction::apply(rows.reshape({-1, rows.size(-1)}), weight,
+                                                      bias, targets.reshape({-1}),
+                                                      label_smoothing));
 }
 
 }  // namespace tandem::train

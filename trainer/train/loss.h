@@ -23,4 +23,13 @@ struct TokenLoss {
 TokenLoss token_loss(const torch::Tensor& logits, const torch::Tensor& targets,
                      double label_smoothing);
 
+// token_loss(rows · weightᵀ + bias, targets) without the [tokens, vocab] logits: rows [..., d]
+// (decoder states), weight [vocab, d], bias [vocab], targets [...]. A chunk of rows at a time,
+// the forward pass computes the logits, the loss and the gradients of rows, weight and bias (under
+// autocast, bf16 products with fp32 sums), so memory holds one chunk of logits and backward only
+// scales the stored gradients. The training step's loss; token_loss serves evaluation.
+TokenLoss projected_token_loss(const torch::Tensor& rows, const torch::Tensor& weight,
+                               const torch::Tensor& bias, const torch::Tensor& targets,
+                               double label_smoothing);
+
 }  // namespace tandem::train

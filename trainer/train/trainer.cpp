@@ -301,10 +301,12 @@ StepStats Trainer::train_step() {
     TokenLoss loss;
     {
       AutocastGuard autocast(device_.bf16, device_.device);
-      auto logits = model_->forward(batch.src.to(device, /*non_blocking=*/true),
-                                    batch.tgt_in.to(device, /*non_blocking=*/true));
-      loss = token_loss(logits, batch.tgt_out.to(device, /*non_blocking=*/true),
-                        config_.train.label_smoothing);
+      auto states = model_->features(batch.src.to(device, /*non_blocking=*/true),
+                                     batch.tgt_in.to(device, /*non_blocking=*/true));
+      const auto [weight, bias] = model_->output_weights();
+      loss = projected_token_loss(states, weight, bias,
+                                  batch.tgt_out.to(device, /*non_blocking=*/true),
+                                  config_.train.label_smoothing);
     }
     loss.loss_sum.backward();
     local[0] += static_cast<double>(loss.tokens);
