@@ -16,10 +16,11 @@ void set_compute_threads(int threads);
 void tune_allocator();
 
 // oneDNN (LibTorch's bf16 matrix products on CPU) caches up to 1024 primitives by shape, each
-// holding its own scratch buffers (the vocabulary product's is tens of MB). Batch shapes change
-// every step, so the cache would grow for hundreds of steps: measured on the tiny model in bf16,
-// peak RSS 1384 MB with the default against 1142 MB with 16, at the same speed (within 2%).
-constexpr int kOneDnnCachedPrimitives = 16;
+// holding buffers of several MB. Batch shapes change every step, so the cache grows for hundreds
+// of steps; none is kept. Measured on the tiny shape in bf16, one rank (tandem-bench, two runs
+// each, alternating): peak RSS 1384 MB with the default, 1071-1105 MB with 16 primitives at
+// 2552-2634 tokens/s, and 968 MB with none at 2439-2486 tokens/s (building each primitive anew).
+constexpr int kOneDnnCachedPrimitives = 0;
 void limit_onednn_cache();
 
 }  // namespace tandem::train
