@@ -70,7 +70,9 @@ Pass forward_backward(model::Transformer& model, const torch::Tensor& src, const
     AutocastGuard autocast(bf16, torch::Device(torch::kCPU));
     // As the trainer does: decoder states, then the fused projection and loss.
     const auto tgt_in = tgt.narrow(1, 0, tgt.size(1) - 1);
-    if (bf16) EXPECT_EQ(model->forward(src, tgt_in).scalar_type(), torch::kBFloat16);
+    if (bf16) {
+      EXPECT_EQ(model->forward(src, tgt_in).scalar_type(), torch::kBFloat16);
+    }
     const auto [weight, bias] = model->output_weights();
     loss = projected_token_loss(model->features(src, tgt_in), weight, bias,
                                 tgt.narrow(1, 1, tgt.size(1) - 1), 0.1);
