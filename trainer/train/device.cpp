@@ -34,12 +34,6 @@ DeviceChoice on_gpu(const config::TrainConfig& train, int local_rank, int local_
   throw std::invalid_argument("train.device " + train.device +
                               ": this build has no NCCL backend (configure with -DTANDEM_CUDA=ON)");
 #endif
-#ifndef TANDEM_HAVE_AUTOCAST_API
-  if (train.precision == "bf16") {
-    throw std::invalid_argument("train.precision bf16: needs LibTorch >= 2.4 (this is " +
-                                std::string(TORCH_VERSION) + ")");
-  }
-#endif
   DeviceChoice choice;
   choice.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
   choice.bf16 = train.precision == "bf16";

@@ -28,8 +28,8 @@ bool cpu_has_bf16_dot_product();
 // Whether autocast is on for `device`'s type in this thread.
 bool autocast_enabled(const torch::Device& device);
 
-// bf16 autocast of the operations on `device`'s type while alive, when enabled. bf16 on CUDA
-// needs LibTorch >= 2.4 (choose_device checks).
+// bf16 autocast of the operations on `device`'s type while alive, when enabled (LibTorch 1.13's
+// per-device calls or 2.4's device-typed ones, whichever the build has).
 class AutocastGuard {
  public:
   AutocastGuard(bool enabled, const torch::Device& device);
