@@ -10,7 +10,7 @@
 namespace tandem::test {
 namespace {
 
-dist::ProcessGroup* g_group = nullptr;
+parallel::ProcessGroup* g_group = nullptr;
 
 // Replaces the default printer on ranks != 0, so their failures still reach the log, with the rank.
 class FailurePrinter : public ::testing::EmptyTestEventListener {
@@ -30,12 +30,12 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 
 }  // namespace
 
-dist::ProcessGroup& process_group() { return *g_group; }
+parallel::ProcessGroup& process_group() { return *g_group; }
 
 }  // namespace tandem::test
 
 int main(int argc, char** argv) {
-  tandem::dist::ProcessGroup group(&argc, &argv);
+  tandem::parallel::ProcessGroup group(&argc, &argv);
   tandem::test::g_group = &group;
   ::testing::InitGoogleTest(&argc, argv);
   if (group.rank() != 0) {

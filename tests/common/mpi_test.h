@@ -2,10 +2,10 @@
 // created before running them.
 #pragma once
 
-#include "trainer/dist/process_group.h"
+#include "trainer/parallel/process_group.h"
 
 namespace tandem::test {
 
-tandem::dist::ProcessGroup& process_group();
+tandem::parallel::ProcessGroup& process_group();
 
 }  // namespace tandem::test

@@ -12,8 +12,8 @@
 #include "data/loader.h"
 #include "tests/common/mpi_test.h"
 #include "tests/common/synthetic_corpus.h"
-#include "trainer/dist/gradient_reducer.h"
-#include "trainer/dist/mpi_communicator.h"
+#include "trainer/parallel/gradient_reducer.h"
+#include "trainer/parallel/mpi_communicator.h"
 #include "trainer/optim/adam.h"
 #include "trainer/train/loss.h"
 #include "trainer/train/model_io.h"
@@ -48,7 +48,7 @@ uint64_t parameter_hash(const model::Transformer& model) {
     auto c = p.contiguous();
     bytes.emplace_back(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
   }
-  return dist::stable_hash(bytes);
+  return parallel::stable_hash(bytes);
 }
 
 // The same step computed naively in one process: all N batches, gradients summed, divided by the
@@ -124,7 +124,7 @@ double max_relative_difference(const model::Transformer& a, const model::Transfo
 void expect_equal_to_one_process(int64_t accum) {
   auto& group = process_group();
   auto& comm = group.cpu();
-  auto& mpi = dynamic_cast<dist::MpiCommunicator&>(comm);
+  auto& mpi = dynamic_cast<parallel::MpiCommunicator&>(comm);
   std::unique_ptr<TempDir> dir;
   std::string root;
   if (group.rank() == 0) {
@@ -143,7 +143,7 @@ void expect_equal_to_one_process(int64_t accum) {
   }
   std::vector<torch::Tensor> params;
   for (const auto& [name, p] : train::named_parameters(trainer.model())) params.push_back(p);
-  using dist::GradientReducer;
+  using parallel::GradientReducer;
   const auto buckets = GradientReducer::plan_buckets(params, GradientReducer::kDefaultBucketCapMb,
                                                      GradientReducer::kDefaultFirstBucketMb);
 

@@ -19,7 +19,7 @@
 #include "trainer/common/log.h"
 #include "trainer/common/temp_dir.h"
 #include "trainer/config/config.h"
-#include "trainer/dist/process_group.h"
+#include "trainer/parallel/process_group.h"
 #include "trainer/tools/bench_flops.h"
 #include "trainer/tools/bench_process.h"
 #include "trainer/tools/bench_pytorch.h"
@@ -131,7 +131,7 @@ cfg::Config resolve_config(const Flags& f, const std::string& run_dir) {
 }
 
 // The measurement itself, on every rank.
-Measurement measure(const cfg::Config& config, tandem::dist::ProcessGroup& group, const Flags& f) {
+Measurement measure(const cfg::Config& config, tandem::parallel::ProcessGroup& group, const Flags& f) {
   tandem::train::Trainer trainer(config, group);
   auto& comm = group.cpu();
   // GPU work is asynchronous: the clock is read only when the device has finished.
@@ -160,7 +160,7 @@ Measurement measure(const cfg::Config& config, tandem::dist::ProcessGroup& group
 
 // Hidden mode: one rank under mpirun; rank 0 writes the measurement for the launcher.
 int worker_main(int argc, char** argv, const Flags& f) {
-  tandem::dist::ProcessGroup group(&argc, &argv);
+  tandem::parallel::ProcessGroup group(&argc, &argv);
   try {
     const auto config = cfg::load_config(f.worker_dir + "/config.yaml");
     const auto m = measure(config, group, f);
@@ -200,7 +200,7 @@ Measurement measure_under_mpirun(const Flags& f, const TempDir& scratch) {
 
 Measurement measure_in_process(const cfg::Config& config, const Flags& f) {
   std::printf("launch: 1 rank in this process (not pinned)\n");
-  tandem::dist::ProcessGroup group(nullptr, nullptr);
+  tandem::parallel::ProcessGroup group(nullptr, nullptr);
   return measure(config, group, f);
 }
 

@@ -6,7 +6,7 @@
 #include "trainer/common/error.h"
 #include "trainer/common/log.h"
 #include "trainer/config/config.h"
-#include "trainer/dist/process_group.h"
+#include "trainer/parallel/process_group.h"
 #include "trainer/tools/tool_main.h"
 #include "trainer/train/trainer.h"
 
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : tandem::kExitUsage;
   }
 
-  tandem::dist::ProcessGroup group(&argc, &argv);
+  tandem::parallel::ProcessGroup group(&argc, &argv);
   try {
     auto config = tandem::config::load_config(config_path, overrides);
     if (print_config) {

@@ -10,7 +10,7 @@
 #endif
 
 #include "trainer/common/log.h"
-#include "trainer/dist/process_group.h"
+#include "trainer/parallel/process_group.h"
 
 #include <ATen/autocast_mode.h>
 
@@ -38,7 +38,7 @@ DeviceChoice on_gpu(const config::TrainConfig& train, int local_rank, int local_
   choice.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
   choice.bf16 = train.precision == "bf16";
 #ifdef TANDEM_HAVE_NCCL
-  choice.description = "cuda:" + std::to_string(local_rank) + " (" + dist::gpu_name(local_rank) + ")";
+  choice.description = "cuda:" + std::to_string(local_rank) + " (" + parallel::gpu_name(local_rank) + ")";
 #endif
   return choice;
 }

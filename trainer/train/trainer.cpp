@@ -62,14 +62,14 @@ void set_rng_state(const std::string& bytes) {
 }
 
 // Every rank must build the same parameter list; compare a hash of (name, shape, dtype).
-void check_same_layout(const checkpoint::NamedTensors& params, dist::Communicator& comm) {
+void check_same_layout(const checkpoint::NamedTensors& params, parallel::Communicator& comm) {
   std::vector<std::string> items;
   for (const auto& [name, p] : params) {
     std::ostringstream item;
     item << name << ' ' << p.sizes() << ' ' << p.dtype();
     items.push_back(item.str());
   }
-  auto hashes = comm.all_gather(dist::stable_hash(items));
+  auto hashes = comm.all_gather(parallel::stable_hash(items));
   for (size_t r = 1; r < hashes.size(); ++r) {
     if (hashes[r] != hashes[0]) {
       throw std::runtime_error("parameter layout differs between rank 0 and rank " +
@@ -91,7 +91,7 @@ void link_as(const std::string& step_path, const std::string& dir, const std::st
 
 }  // namespace
 
-Trainer::Trainer(config::Config config, dist::ProcessGroup& group, const ResumeOptions& resume)
+Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const ResumeOptions& resume)
     : config_(std::move(config)),
       group_(group),
       comm_(group.cpu()),
@@ -102,7 +102,7 @@ Trainer::Trainer(config::Config config, dist::ProcessGroup& group, const ResumeO
   tensor_comm_ = &comm_;
 #ifdef TANDEM_HAVE_NCCL
   if (device_.device.is_cuda()) {
-    gpu_comm_ = dist::make_nccl_communicator(group, config_.dist.timeout_s);
+    gpu_comm_ = parallel::make_nccl_communicator(group, config_.dist.timeout_s);
     tensor_comm_ = gpu_comm_.get();
   }
 #endif
@@ -117,7 +117,7 @@ Trainer::Trainer(config::Config config, dist::ProcessGroup& group, const ResumeO
   for (const auto& item : named) params_.push_back(item.second);
   check_same_layout(named, comm_);
   adam_ = std::make_unique<optim::Adam>(named, adam_options(config_.train));
-  reducer_ = std::make_unique<dist::GradientReducer>(params_, *tensor_comm_, config_.dist.bucket_mb,
+  reducer_ = std::make_unique<parallel::GradientReducer>(params_, *tensor_comm_, config_.dist.bucket_mb,
                                                      config_.dist.first_bucket_mb);
   if (config_.valid.every_steps > 0) {
     vocab_ = std::make_unique<data::Vocab>(data::Vocab::from_bytes(vocab_bytes_));
@@ -364,7 +364,7 @@ void Trainer::check_ranks_agree() {
     const torch::Tensor p = param.detach().to(torch::kCPU).contiguous();
     bytes.emplace_back(static_cast<const char*>(p.data_ptr()), p.numel() * p.element_size());
   }
-  const auto hashes = comm_.all_gather(dist::stable_hash(bytes));
+  const auto hashes = comm_.all_gather(parallel::stable_hash(bytes));
   std::string differing;
   for (size_t r = 1; r < hashes.size(); ++r) {
     if (hashes[r] != hashes[0]) differing += (differing.empty() ? "" : ", ") + std::to_string(r);

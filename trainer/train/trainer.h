@@ -16,8 +16,8 @@
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "trainer/config/config.h"
-#include "trainer/dist/gradient_reducer.h"
-#include "trainer/dist/process_group.h"
+#include "trainer/parallel/gradient_reducer.h"
+#include "trainer/parallel/process_group.h"
 #include "trainer/model/transformer.h"
 #include "trainer/optim/adam.h"
 #include "trainer/train/metrics_log.h"
@@ -37,7 +37,7 @@ struct ResumeHeader;
 
 class Trainer {
  public:
-  Trainer(config::Config config, dist::ProcessGroup& group, const ResumeOptions& resume = {});
+  Trainer(config::Config config, parallel::ProcessGroup& group, const ResumeOptions& resume = {});
   ~Trainer();
 
   // Trains until a stop condition; returns the process exit code (0, or 128 + signal).
@@ -69,11 +69,11 @@ class Trainer {
   std::string banner() const;
 
   config::Config config_;
-  dist::ProcessGroup& group_;
-  dist::Communicator& comm_;  // MPI: host values, and CPU tensors
+  parallel::ProcessGroup& group_;
+  parallel::Communicator& comm_;  // MPI: host values, and CPU tensors
   DeviceChoice device_;
-  std::unique_ptr<dist::Communicator> gpu_comm_;  // NCCL, when training on GPUs
-  dist::Communicator* tensor_comm_ = nullptr;     // gradients and parameters: gpu_comm_ or comm_
+  std::unique_ptr<parallel::Communicator> gpu_comm_;  // NCCL, when training on GPUs
+  parallel::Communicator* tensor_comm_ = nullptr;     // gradients and parameters: gpu_comm_ or comm_
   data::Corpus corpus_;
   data::ShardedLoader loader_;
   std::string vocab_bytes_;
@@ -81,7 +81,7 @@ class Trainer {
   model::Transformer model_{nullptr};
   std::vector<torch::Tensor> params_;
   std::unique_ptr<optim::Adam> adam_;
-  std::unique_ptr<dist::GradientReducer> reducer_;
+  std::unique_ptr<parallel::GradientReducer> reducer_;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<data::Vocab> vocab_;       // for validation only
   std::unique_ptr<Validator> validator_;     // null when valid.every_steps is 0

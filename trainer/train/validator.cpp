@@ -18,7 +18,7 @@ double ValidationResult::score(const std::string& metric) const {
 
 Validator::Validator(const data::Corpus& corpus, const data::Vocab& vocab,
                      const config::ValidConfig& config, int64_t max_tokens,
-                     dist::Communicator& comm)
+                     parallel::Communicator& comm)
     : vocab_(vocab), config_(config), max_tokens_(max_tokens), comm_(comm) {
   if (!corpus.has_split("valid")) {
     throw std::invalid_argument("valid.every_steps is " + std::to_string(config.every_steps) +

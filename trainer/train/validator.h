@@ -10,7 +10,7 @@
 #include "data/corpus.h"
 #include "data/vocab.h"
 #include "trainer/config/config.h"
-#include "trainer/dist/communicator.h"
+#include "trainer/parallel/communicator.h"
 #include "trainer/model/transformer.h"
 
 namespace tandem::train {
@@ -32,7 +32,7 @@ class Validator {
   // Reads this rank's share of the valid split once. Throws std::invalid_argument when the corpus
   // has no valid split.
   Validator(const data::Corpus& corpus, const data::Vocab& vocab, const config::ValidConfig& config,
-            int64_t max_tokens, dist::Communicator& comm);
+            int64_t max_tokens, parallel::Communicator& comm);
 
   // Collective: every rank must call it at the same step. Leaves the model in eval mode.
   ValidationResult run(model::Transformer& model);
@@ -41,7 +41,7 @@ class Validator {
   const data::Vocab& vocab_;
   config::ValidConfig config_;
   int64_t max_tokens_;
-  dist::Communicator& comm_;
+  parallel::Communicator& comm_;
   int64_t total_ = 0;                     // pairs validated, all ranks
   std::vector<data::SentencePair> pairs_;  // this rank's: global index rank, rank + N, ...
   std::vector<std::string> references_;    // rank 0: all, in global order

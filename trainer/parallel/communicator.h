@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace tandem::dist {
+namespace tandem::parallel {
 
 // A collective in flight (all_reduce_sum_async): its tensor must stay untouched until it is done.
 class Work {
@@ -61,4 +61,4 @@ class Communicator {
   virtual void set_timeout(double seconds) { (void)seconds; }
 };
 
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

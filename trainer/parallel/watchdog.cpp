@@ -1,4 +1,4 @@
-#include "trainer/dist/watchdog.h"
+#include "trainer/parallel/watchdog.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -8,7 +8,7 @@
 #include "trainer/common/error.h"
 #include "trainer/common/log.h"
 
-namespace tandem::dist {
+namespace tandem::parallel {
 namespace {
 
 void check_timeout(double seconds) {
@@ -101,4 +101,4 @@ void Watchdog::run() {
   }
 }
 
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

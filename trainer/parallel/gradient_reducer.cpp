@@ -1,4 +1,4 @@
-#include "trainer/dist/gradient_reducer.h"
+#include "trainer/parallel/gradient_reducer.h"
 
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace tandem::dist {
+namespace tandem::parallel {
 namespace {
 
 constexpr double kBytesPerMb = 1024.0 * 1024.0;
@@ -232,4 +232,4 @@ void GradientReducer::all_reduce(double scale) {
   finish(scale);
 }
 
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

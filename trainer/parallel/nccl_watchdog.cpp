@@ -1,4 +1,4 @@
-#include "trainer/dist/nccl_watchdog.h"
+#include "trainer/parallel/nccl_watchdog.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -10,7 +10,7 @@
 #include "trainer/common/error.h"
 #include "trainer/common/log.h"
 
-namespace tandem::dist {
+namespace tandem::parallel {
 namespace {
 
 // How often the thread looks at the oldest collective: often enough that a timeout is reported
@@ -170,4 +170,4 @@ void NcclWatchdog::report_and_exit(const std::string& message) {
   std::_Exit(kExitFailure);
 }
 
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

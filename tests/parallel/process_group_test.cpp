@@ -1,6 +1,6 @@
 // Single-process tests: stable_hash against FNV-1a values computed by hand (independently, one
 // byte at a time), and the process group as a world of one started without mpirun.
-#include "trainer/dist/process_group.h"
+#include "trainer/parallel/process_group.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace tandem::dist {
+namespace tandem::parallel {
 namespace {
 
 // One group per process: MPI cannot be initialised again after MPI_Finalize (at exit).
@@ -135,4 +135,4 @@ TEST(NcclCommunicator, IsAWorldOfOneOnAGpuAndACudaErrorWithout) {
 #endif
 
 }  // namespace
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

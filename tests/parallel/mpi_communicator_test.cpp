@@ -1,6 +1,6 @@
 // Collectives of the MPI backend under mpirun (np 2 and 4, one host): every result is compared
 // with its closed form over the ranks.
-#include "trainer/dist/mpi_communicator.h"
+#include "trainer/parallel/mpi_communicator.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -11,7 +11,7 @@
 
 #include "tests/common/mpi_test.h"
 
-namespace tandem::dist {
+namespace tandem::parallel {
 namespace {
 
 const std::vector<torch::ScalarType> kDtypes = {torch::kFloat32, torch::kFloat64, torch::kInt64};
@@ -137,7 +137,7 @@ TEST(MpiCommunicator, BroadcastBytesCopiesTheRootsBytes) {
 }
 
 TEST(ProcessGroup, OnOneHostLocalRanksAreWorldRanks) {
-  dist::ProcessGroup& group = test::process_group();
+  parallel::ProcessGroup& group = test::process_group();
   EXPECT_EQ(group.local_rank(), group.rank());
   EXPECT_EQ(group.local_size(), group.size());
   const std::vector<uint64_t> hosts = group.cpu().all_gather(stable_hash({group.hostname()}));
@@ -145,4 +145,4 @@ TEST(ProcessGroup, OnOneHostLocalRanksAreWorldRanks) {
 }
 
 }  // namespace
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

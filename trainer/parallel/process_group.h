@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "trainer/dist/communicator.h"
+#include "trainer/parallel/communicator.h"
 
-namespace tandem::dist {
+namespace tandem::parallel {
 
 class ProcessGroup {
  public:
@@ -43,7 +43,7 @@ class ProcessGroup {
 #ifdef TANDEM_HAVE_NCCL
 // The NCCL communicator over the world on device local_rank(), ordered against the legacy default
 // CUDA stream. Collective: every rank calls it. To order against another compute stream, construct
-// NcclCommunicator (trainer/dist/nccl_communicator.h) directly.
+// NcclCommunicator (trainer/parallel/nccl_communicator.h) directly.
 // `timeout_s` bounds the set-up and every collective (Communicator::set_timeout).
 std::unique_ptr<Communicator> make_nccl_communicator(const ProcessGroup& group, double timeout_s);
 
@@ -55,4 +55,4 @@ std::string gpu_name(int device);
 // every machine (FNV-1a 64), for cross-rank consistency checks.
 uint64_t stable_hash(const std::vector<std::string>& items);
 
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-namespace tandem::dist {
+namespace tandem::parallel {
 
 class Watchdog {
  public:
@@ -61,4 +61,4 @@ class Watchdog {
   Clock::time_point sleeping_until_ = Clock::time_point::max();  // the thread's wake-up time
 };
 
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

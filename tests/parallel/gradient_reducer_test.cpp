@@ -2,7 +2,7 @@
 // bucket caps so it has several buckets. Every reduced gradient is compared with the same sum
 // computed in one process (each rank recomputes every rank's loss on hook-free copies of the
 // parameters), and the collectives are counted by the communicator.
-#include "trainer/dist/gradient_reducer.h"
+#include "trainer/parallel/gradient_reducer.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -10,9 +10,9 @@
 #include <functional>
 #include <vector>
 
-#include "trainer/dist/mpi_communicator.h"
+#include "trainer/parallel/mpi_communicator.h"
 
-namespace tandem::dist {
+namespace tandem::parallel {
 namespace {
 
 constexpr double kBytes = 1.0 / (1024.0 * 1024.0);  // one byte, in the reducer's MiB
@@ -177,4 +177,4 @@ TEST(GradientReducer, MisuseIsALogicError) {
 }
 
 }  // namespace
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

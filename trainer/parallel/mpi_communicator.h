@@ -7,10 +7,10 @@
 
 #include <cstdint>
 
-#include "trainer/dist/communicator.h"
-#include "trainer/dist/watchdog.h"
+#include "trainer/parallel/communicator.h"
+#include "trainer/parallel/watchdog.h"
 
-namespace tandem::dist {
+namespace tandem::parallel {
 
 class MpiCommunicator : public Communicator {
  public:
@@ -57,4 +57,4 @@ class MpiCommunicator : public Communicator {
   uint64_t async_all_reduces_ = 0;
 };
 
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

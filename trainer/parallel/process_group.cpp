@@ -1,4 +1,4 @@
-#include "trainer/dist/process_group.h"
+#include "trainer/parallel/process_group.h"
 
 #include <mpi.h>
 
@@ -6,9 +6,9 @@
 #include <stdexcept>
 
 #include "trainer/common/log.h"
-#include "trainer/dist/mpi_communicator.h"
+#include "trainer/parallel/mpi_communicator.h"
 
-namespace tandem::dist {
+namespace tandem::parallel {
 namespace {
 
 constexpr uint64_t kFnvOffsetBasis = 14695981039346656037ULL;
@@ -105,4 +105,4 @@ uint64_t stable_hash(const std::vector<std::string>& items) {
   return hash;
 }
 
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

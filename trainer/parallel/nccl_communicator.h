@@ -9,12 +9,12 @@
 
 #include <memory>
 
-#include "trainer/dist/communicator.h"
-#include "trainer/dist/mpi_communicator.h"
-#include "trainer/dist/nccl_watchdog.h"
-#include "trainer/dist/process_group.h"
+#include "trainer/parallel/communicator.h"
+#include "trainer/parallel/mpi_communicator.h"
+#include "trainer/parallel/nccl_watchdog.h"
+#include "trainer/parallel/process_group.h"
 
-namespace tandem::dist {
+namespace tandem::parallel {
 
 class NcclCommunicator : public Communicator {
  public:
@@ -85,4 +85,4 @@ class NcclCommunicator : public Communicator {
   std::unique_ptr<NcclWatchdog> watchdog_;  // exists while comm_ is initialised
 };
 
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <string>
 
-#include "trainer/dist/process_group.h"
+#include "trainer/parallel/process_group.h"
 
 int main(int argc, char** argv) {
-  tandem::dist::ProcessGroup group(&argc, &argv);
+  tandem::parallel::ProcessGroup group(&argc, &argv);
   const std::string mode = argc > 1 ? argv[1] : "sync";
-  tandem::dist::Communicator& comm = group.cpu();
+  tandem::parallel::Communicator& comm = group.cpu();
   comm.set_timeout(2.0);
   comm.barrier();  // collective #1: both ranks are up
   if (group.rank() == 1) {

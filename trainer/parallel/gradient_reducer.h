@@ -10,9 +10,9 @@
 #include <memory>
 #include <vector>
 
-#include "trainer/dist/communicator.h"
+#include "trainer/parallel/communicator.h"
 
-namespace tandem::dist {
+namespace tandem::parallel {
 
 // One bucket's all-reduce in the last reduction, for tests and benchmarks.
 struct BucketLaunch {
@@ -97,4 +97,4 @@ class GradientReducer {
   bool solo_ = false;  // a world of one: no hooks, buckets or collectives
 };
 
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

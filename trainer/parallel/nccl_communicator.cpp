@@ -1,4 +1,4 @@
-#include "trainer/dist/nccl_communicator.h"
+#include "trainer/parallel/nccl_communicator.h"
 
 #include <cstdio>
 #include <cstring>
@@ -11,7 +11,7 @@
 #define TANDEM_NCCL_NONBLOCKING 1
 #endif
 
-namespace tandem::dist {
+namespace tandem::parallel {
 namespace {
 
 void check(cudaError_t status, const char* what) {
@@ -312,4 +312,4 @@ std::unique_ptr<Communicator> make_nccl_communicator(const ProcessGroup& group, 
   return std::make_unique<NcclCommunicator>(group, cudaStreamLegacy, timeout_s);
 }
 
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

@@ -1,4 +1,4 @@
-#include "trainer/dist/mpi_communicator.h"
+#include "trainer/parallel/mpi_communicator.h"
 
 #include <algorithm>
 #include <climits>
@@ -9,7 +9,7 @@
 // already ends the whole job on any MPI error, which is the failure policy of DESIGN.md. What MPI
 // cannot see, a peer that never joins a collective, the watchdog ends instead.
 
-namespace tandem::dist {
+namespace tandem::parallel {
 namespace {
 
 std::string describe(const torch::Tensor& tensor) {
@@ -196,4 +196,4 @@ std::string MpiCommunicator::broadcast_bytes(const std::string& bytes, int root)
   return result;
 }
 
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-namespace tandem::dist {
+namespace tandem::parallel {
 
 using SteadyClock = std::chrono::steady_clock;
 
@@ -81,4 +81,4 @@ class NcclWatchdog {
   std::thread thread_;
 };
 
-}  // namespace tandem::dist
+}  // namespace tandem::parallel

@@ -1,7 +1,7 @@
 // The watchdog alone, without MPI: a wait that outlives its timeout is reported once, by the
 // collective's name and number; waits that end in time never are. (Its default action, ending
 // the process, is checked under mpirun by watchdog_stuck_peer.sh.)
-#include "trainer/dist/watchdog.h"
+#include "trainer/parallel/watchdog.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace tandem::dist {
+namespace tandem::parallel {
 namespace {
 
 class Reports {
@@ -74,4 +74,4 @@ TEST(Watchdog, RejectsTimeoutsThatAreNotPositive) {
 }
 
 }  // namespace
-}  // namespace tandem::dist
+}  // namespace tandem::parallel
