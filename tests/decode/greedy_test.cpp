@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tests/decode/fixtures.h"
+#include "trainer/decode/translate.h"
 
 namespace tandem::decode {
 namespace {

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     MPI_Recv(&never_sent, 1, MPI_INT, 0, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   } else if (mode == "async") {
     torch::Tensor values = torch::ones({4});
-    comm.all_reduce_sum_async(values)->wait();  // collective #2
+    comm.all_reduce_sum_async(values)->fence();  // collective #2
   } else {
     comm.all_reduce_sum(1.0);  // collective #2
   }

@@ -63,7 +63,7 @@ struct Reference {
     model = model::Transformer(train::model_options(c.model, corpus.vocab().size()));
     adam = std::make_unique<optim::Adam>(train::named_parameters(model),
                                          optim::AdamOptions{c.train.adam_beta1, c.train.adam_beta2,
-                                                            c.train.adam_eps, 0.0});
+                                                            c.train.adam_eps});
   }
   double step() {
     adam->zero_grad();

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "trainer/decode/beam.h"
-#include "trainer/decode/translate.h"  // translate() was declared here before beam search
 #include "trainer/model/transformer.h"
 
 namespace tandem::decode {

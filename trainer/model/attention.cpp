@@ -16,11 +16,6 @@ torch::Tensor key_padding_mask(const torch::Tensor& pad) {
   return pad.view({pad.size(0), 1, 1, pad.size(1)});
 }
 
-torch::Tensor causal_mask(int64_t len, const torch::Device& device) {
-  auto ones = torch::ones({len, len}, torch::TensorOptions().dtype(torch::kBool).device(device));
-  return ones.triu(1).view({1, 1, len, len});
-}
-
 MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& options)
     : options_(options), d_head_(options.d_model / options.heads) {
   q_proj_ = register_module("q_proj", torch::nn::Linear(options.d_model, options.d_model));

@@ -19,8 +19,6 @@ struct MultiheadAttentionOptions {
 // Masks are bool, true where attention is forbidden, broadcastable to [batch, heads, q_len, k_len].
 // pad [batch, k_len] (true at padding) → [batch, 1, 1, k_len].
 torch::Tensor key_padding_mask(const torch::Tensor& pad);
-// [1, 1, len, len], true above the diagonal (key after query).
-torch::Tensor causal_mask(int64_t len, const torch::Device& device);
 
 class MultiheadAttentionImpl : public torch::nn::Module {
  public:

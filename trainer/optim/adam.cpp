@@ -37,14 +37,14 @@ bool cpu_float(const torch::Tensor& t) {
 }
 
 struct AdamScalars {
-  float beta1, beta2, eps, weight_decay, correction2, step_size;  // step_size = lr / correction1
+  float beta1, beta2, eps, correction2, step_size;  // step_size = lr / correction1
 };
 
 // The tensor-op update below, element by element in one pass (the state stays in cache).
 void adam_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
               const AdamScalars& a) {
   for (int64_t i = 0; i < n; ++i) {
-    const float g = a.weight_decay != 0.0f ? grad[i] + a.weight_decay * param[i] : grad[i];
+    const float g = grad[i];
     m[i] = m[i] * a.beta1 + (1.0f - a.beta1) * g;
     v[i] = v[i] * a.beta2 + (1.0f - a.beta2) * g * g;
     param[i] -= a.step_size * m[i] / (std::sqrt(v[i] / a.correction2) + a.eps);
@@ -77,10 +77,9 @@ void Adam::step(double lr) {
   const double correction1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_));
   const double correction2 = 1.0 - std::pow(options_.beta2, static_cast<double>(step_));
   if (step_on_gpu(lr, correction1, correction2)) return;
-  const AdamScalars scalars{
-      static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
-      static_cast<float>(options_.eps),   static_cast<float>(options_.weight_decay),
-      static_cast<float>(correction2),    static_cast<float>(lr / correction1)};
+  const AdamScalars scalars{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
+                            static_cast<float>(options_.eps), static_cast<float>(correction2),
+                            static_cast<float>(lr / correction1)};
   for (size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& param = params_[i].second;
     if (!param.grad().defined()) continue;
@@ -90,7 +89,6 @@ void Adam::step(double lr) {
                exp_avg_sq_[i].data_ptr<float>(), param.numel(), scalars);
       continue;
     }
-    if (options_.weight_decay != 0.0) grad = grad.add(param, options_.weight_decay);
     exp_avg_[i].mul_(options_.beta1).add_(grad, 1.0 - options_.beta1);
     exp_avg_sq_[i].mul_(options_.beta2).addcmul_(grad, grad, 1.0 - options_.beta2);
     const torch::Tensor denominator = exp_avg_sq_[i].div(correction2).sqrt_().add_(options_.eps);
@@ -98,10 +96,10 @@ void Adam::step(double lr) {
   }
 }
 
-// With every parameter and gradient on a GPU (and no weight decay): the multi-tensor update.
+// With every parameter and gradient on a GPU: the multi-tensor update.
 bool Adam::step_on_gpu(double lr, double correction1, double correction2) {
   const auto grads = gradients(tensors_);
-  if (options_.weight_decay != 0.0 || !all_on_gpu(tensors_) || !all_on_gpu(grads)) return false;
+  if (!all_on_gpu(tensors_) || !all_on_gpu(grads)) return false;
   adam_update(tensors_, grads, exp_avg_, exp_avg_sq_, options_.beta1, options_.beta2, options_.eps,
               lr, correction1, correction2);
   return true;

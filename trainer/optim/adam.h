@@ -15,7 +15,6 @@ struct AdamOptions {
   double beta1 = 0.9;
   double beta2 = 0.98;
   double eps = 1e-9;
-  double weight_decay = 0.0;  // L2 added to the gradient (Adam, not AdamW); 0 disables
 };
 
 class Adam {

@@ -18,16 +18,17 @@ class Work {
   virtual ~Work() = default;
   // Without blocking: whether the collective has completed (MPI: also drives its progress).
   virtual bool test() = 0;
-  // MPI: blocks until completed (under the communicator's timeout). NCCL: orders the compute
-  // stream after the collective, without blocking the host.
-  virtual void wait() = 0;
+  // Orders what the caller does next after the collective, so that it sees the result. Not a
+  // host wait on every backend: MPI blocks the host until the collective has completed (under
+  // the communicator's timeout); NCCL makes the compute stream wait for it and returns at once.
+  virtual void fence() = 0;
 };
 
 // Work that was done when it was made (a backend's synchronous fallback).
 class CompletedWork : public Work {
  public:
   bool test() override { return true; }
-  void wait() override {}
+  void fence() override {}
 };
 
 class Communicator {

@@ -197,7 +197,7 @@ void GradientReducer::finish(double scale) {
     return;
   }
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    work_[b]->wait();
+    work_[b]->fence();
     flat_[b].mul_(scale);
     for (size_t i : buckets_[b]) {
       torch::Tensor& p = params_[i];
@@ -224,12 +224,6 @@ void GradientReducer::finish_solo(double scale) {
   }
   if (scale != 1.0 && !grads.empty()) at::_foreach_mul_(grads, scale);
   phase_ = Phase::kIdle;
-}
-
-void GradientReducer::all_reduce(double scale) {
-  prepare_for_backward();
-  end_backward();
-  finish(scale);
 }
 
 }  // namespace tandem::parallel

@@ -49,8 +49,6 @@ class GradientReducer {
   void prepare_for_backward();
   void end_backward();
   void finish(double scale);
-  // The three at once, for gradients already accumulated (no overlap).
-  void all_reduce(double scale);
 
   // Parameter indices (into the constructor's list) of every bucket, in launch order.
   const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }

@@ -57,7 +57,7 @@ class MpiWork : public Work {
   MpiWork(torch::Tensor tensor, Watchdog& watchdog, uint64_t sequence)
       : tensor_(std::move(tensor)), watchdog_(watchdog), sequence_(sequence) {}
   // MPI may still be writing into the tensor: a request is never dropped, only completed.
-  ~MpiWork() override { wait(); }
+  ~MpiWork() override { fence(); }
   MpiWork(const MpiWork&) = delete;
   MpiWork& operator=(const MpiWork&) = delete;
 
@@ -72,7 +72,7 @@ class MpiWork : public Work {
     return done_;
   }
 
-  void wait() override {
+  void fence() override {
     if (done_) return;
     const auto watch = watchdog_.watch("all_reduce_sum_async", sequence_);
     MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);

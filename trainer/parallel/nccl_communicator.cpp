@@ -71,7 +71,7 @@ class NcclWork : public Work {
     check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
   }
   // The event is released by CUDA once it has completed; the tensor must live as long, which
-  // wait() guarantees by ordering the compute stream (and so the caching allocator) after it.
+  // fence() guarantees by ordering the compute stream (and so the caching allocator) after it.
   ~NcclWork() override { cudaEventDestroy(done_); }
   NcclWork(const NcclWork&) = delete;
   NcclWork& operator=(const NcclWork&) = delete;
@@ -85,7 +85,7 @@ class NcclWork : public Work {
     return true;
   }
 
-  void wait() override {
+  void fence() override {
     check(cudaStreamWaitEvent(compute_stream_, done_, 0), "cudaStreamWaitEvent");
   }
 

@@ -29,7 +29,6 @@ class NcclCommunicator : public Communicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  void set_compute_stream(cudaStream_t stream) { compute_stream_ = stream; }
   int device() const { return device_; }
 
   int rank() const override { return rank_; }
@@ -37,7 +36,7 @@ class NcclCommunicator : public Communicator {
   std::string backend() const override { return "nccl"; }
 
   void all_reduce_sum(torch::Tensor& tensor) override;
-  // Enqueued on the communication stream after the compute stream's work so far; wait() makes
+  // Enqueued on the communication stream after the compute stream's work so far; fence() makes
   // the compute stream wait for it, so backward keeps running meanwhile.
   std::unique_ptr<Work> all_reduce_sum_async(torch::Tensor& tensor) override;
   void broadcast(torch::Tensor& tensor, int root) override;
@@ -52,9 +51,6 @@ class NcclCommunicator : public Communicator {
   // block the host, are polled by NcclWatchdog (completion event, NCCL's asynchronous error,
   // deadline), which aborts the communicator and ends the process when one fails or times out.
   void set_timeout(double seconds) override;
-
-  // GPU collectives issued since construction (a report's #k is the k-th).
-  uint64_t collectives() const { return sequence_; }
 
  private:
   void create_resources();
