@@ -22,7 +22,7 @@ TEST(ToYaml, WritesEveryKeyInShortestExactForm) {
       "train:\n  max_steps: 0\n  max_epochs: 0\n  max_minutes: 0.0\n  lr: 0.0003\n"
       "  schedule: constant\n  warmup_steps: 0\n  adam_beta1: 0.9\n  adam_beta2: 0.98\n"
       "  adam_eps: 1.0e-9\n  clip_norm: 1.0\n  label_smoothing: 0.0\n  accum_steps: 1\n"
-      "  seed: 1\n  threads: 1\n  device: auto\n  precision: fp32\n"
+      "  seed: 1\n  threads: 1\n  onednn_cache: 0\n  device: auto\n  precision: fp32\n"
       "checkpoint:\n  dir: runs/tiny\n  every_steps: 500\n  every_minutes: 0.0\n  keep_last: 5\n"
       "valid:\n  every_steps: 0\n  max_sentences: 0\n  beam: 1\n  metric: bleu\n  patience: 0\n"
       "dist:\n  check_every_steps: 100\n  bucket_mb: 25.0\n  first_bucket_mb: 1.0\n"
@@ -44,7 +44,7 @@ TEST(ToYaml, RoundTripIsBitExact) {
   c.train.max_minutes = 1e300;
   c.train.adam_eps = 5e-324;  // the smallest subnormal
   c.train.adam_beta2 = 0.999;
-  c.train.schedule = "inverse_sqrt";
+  c.train.schedule = Schedule::kInverseSqrt;
   c.train.warmup_steps = 7;
   c.train.label_smoothing = -0.0 + 0.1;
   c.checkpoint.dir = "123";  // looks like a number, is a string
@@ -61,7 +61,7 @@ TEST(ToYaml, RoundTripIsBitExact) {
   EXPECT_TRUE(same_bits(back.train.max_minutes, 1e300));
   EXPECT_TRUE(same_bits(back.train.adam_eps, 5e-324));
   EXPECT_TRUE(same_bits(back.train.adam_beta2, 0.999));
-  EXPECT_EQ(back.train.schedule, "inverse_sqrt");
+  EXPECT_EQ(back.train.schedule, Schedule::kInverseSqrt);
   EXPECT_EQ(back.train.warmup_steps, 7);
   EXPECT_EQ(back.checkpoint.dir, "123");
   EXPECT_EQ(to_yaml(back), text);

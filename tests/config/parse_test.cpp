@@ -5,6 +5,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainer/config/config.h"
@@ -35,9 +36,40 @@ TEST(ParseConfig, MissingKeysKeepTheirDefaults) {
   EXPECT_EQ(c.model.d_model, 256);
   EXPECT_EQ(c.model.heads, 4);
   EXPECT_EQ(c.train.lr, 3.0e-4);
-  EXPECT_EQ(c.train.schedule, "constant");
+  EXPECT_EQ(c.train.schedule, Schedule::kConstant);
   EXPECT_EQ(c.checkpoint.keep_last, 5);
   EXPECT_EQ(c.log.every_steps, 50);
+}
+
+// The closed sets are resolved while reading: a value outside one names the key and every spelling.
+TEST(ParseConfig, ClosedSetsNameEveryAllowedValue) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"train.schedule=cosine", "train.schedule: expected constant or inverse_sqrt, got 'cosine'"},
+      {"train.device=gpu", "train.device: expected auto, cpu or cuda, got 'gpu'"},
+      {"train.precision=fp16", "train.precision: expected fp32 or bf16, got 'fp16'"},
+      {"valid.metric=rouge", "valid.metric: expected bleu, chrf or loss, got 'rouge'"},
+  };
+  for (const auto& [override_text, message] : cases) {
+    const std::string error = parse_error(kMinimal, {override_text});
+    EXPECT_EQ(error, "my.yaml: --set '" + override_text + "': " + message);
+  }
+  EXPECT_EQ(parse_error("data: {corpus: c.h5}\ntrain:\n  schedule: [constant]\n"),
+            "my.yaml:3: train.schedule: expected constant or inverse_sqrt, got a list");
+}
+
+TEST(ParseConfig, ClosedSetsReadEverySpelling) {
+  const Config c = parse_config(
+      "data: {corpus: c.h5}\n"
+      "train: {schedule: inverse_sqrt, warmup_steps: 10, device: cpu, precision: 'bf16'}\n"
+      "valid: {metric: chrf}\n",
+      "my.yaml");
+  EXPECT_EQ(c.train.schedule, Schedule::kInverseSqrt);
+  EXPECT_EQ(c.train.device, Device::kCpu);
+  EXPECT_EQ(c.train.precision, Precision::kBf16);
+  EXPECT_EQ(c.valid.metric, ValidMetric::kChrf);
+  EXPECT_EQ(parse_config(kMinimal, "my.yaml", {"train.device=cuda"}).train.device, Device::kCuda);
+  EXPECT_EQ(parse_config(kMinimal, "my.yaml", {"valid.metric=loss"}).valid.metric,
+            ValidMetric::kLoss);
 }
 
 TEST(ParseConfig, ReadsEveryFieldType) {

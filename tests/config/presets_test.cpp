@@ -36,7 +36,8 @@ TEST(Presets, TinyIsTheCpuPreset) {
   EXPECT_EQ(c.model.dropout, 0.1);
   EXPECT_EQ(c.data.max_tokens, 2048);  // the BLEU recipe of the README (more, smaller updates)
   EXPECT_TRUE(c.model.tie_embeddings);
-  EXPECT_EQ(c.train.precision, "bf16");  // about 1.7x fp32 where the CPU has bf16 dot products
+  EXPECT_EQ(c.train.precision,
+            Precision::kBf16);  // about 1.7x fp32 where the CPU has bf16 dot products
   EXPECT_EQ(c.data.corpus, "work/bible/corpus.h5");
   // Bounded by wall time, so the quickstart and a bare `tandem-train --config` both end.
   EXPECT_GT(c.train.max_minutes, 0);
@@ -73,7 +74,7 @@ TEST(Presets, TinyWritesEveryKeyWithAComment) {
     EXPECT_EQ(commented.count(key), 1u) << key;
     ++count;
   }
-  EXPECT_EQ(count, 43);  // every key of config.h
+  EXPECT_EQ(count, 44);  // every key of config.h
 }
 
 TEST(Presets, BaseIsThePapersBaseModel) {
@@ -84,7 +85,7 @@ TEST(Presets, BaseIsThePapersBaseModel) {
   EXPECT_EQ(c.model.decoder_layers, 6);
   EXPECT_EQ(c.model.d_ff, 2048);
   EXPECT_EQ(c.model.dropout, 0.1);
-  EXPECT_EQ(c.train.schedule, "inverse_sqrt");
+  EXPECT_EQ(c.train.schedule, Schedule::kInverseSqrt);
   EXPECT_EQ(c.train.warmup_steps, 4000);
   EXPECT_EQ(c.train.lr, 7e-4);
   EXPECT_EQ(c.train.label_smoothing, 0.1);
@@ -99,7 +100,7 @@ TEST(Presets, BigIsThePapersBigModel) {
   EXPECT_EQ(c.model.decoder_layers, 6);
   EXPECT_EQ(c.model.d_ff, 4096);
   EXPECT_EQ(c.model.dropout, 0.3);
-  EXPECT_EQ(c.train.schedule, "inverse_sqrt");
+  EXPECT_EQ(c.train.schedule, Schedule::kInverseSqrt);
   EXPECT_EQ(c.train.warmup_steps, 4000);
   EXPECT_EQ(c.train.lr, 5e-4);
   EXPECT_EQ(c.train.label_smoothing, 0.1);

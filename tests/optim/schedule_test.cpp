@@ -8,13 +8,13 @@ namespace tandem::optim {
 namespace {
 
 TEST(Schedule, ConstantWithoutWarmupIsFlat) {
-  const ScheduleOptions options{"constant", 3e-4, 0};
+  const ScheduleOptions options{config::Schedule::kConstant, 3e-4, 0};
   EXPECT_DOUBLE_EQ(learning_rate(options, 1), 3e-4);
   EXPECT_DOUBLE_EQ(learning_rate(options, 1000000), 3e-4);
 }
 
 TEST(Schedule, ConstantWarmsUpLinearly) {
-  const ScheduleOptions options{"constant", 1e-3, 10};
+  const ScheduleOptions options{config::Schedule::kConstant, 1e-3, 10};
   EXPECT_DOUBLE_EQ(learning_rate(options, 1), 1e-4);
   EXPECT_DOUBLE_EQ(learning_rate(options, 5), 5e-4);
   EXPECT_DOUBLE_EQ(learning_rate(options, 10), 1e-3);
@@ -23,7 +23,7 @@ TEST(Schedule, ConstantWarmsUpLinearly) {
 }
 
 TEST(Schedule, InverseSqrtWarmsUpThenDecays) {
-  const ScheduleOptions options{"inverse_sqrt", 7e-4, 4000};
+  const ScheduleOptions options{config::Schedule::kInverseSqrt, 7e-4, 4000};
   EXPECT_DOUBLE_EQ(learning_rate(options, 1), 1.75e-7);              // 7e-4 * 1 / 4000
   EXPECT_DOUBLE_EQ(learning_rate(options, 2000), 3.5e-4);            // half way up
   EXPECT_DOUBLE_EQ(learning_rate(options, 4000), 7e-4);              // the peak
@@ -33,15 +33,14 @@ TEST(Schedule, InverseSqrtWarmsUpThenDecays) {
 }
 
 TEST(Schedule, StepZeroIsTheStartOfWarmup) {
-  EXPECT_DOUBLE_EQ(learning_rate({"constant", 1e-3, 0}, 0), 1e-3);
-  EXPECT_DOUBLE_EQ(learning_rate({"constant", 1e-3, 10}, 0), 0.0);
-  EXPECT_DOUBLE_EQ(learning_rate({"inverse_sqrt", 1e-3, 10}, 0), 0.0);
+  EXPECT_DOUBLE_EQ(learning_rate({config::Schedule::kConstant, 1e-3, 0}, 0), 1e-3);
+  EXPECT_DOUBLE_EQ(learning_rate({config::Schedule::kConstant, 1e-3, 10}, 0), 0.0);
+  EXPECT_DOUBLE_EQ(learning_rate({config::Schedule::kInverseSqrt, 1e-3, 10}, 0), 0.0);
 }
 
 TEST(Schedule, RejectsBadArguments) {
-  EXPECT_THROW(learning_rate({"constant", 1e-3, 0}, -1), std::invalid_argument);
-  EXPECT_THROW(learning_rate({"cosine", 1e-3, 0}, 1), std::invalid_argument);
-  EXPECT_THROW(learning_rate({"inverse_sqrt", 1e-3, 0}, 1), std::invalid_argument);
+  EXPECT_THROW(learning_rate({config::Schedule::kConstant, 1e-3, 0}, -1), std::invalid_argument);
+  EXPECT_THROW(learning_rate({config::Schedule::kInverseSqrt, 1e-3, 0}, 1), std::invalid_argument);
 }
 
 }  // namespace

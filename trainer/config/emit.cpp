@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "trainer/config/config.h"
 #include "trainer/config/fields.h"
@@ -46,6 +47,11 @@ std::string format_value(int64_t value) { return std::to_string(value); }
 std::string format_value(uint64_t value) { return std::to_string(value); }
 std::string format_value(double value) { return detail::format_double(value); }
 std::string format_value(bool value) { return value ? "true" : "false"; }
+
+template <class Enum, class = std::enable_if_t<std::is_enum_v<Enum>>>
+std::string format_value(Enum value) {
+  return name_of(value);
+}
 
 // yaml-cpp quotes only what needs it: paths stay plain, "" and "a: b" get quotes.
 std::string format_value(const std::string& value) {

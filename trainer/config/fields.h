@@ -39,6 +39,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("train", "accum_steps", c.train.accum_steps);
   visit("train", "seed", c.train.seed);
   visit("train", "threads", c.train.threads);
+  visit("train", "onednn_cache", c.train.onednn_cache);
   visit("train", "device", c.train.device);
   visit("train", "precision", c.train.precision);
   visit("checkpoint", "dir", c.checkpoint.dir);
@@ -56,6 +57,14 @@ void for_each_field(C& c, Visit&& visit) {
   visit("dist", "timeout_s", c.dist.timeout_s);
   visit("log", "every_steps", c.log.every_steps);
 }
+
+// Sets *value to the closed-set value spelled `text` (config.h's Spellings) and returns true, or
+// returns false when `text` spells none of them. Defined in validate.cpp for every closed set.
+template <class Enum>
+bool resolve(const std::string& text, Enum* value);
+// The spellings for a message: "constant or inverse_sqrt", "auto, cpu or cuda".
+template <class Enum>
+std::string one_of();
 
 // The shortest decimal text that reads back as exactly `value` (0.0003, not
 // 0.00029999999999999997), with ".0" added to whole numbers so they read as floats; .inf, -.inf and

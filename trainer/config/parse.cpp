@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -21,7 +22,8 @@
 namespace tandem::config {
 namespace {
 
-using FieldRef = std::variant<int64_t*, uint64_t*, double*, bool*, std::string*>;
+using FieldRef = std::variant<int64_t*, uint64_t*, double*, bool*, std::string*, Schedule*, Device*,
+                              Precision*, ValidMetric*>;
 
 struct Field {
   std::string path;  // "model.d_model"
@@ -191,6 +193,12 @@ std::string assign(const YAML::Node& node, std::string* field) {
   if (!node.IsScalar()) return "a string";
   *field = node.Scalar();
   return "";
+}
+
+// A closed set's spelling, quoted or not ("schedule: inverse_sqrt").
+template <class Enum, class = std::enable_if_t<std::is_enum_v<Enum>>>
+std::string assign(const YAML::Node& node, Enum* field) {
+  return node.IsScalar() && detail::resolve(node.Scalar(), field) ? "" : detail::one_of<Enum>();
 }
 
 void assign_field(const Field& field, const YAML::Node& value, const Origin& origin,

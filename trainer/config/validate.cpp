@@ -1,5 +1,6 @@
 // Range and relation checks of a parsed Config, one message per rule naming the key, its value and
-// what is expected, so a bad preset fails before any data is read.
+// what is expected, so a bad preset fails before any data is read; and the resolution of the
+// closed sets' spellings (constant, inverse_sqrt, ...) into their enums.
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -8,6 +9,41 @@
 #include "trainer/config/fields.h"
 
 namespace tandem::config {
+namespace detail {
+
+template <class Enum>
+bool resolve(const std::string& text, Enum* value) {
+  const auto& names = Spellings<Enum>::kNames;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (text == names[i]) {
+      *value = static_cast<Enum>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+template <class Enum>
+std::string one_of() {
+  const auto& names = Spellings<Enum>::kNames;
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
+  }
+  return text;
+}
+
+template bool resolve(const std::string&, Schedule*);
+template bool resolve(const std::string&, Device*);
+template bool resolve(const std::string&, Precision*);
+template bool resolve(const std::string&, ValidMetric*);
+template std::string one_of<Schedule>();
+template std::string one_of<Device>();
+template std::string one_of<Precision>();
+template std::string one_of<ValidMetric>();
+
+}  // namespace detail
+
 namespace {
 
 std::string text(int64_t value) { return std::to_string(value); }
@@ -47,13 +83,9 @@ void validate_train(const TrainConfig& t) {
   require(t.max_epochs >= 0, "train.max_epochs", t.max_epochs, ">= 0 (0 = no limit)");
   require(t.max_minutes >= 0, "train.max_minutes", t.max_minutes, ">= 0 (0 disables)");
   require(std::isfinite(t.lr) && t.lr > 0, "train.lr", t.lr, "a positive number");
-  if (t.schedule != "constant" && t.schedule != "inverse_sqrt") {
-    throw std::invalid_argument("train.schedule: expected constant or inverse_sqrt, got '" +
-                                t.schedule + "'");
-  }
   require(t.warmup_steps >= 0, "train.warmup_steps", t.warmup_steps, ">= 0 (0 disables)");
-  require(t.schedule != "inverse_sqrt" || t.warmup_steps > 0, "train.warmup_steps", t.warmup_steps,
-          ">= 1 with schedule inverse_sqrt");
+  require(t.schedule != Schedule::kInverseSqrt || t.warmup_steps > 0, "train.warmup_steps",
+          t.warmup_steps, ">= 1 with schedule inverse_sqrt");
   require(t.adam_beta1 >= 0 && t.adam_beta1 < 1, "train.adam_beta1", t.adam_beta1,
           "a number in [0, 1)");
   require(t.adam_beta2 >= 0 && t.adam_beta2 < 1, "train.adam_beta2", t.adam_beta2,
@@ -64,13 +96,7 @@ void validate_train(const TrainConfig& t) {
           t.label_smoothing, "a number in [0, 1)");
   require(t.accum_steps >= 1, "train.accum_steps", t.accum_steps, ">= 1");
   require(t.threads >= 1, "train.threads", t.threads, ">= 1");
-  if (t.device != "auto" && t.device != "cpu" && t.device != "cuda") {
-    throw std::invalid_argument("train.device: expected auto, cpu or cuda, got '" + t.device + "'");
-  }
-  if (t.precision != "fp32" && t.precision != "bf16") {
-    throw std::invalid_argument("train.precision: expected fp32 or bf16, got '" + t.precision +
-                                "'");
-  }
+  require(t.onednn_cache >= 0, "train.onednn_cache", t.onednn_cache, ">= 0 (0 caches none)");
 }
 
 }  // namespace
@@ -91,9 +117,6 @@ void validate(const Config& config) {
   require(v.max_sentences >= 0, "valid.max_sentences", v.max_sentences, ">= 0 (0 = all)");
   require(v.beam >= 1, "valid.beam", v.beam, ">= 1");
   require(v.patience >= 0, "valid.patience", v.patience, ">= 0 (0 disables)");
-  if (v.metric != "bleu" && v.metric != "chrf" && v.metric != "loss") {
-    throw std::invalid_argument("valid.metric: expected bleu, chrf or loss, got '" + v.metric + "'");
-  }
   require(config.dist.bucket_mb > 0, "dist.bucket_mb", config.dist.bucket_mb, "a positive number");
   require(config.dist.first_bucket_mb > 0, "dist.first_bucket_mb", config.dist.first_bucket_mb,
           "a positive number");

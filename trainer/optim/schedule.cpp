@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 namespace tandem::optim {
 
@@ -12,19 +13,18 @@ double learning_rate(const ScheduleOptions& options, int64_t step) {
   if (step < 0) throw std::invalid_argument("learning_rate: step " + std::to_string(step) + " < 0");
   const double warmup = static_cast<double>(options.warmup_steps);
   const double t = static_cast<double>(step);
-  if (options.kind == "constant") {
-    return t < warmup ? options.lr * t / warmup : options.lr;
+  switch (options.kind) {
+    case config::Schedule::kConstant:
+      return t < warmup ? options.lr * t / warmup : options.lr;
+    case config::Schedule::kInverseSqrt:
+      if (options.warmup_steps < 1) {
+        throw std::invalid_argument(
+            "learning_rate: schedule inverse_sqrt needs warmup_steps >= 1, got " +
+            std::to_string(options.warmup_steps));
+      }
+      return t <= warmup ? options.lr * t / warmup : options.lr * std::sqrt(warmup / t);
   }
-  if (options.kind == "inverse_sqrt") {
-    if (options.warmup_steps < 1) {
-      throw std::invalid_argument(
-          "learning_rate: schedule inverse_sqrt needs warmup_steps >= 1, got " +
-          std::to_string(options.warmup_steps));
-    }
-    return t <= warmup ? options.lr * t / warmup : options.lr * std::sqrt(warmup / t);
-  }
-  throw std::invalid_argument("learning_rate: schedule '" + options.kind +
-                              "', expected constant or inverse_sqrt");
+  throw std::logic_error("learning_rate: unknown schedule");
 }
 
 }  // namespace tandem::optim

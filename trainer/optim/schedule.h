@@ -3,14 +3,15 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
+
+#include "trainer/config/config.h"
 
 namespace tandem::optim {
 
 struct ScheduleOptions {
-  std::string kind = "constant";  // constant | inverse_sqrt
+  config::Schedule kind = config::Schedule::kConstant;
   double lr = 3.0e-4;
-  int64_t warmup_steps = 0;
+  int64_t warmup_steps = 0;  // >= 1 for inverse_sqrt
 };
 
 // The learning rate of optimizer step `step` (1-based; 0, before any update, is allowed). A pure

@@ -1,16 +1,15 @@
 // tandem-decode: translate stdin to stdout with a checkpoint, one sentence per line, in order
 // (beam search; n-best lists on request).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <iostream>
 
 #include "trainer/common/error.h"
 #include "trainer/tools/decode_flags.h"
 #include "trainer/tools/tool_main.h"
+#include "trainer/train/cpu_runtime.h"
 #include "trainer/train/evaluate.h"
 #include "trainer/train/model_io.h"
-#include "trainer/train/threads.h"
 
 namespace {
 
@@ -81,7 +80,7 @@ int main(int argc, char** argv) {
                                   std::to_string(options.beam_size) +
                                   ": an n-best list holds at most beam size hypotheses");
     }
-    if (threads > 0) tandem::train::set_compute_threads(threads);
+    if (threads > 0) tandem::train::configure_cpu_runtime({threads});
     auto m = tandem::train::load_for_inference(checkpoint);
     std::vector<std::string> lines;
     for (std::string line; std::getline(std::cin, line);) {

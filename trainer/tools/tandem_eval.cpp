@@ -1,7 +1,6 @@
 // tandem-eval: loss, perplexity, token accuracy, BLEU and chrF2 of a checkpoint on a corpus split or
 // on raw source/reference files; or BLEU and chrF2 of a translation file alone.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -12,10 +11,10 @@
 #include "trainer/common/error.h"
 #include "trainer/tools/decode_flags.h"
 #include "trainer/tools/tool_main.h"
+#include "trainer/train/cpu_runtime.h"
 #include "trainer/train/evaluate.h"
 #include "trainer/train/metrics.h"
 #include "trainer/train/model_io.h"
-#include "trainer/train/threads.h"
 
 namespace {
 
@@ -136,12 +135,13 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : tandem::kExitUsage;
   }
   return tandem::tools::run_tool("tandem-eval", [&] {
-    if (args.threads > 0) tandem::train::set_compute_threads(args.threads);
+    if (args.threads > 0) tandem::train::configure_cpu_runtime({args.threads});
     if (!args.hyp.empty()) {
       if (args.ref.empty()) throw std::invalid_argument("--hyp needs --ref");
       return score_file(args);
     }
-    if (args.checkpoint.empty()) throw std::invalid_argument("give --checkpoint (or --hyp with --ref); see --help");
+    if (args.checkpoint.empty())
+      throw std::invalid_argument("give --checkpoint (or --hyp with --ref); see --help");
     if (args.split.empty() == (args.src.empty() || args.ref.empty())) {
       throw std::invalid_argument("give either --split valid|test or both --src and --ref");
     }

@@ -25,22 +25,4 @@ DeviceChoice choose_device(const config::TrainConfig& train, int local_rank, int
 // Whether this CPU has bf16 dot-product instructions (AVX512_BF16 or AMX-BF16).
 bool cpu_has_bf16_dot_product();
 
-// Whether autocast is on for `device`'s type in this thread.
-bool autocast_enabled(const torch::Device& device);
-
-// bf16 autocast of the operations on `device`'s type while alive, when enabled (LibTorch 1.13's
-// per-device calls or 2.4's device-typed ones, whichever the build has).
-class AutocastGuard {
- public:
-  AutocastGuard(bool enabled, const torch::Device& device);
-  ~AutocastGuard();
-  AutocastGuard(const AutocastGuard&) = delete;
-  AutocastGuard& operator=(const AutocastGuard&) = delete;
-
- private:
-  bool enabled_;
-  bool cuda_;
-  bool was_enabled_ = false;
-};
-
 }  // namespace tandem::train

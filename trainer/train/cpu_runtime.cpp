@@ -1,7 +1,10 @@
-#include "trainer/train/threads.h"
+#include "trainer/train/cpu_runtime.h"
 
 #include <dlfcn.h>
 #include <torch/torch.h>
+
+#include <algorithm>
+#include <climits>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -9,24 +12,24 @@
 
 namespace tandem::train {
 
-void set_compute_threads(int threads) {
-  torch::set_num_threads(threads);
+void configure_cpu_runtime(const CpuRuntimeOptions& options) {
+  torch::set_num_threads(options.threads);
   // OpenBLAS keeps its own thread pool sized from the environment; resize it when the library
   // is the BLAS LibTorch was linked against (looked up at run time: it may be absent).
   using SetThreads = void (*)(int);
   if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-    fn(threads);
+    fn(options.threads);
   }
   tune_allocator();
-  limit_onednn_cache();
+  set_onednn_cache(options.onednn_cache);
 }
 
-void limit_onednn_cache() {
+void set_onednn_cache(int64_t primitives) {
   // oneDNN's C API, looked up at run time like OpenBLAS's: absent when LibTorch has no oneDNN.
   using SetCapacity = int (*)(int);
-  if (auto fn = reinterpret_cast<SetCapacity>(
-          dlsym(RTLD_DEFAULT, "dnnl_set_primitive_cache_capacity"))) {
-    fn(kOneDnnCachedPrimitives);
+  if (auto fn =
+          reinterpret_cast<SetCapacity>(dlsym(RTLD_DEFAULT, "dnnl_set_primitive_cache_capacity"))) {
+    fn(static_cast<int>(std::min<int64_t>(primitives, INT_MAX)));
   }
 }
 
