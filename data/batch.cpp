@@ -16,9 +16,9 @@ Batch make_batch(const std::vector<SentencePair>& pairs) {
   const int64_t src_len = pairs.empty() ? 0 : static_cast<int64_t>(longest_src) + 1;
   const int64_t tgt_len = pairs.empty() ? 0 : static_cast<int64_t>(longest_tgt) + 1;
   Batch batch;
-  batch.src = torch::full({rows, src_len}, kPad, torch::kInt64);
-  batch.tgt_in = torch::full({rows, tgt_len}, kPad, torch::kInt64);
-  batch.tgt_out = torch::full({rows, tgt_len}, kPad, torch::kInt64);
+  batch.src = torch::full({rows, src_len}, kPadId, torch::kInt64);
+  batch.tgt_in = torch::full({rows, tgt_len}, kPadId, torch::kInt64);
+  batch.tgt_out = torch::full({rows, tgt_len}, kPadId, torch::kInt64);
   auto src = batch.src.accessor<int64_t, 2>();
   auto tgt_in = batch.tgt_in.accessor<int64_t, 2>();
   auto tgt_out = batch.tgt_out.accessor<int64_t, 2>();
@@ -27,13 +27,13 @@ Batch make_batch(const std::vector<SentencePair>& pairs) {
     const auto n_src = static_cast<int64_t>(pair.src.size());
     const auto n_tgt = static_cast<int64_t>(pair.tgt.size());
     for (int64_t i = 0; i < n_src; ++i) src[row][i] = pair.src[i];
-    src[row][n_src] = kEos;
-    tgt_in[row][0] = kBos;
+    src[row][n_src] = kEosId;
+    tgt_in[row][0] = kBosId;
     for (int64_t i = 0; i < n_tgt; ++i) {
       tgt_in[row][i + 1] = pair.tgt[i];
       tgt_out[row][i] = pair.tgt[i];
     }
-    tgt_out[row][n_tgt] = kEos;
+    tgt_out[row][n_tgt] = kEosId;
     batch.src_tokens += n_src + 1;
     batch.tgt_tokens += n_tgt + 1;
   }

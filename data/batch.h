@@ -1,5 +1,5 @@
 // Batch assembly: sentence pairs → padded int64 tensors the model consumes.
-// src = tokens + EOS; tgt_in = BOS + tokens; tgt_out = tokens + EOS; padding is kPad (0).
+// src = tokens + EOS; tgt_in = BOS + tokens; tgt_out = tokens + EOS; padding is kPadId (0).
 #pragma once
 
 #include <torch/torch.h>

@@ -3,6 +3,8 @@
 #include "data/batch_plan.h"
 
 #include <algorithm>
+#include <iterator>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -54,24 +56,6 @@ size_t pool_size(const std::vector<int64_t>& padded, const BatchPlanOptions& opt
   return static_cast<size_t>(per_batch * options.pool_batches);
 }
 
-// Greedy cut of length-sorted sentences: a batch grows while sentences x longest <= max_tokens.
-void cut_batches(const std::vector<int64_t>& order, const std::vector<int64_t>& padded,
-                 int64_t max_tokens, std::vector<std::vector<int64_t>>& batches) {
-  std::vector<int64_t> batch;
-  int64_t longest = 0;
-  for (const int64_t sentence : order) {
-    const int64_t longer = std::max(longest, padded[sentence]);
-    if (!batch.empty() && static_cast<int64_t>(batch.size() + 1) * longer > max_tokens) {
-      batches.push_back(std::move(batch));
-      batch.clear();
-      longest = 0;
-    }
-    batch.push_back(sentence);
-    longest = std::max(longest, padded[sentence]);
-  }
-  if (!batch.empty()) batches.push_back(std::move(batch));
-}
-
 void validate(const std::vector<int32_t>& src_lengths, const std::vector<int32_t>& tgt_lengths,
               const BatchPlanOptions& options, int64_t epoch) {
   if (src_lengths.size() != tgt_lengths.size()) {
@@ -91,6 +75,36 @@ void validate(const std::vector<int32_t>& src_lengths, const std::vector<int32_t
 }
 
 }  // namespace
+
+// Greedy: a batch grows while sentences x longest <= max_tokens.
+std::vector<std::vector<int64_t>> cut_batches(const std::vector<int64_t>& order,
+                                              const std::vector<int64_t>& padded,
+                                              int64_t max_tokens) {
+  std::vector<std::vector<int64_t>> batches;
+  std::vector<int64_t> batch;
+  int64_t longest = 0;
+  for (const int64_t sentence : order) {
+    const int64_t longer = std::max(longest, padded[sentence]);
+    if (!batch.empty() && static_cast<int64_t>(batch.size() + 1) * longer > max_tokens) {
+      batches.push_back(std::move(batch));
+      batch.clear();
+      longest = 0;
+    }
+    batch.push_back(sentence);
+    longest = std::max(longest, padded[sentence]);
+  }
+  if (!batch.empty()) batches.push_back(std::move(batch));
+  return batches;
+}
+
+std::vector<std::vector<int64_t>> sorted_batches(const std::vector<int64_t>& padded,
+                                                 int64_t max_tokens) {
+  std::vector<int64_t> order(padded.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return padded[a] < padded[b]; });
+  return cut_batches(order, padded, max_tokens);
+}
 
 int64_t padded_length(int32_t src_len, int32_t tgt_len) {
   return static_cast<int64_t>(std::max(src_len, tgt_len)) + 1;
@@ -119,7 +133,9 @@ std::vector<std::vector<int64_t>> make_batch_plan(const std::vector<int32_t>& sr
     std::vector<int64_t> members(order.begin() + begin, order.begin() + end);
     std::stable_sort(members.begin(), members.end(),
                      [&](int64_t a, int64_t b) { return padded[a] < padded[b]; });
-    cut_batches(members, padded, options.max_tokens, batches);
+    auto cut = cut_batches(members, padded, options.max_tokens);
+    batches.insert(batches.end(), std::make_move_iterator(cut.begin()),
+                   std::make_move_iterator(cut.end()));
   }
   shuffle(batches, rng);
   return batches;

@@ -62,10 +62,10 @@ std::unordered_map<std::string, std::string> trainer_args(const VocabTrainOption
       {"shuffle_input_sentence", "true"},
       // A small corpus may not support the requested size: take what it supports, don't fail.
       {"hard_vocab_limit", "false"},
-      {"pad_id", std::to_string(kPad)},
-      {"unk_id", std::to_string(kUnk)},
-      {"bos_id", std::to_string(kBos)},
-      {"eos_id", std::to_string(kEos)},
+      {"pad_id", std::to_string(kPadId)},
+      {"unk_id", std::to_string(kUnkId)},
+      {"bos_id", std::to_string(kBosId)},
+      {"eos_id", std::to_string(kEosId)},
       {"num_threads", std::to_string(kTrainerThreads)},
       {"minloglevel", "2"},  // errors only: training progress is noise in tool output
   };
@@ -79,7 +79,7 @@ Vocab& Vocab::operator=(Vocab&&) noexcept = default;
 Vocab::~Vocab() = default;
 
 Vocab Vocab::train(const std::vector<std::string>& texts, const VocabTrainOptions& options) {
-  if (options.vocab_size <= kEos + 1) {
+  if (options.vocab_size <= kEosId + 1) {
     throw std::invalid_argument("vocab_size " + std::to_string(options.vocab_size) +
                                 ": expected more than the 4 special ids");
   }

@@ -7,14 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "trainer/common/token_ids.h"
+
 namespace tandem::data {
 
 class SentencePieceModel;  // data/sentencepiece_module.h
-
-constexpr int32_t kPad = 0;
-constexpr int32_t kUnk = 1;
-constexpr int32_t kBos = 2;
-constexpr int32_t kEos = 3;
 
 struct VocabTrainOptions {
   int64_t vocab_size = 8000;          // pieces, specials included

@@ -20,9 +20,9 @@ torch::Tensor rows(const std::vector<std::vector<int64_t>>& values) {
 TEST(MakeBatch, PadsAndFramesWithEosAndBos) {
   const Batch batch = make_batch({{{5, 6, 7}, {8, 9}}, {{10}, {11, 12, 13}}});
   EXPECT_EQ(batch.src.dtype(), torch::kInt64);
-  EXPECT_TRUE(torch::equal(batch.src, rows({{5, 6, 7, kEos}, {10, kEos, kPad, kPad}})));
-  EXPECT_TRUE(torch::equal(batch.tgt_in, rows({{kBos, 8, 9, kPad}, {kBos, 11, 12, 13}})));
-  EXPECT_TRUE(torch::equal(batch.tgt_out, rows({{8, 9, kEos, kPad}, {11, 12, 13, kEos}})));
+  EXPECT_TRUE(torch::equal(batch.src, rows({{5, 6, 7, kEosId}, {10, kEosId, kPadId, kPadId}})));
+  EXPECT_TRUE(torch::equal(batch.tgt_in, rows({{kBosId, 8, 9, kPadId}, {kBosId, 11, 12, 13}})));
+  EXPECT_TRUE(torch::equal(batch.tgt_out, rows({{8, 9, kEosId, kPadId}, {11, 12, 13, kEosId}})));
   EXPECT_EQ(batch.sentences, 2);
   EXPECT_EQ(batch.src_tokens, 6);
   EXPECT_EQ(batch.tgt_tokens, 7);
@@ -71,7 +71,7 @@ class Loader : public ::testing::Test {
     std::vector<int64_t> sentences;
     for (int64_t r = 0; r < batch.sentences; ++r) {
       std::vector<int32_t> tokens;
-      for (int64_t c = 0; batch.src[r][c].item<int64_t>() != kEos; ++c) {
+      for (int64_t c = 0; batch.src[r][c].item<int64_t>() != kEosId; ++c) {
         tokens.push_back(static_cast<int32_t>(batch.src[r][c].item<int64_t>()));
       }
       sentences.push_back(index_of_.at(tokens));

@@ -28,7 +28,7 @@ TEST(Vocab, DecodeOfEncodeRestoresTrainingSentences) {
   for (const std::string& line : lines) {
     const std::vector<int32_t> ids = vocab.encode(line);
     for (const int32_t id : ids) {
-      EXPECT_GT(id, kEos) << "special id inside '" << line << "'";  // known pieces only
+      EXPECT_GT(id, kEosId) << "special id inside '" << line << "'";  // known pieces only
       EXPECT_LT(id, vocab.size());
     }
     EXPECT_EQ(vocab.decode(ids), line);
@@ -38,9 +38,9 @@ TEST(Vocab, DecodeOfEncodeRestoresTrainingSentences) {
 TEST(Vocab, DecodeSkipsSpecialIds) {
   const Vocab vocab = Vocab::train(training_lines(), testing::small_vocab());
   std::vector<int32_t> ids = vocab.encode("der hund sieht die katze");
-  std::vector<int32_t> framed = {kBos};
+  std::vector<int32_t> framed = {kBosId};
   framed.insert(framed.end(), ids.begin(), ids.end());
-  framed.insert(framed.end(), {kEos, kPad, kPad});
+  framed.insert(framed.end(), {kEosId, kPadId, kPadId});
   EXPECT_EQ(vocab.decode(framed), "der hund sieht die katze");
 }
 

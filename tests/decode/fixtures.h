@@ -15,10 +15,6 @@
 
 namespace tandem::decode::fixtures {
 
-using model::kBosId;
-using model::kEosId;
-using model::kPadId;
-
 constexpr int64_t kVocab = 24;
 constexpr int64_t kFirstWord = 4;  // ids below are pad, unk, bos, eos
 

@@ -12,10 +12,10 @@
 #include "data/loader.h"
 #include "tests/common/mpi_test.h"
 #include "tests/common/synthetic_corpus.h"
+#include "trainer/model/token_loss.h"
+#include "trainer/optim/adam.h"
 #include "trainer/parallel/gradient_reducer.h"
 #include "trainer/parallel/mpi_communicator.h"
-#include "trainer/optim/adam.h"
-#include "trainer/train/loss.h"
 #include "trainer/train/model_io.h"
 #include "trainer/train/trainer.h"
 
@@ -61,9 +61,9 @@ struct Reference {
         lr(c.train.lr) {
     torch::manual_seed(c.train.seed);
     model = model::Transformer(train::model_options(c.model, corpus.vocab().size()));
-    adam = std::make_unique<optim::Adam>(train::named_parameters(model),
-                                         optim::AdamOptions{c.train.adam_beta1, c.train.adam_beta2,
-                                                            c.train.adam_eps});
+    adam = std::make_unique<optim::Adam>(
+        train::named_parameters(model),
+        optim::AdamOptions{c.train.adam_beta1, c.train.adam_beta2, c.train.adam_eps});
   }
   double step() {
     adam->zero_grad();
@@ -72,7 +72,7 @@ struct Reference {
     double nll = 0;
     for (const auto& batch : loader.next_step(world)) {  // world global batches in one process
       if (batch.empty()) continue;
-      auto loss = train::token_loss(model->forward(batch.src, batch.tgt_in), batch.tgt_out, 0.0);
+      auto loss = model::token_loss(model->forward(batch.src, batch.tgt_in), batch.tgt_out, 0.0);
       loss.loss_sum.backward();
       tokens += static_cast<double>(loss.tokens);
       nll += loss.nll_sum;

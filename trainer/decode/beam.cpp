@@ -10,10 +10,6 @@
 namespace tandem::decode {
 namespace {
 
-using model::kBosId;
-using model::kEosId;
-using model::kPadId;
-
 template <typename T>
 void require(bool ok, const std::string& field, T value, const std::string& expected) {
   if (!ok) {

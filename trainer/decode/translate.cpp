@@ -1,23 +1,24 @@
 #include "trainer/decode/translate.h"
 
 #include <algorithm>
-#include <numeric>
+
+#include "data/batch_plan.h"
 
 namespace tandem::decode {
 namespace {
 
-// sources[order[begin..end)] + EOS, right-padded → [end - begin, longest + 1] int64.
+// sources[rows[i]] + EOS, right-padded → [rows, longest + 1] int64.
 torch::Tensor make_batch(const std::vector<std::vector<int32_t>>& sources,
-                         const std::vector<size_t>& order, size_t begin, size_t end) {
+                         const std::vector<int64_t>& rows) {
   size_t longest = 0;
-  for (size_t i = begin; i < end; ++i) longest = std::max(longest, sources[order[i]].size());
-  auto batch = torch::full({static_cast<int64_t>(end - begin), static_cast<int64_t>(longest + 1)},
-                           model::kPadId, torch::kLong);
+  for (const int64_t row : rows) longest = std::max(longest, sources[row].size());
+  auto batch = torch::full({static_cast<int64_t>(rows.size()), static_cast<int64_t>(longest + 1)},
+                           kPadId, torch::kLong);
   auto cell = batch.accessor<int64_t, 2>();
-  for (size_t i = begin; i < end; ++i) {
-    const auto& sentence = sources[order[i]];
-    for (size_t t = 0; t < sentence.size(); ++t) cell[i - begin][t] = sentence[t];
-    cell[i - begin][sentence.size()] = model::kEosId;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& sentence = sources[rows[i]];
+    for (size_t t = 0; t < sentence.size(); ++t) cell[i][t] = sentence[t];
+    cell[i][sentence.size()] = kEosId;
   }
   return batch;
 }
@@ -28,24 +29,15 @@ std::vector<std::vector<Hypothesis>> translate_nbest(
     model::Transformer& model, const std::vector<std::vector<int32_t>>& sources,
     const DecodeOptions& options) {
   validate(options, model->options().vocab_size);
-  // Similar lengths batch together, so little compute goes to padding.
-  std::vector<size_t> order(sources.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return sources[a].size() < sources[b].size(); });
+  // Similar lengths batch together, so little compute goes to padding: rows x padded width (EOS
+  // included) stays within batch_tokens.
+  std::vector<int64_t> padded(sources.size());
+  for (size_t i = 0; i < sources.size(); ++i)
+    padded[i] = static_cast<int64_t>(sources[i].size()) + 1;
   std::vector<std::vector<Hypothesis>> results(sources.size());
-  size_t begin = 0;
-  while (begin < order.size()) {
-    // Grow the batch while rows x padded width (EOS included) stays within batch_tokens.
-    size_t end = begin + 1;
-    while (end < order.size() &&
-           static_cast<int64_t>((end - begin + 1) * (sources[order[end]].size() + 1)) <=
-               options.batch_tokens) {
-      ++end;
-    }
-    auto hyps = beam_search(model, make_batch(sources, order, begin, end), options);
-    for (size_t i = begin; i < end; ++i) results[order[i]] = std::move(hyps[i - begin]);
-    begin = end;
+  for (const auto& rows : data::sorted_batches(padded, options.batch_tokens)) {
+    auto hyps = beam_search(model, make_batch(sources, rows), options);
+    for (size_t i = 0; i < rows.size(); ++i) results[rows[i]] = std::move(hyps[i]);
   }
   return results;
 }

@@ -158,17 +158,4 @@ torch::Tensor DecoderImpl::step(const torch::Tensor& x, DecoderState& state) {
   return final_norm_ ? final_norm_(h) : h;
 }
 
-OutputProjectionImpl::OutputProjectionImpl(const OutputProjectionOptions& options) {
-  if (options.own_weight) {
-    weight_ = register_parameter("weight", torch::empty({options.vocab_size, options.d_model}));
-    torch::nn::init::xavier_uniform_(weight_);
-  }
-  bias_ = register_parameter("bias", torch::zeros({options.vocab_size}));
-}
-
-torch::Tensor OutputProjectionImpl::forward(const torch::Tensor& x,
-                                            const torch::Tensor& tied_weight) {
-  return linear_rows(x, weight(tied_weight), bias_);
-}
-
 }  // namespace tandem::model

@@ -1,6 +1,6 @@
 // The Transformer's building blocks: position-wise feed-forward, encoder and decoder layers
-// (residual + LayerNorm, post-norm or pre-norm), the encoder and decoder stacks, and the output
-// projection to vocabulary logits (which may borrow the tied embedding weight).
+// (residual + LayerNorm, post-norm or pre-norm), and the encoder and decoder stacks. The output
+// layer is model/output_layer.h.
 #pragma once
 
 #include <torch/torch.h>
@@ -113,29 +113,5 @@ class DecoderImpl : public torch::nn::Module {
   torch::nn::LayerNorm final_norm_{nullptr};
 };
 TORCH_MODULE(Decoder);
-
-struct OutputProjectionOptions {
-  int64_t d_model = 256;
-  int64_t vocab_size = 8000;
-  bool own_weight = true;  // false: tied embeddings, the weight is passed to forward()
-};
-
-// Logits = x · weightᵀ + bias. Registers "bias" (zeros) always and "weight" (Xavier-uniform) only
-// when it owns it, so a tied weight is listed once (as src_embed.weight) in named_parameters().
-class OutputProjectionImpl : public torch::nn::Module {
- public:
-  explicit OutputProjectionImpl(const OutputProjectionOptions& options);
-  // x [..., d_model], tied_weight [vocab, d_model] (ignored when it owns a weight) → [..., vocab].
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& tied_weight);
-  // Its own weight, or tied_weight when it has none.
-  const torch::Tensor& weight(const torch::Tensor& tied_weight) const {
-    return weight_.defined() ? weight_ : tied_weight;
-  }
-  const torch::Tensor& bias() const { return bias_; }
-
- private:
-  torch::Tensor weight_, bias_;
-};
-TORCH_MODULE(OutputProjection);
 
 }  // namespace tandem::model

@@ -126,12 +126,10 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& src, const torch::Te
   return decode(tgt_in, encode(src), src);
 }
 
-torch::Tensor TransformerImpl::features(const torch::Tensor& src, const torch::Tensor& tgt_in) {
-  return decoder_states(tgt_in, encode(src), src);
-}
-
-std::pair<torch::Tensor, torch::Tensor> TransformerImpl::output_weights() const {
-  return {output_proj_->weight(tgt_weight()), output_proj_->bias()};
+TokenLoss TransformerImpl::loss(const torch::Tensor& src, const torch::Tensor& tgt_in,
+                                const torch::Tensor& tgt_out, double label_smoothing) {
+  return output_proj_->loss(decoder_states(tgt_in, encode(src), src), tgt_weight(), tgt_out,
+                            label_smoothing);
 }
 
 DecoderState TransformerImpl::start_decoding(const torch::Tensor& memory,

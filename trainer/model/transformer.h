@@ -14,14 +14,11 @@
 
 #include <vector>
 
+#include "trainer/common/token_ids.h"
 #include "trainer/model/layers.h"
+#include "trainer/model/output_layer.h"
 
 namespace tandem::model {
-
-constexpr int64_t kPadId = 0;
-constexpr int64_t kUnkId = 1;
-constexpr int64_t kBosId = 2;
-constexpr int64_t kEosId = 3;
 
 // Checked by the TransformerImpl constructor (std::invalid_argument naming the field).
 struct TransformerOptions {
@@ -71,11 +68,11 @@ class TransformerImpl : public torch::nn::Module {
                        const torch::Tensor& src);
   // encode + decode.
   torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& tgt_in);
-  // forward() without the output projection: decoder states [batch, tgt_len, d_model]. Training
-  // projects them and takes the loss a chunk at a time (train/loss.h) with output_weights().
-  torch::Tensor features(const torch::Tensor& src, const torch::Tensor& tgt_in);
-  // The output projection's weight [vocab, d_model] (src_embed's when tied) and bias [vocab].
-  std::pair<torch::Tensor, torch::Tensor> output_weights() const;
+  // The training loss of predicting tgt_out [batch, tgt_len] (kPadId at padding) from src and
+  // tgt_in: forward() with the output layer fused into the loss (OutputProjection::loss), so the
+  // [batch, tgt_len, vocab] logits never exist whole.
+  TokenLoss loss(const torch::Tensor& src, const torch::Tensor& tgt_in,
+                 const torch::Tensor& tgt_out, double label_smoothing);
 
   // Incremental decoding: start from an encoded batch, then feed one token per sentence per step.
   DecoderState start_decoding(const torch::Tensor& memory, const torch::Tensor& src);

@@ -25,6 +25,8 @@ class Adam {
   void step(double lr);
   void zero_grad();  // sets gradients to zero (keeps the buffers)
   int64_t step_count() const { return step_; }
+  // The parameters it updates, in the order given.
+  const std::vector<torch::Tensor>& parameters() const { return tensors_; }
 
   // "exp_avg" and "exp_avg_sq" groups, parameter name → tensor, and the step count.
   std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>> state() const;

@@ -5,7 +5,6 @@
 //   beam K  the same with beam search.
 // Prints target tokens/s (generated tokens, EOS excluded) for each, the ratios, and one JSON line.
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -13,8 +12,8 @@
 #include "trainer/common/error.h"
 #include "trainer/decode/translate.h"
 #include "trainer/tools/tool_main.h"
+#include "trainer/train/cpu_runtime.h"
 #include "trainer/train/model_io.h"
-#include "trainer/train/threads.h"
 
 namespace {
 
@@ -28,10 +27,10 @@ torch::Tensor source_batch(const std::vector<std::vector<int32_t>>& sources, siz
   size_t longest = 0;
   for (size_t i = begin; i < end; ++i) longest = std::max(longest, sources[i].size());
   auto batch = torch::full({static_cast<int64_t>(end - begin), static_cast<int64_t>(longest + 1)},
-                           tandem::model::kPadId, torch::kLong);
+                           tandem::kPadId, torch::kLong);
   for (size_t i = begin; i < end; ++i) {
     for (size_t t = 0; t < sources[i].size(); ++t) batch[i - begin][t] = sources[i][t];
-    batch[i - begin][sources[i].size()] = tandem::model::kEosId;
+    batch[i - begin][sources[i].size()] = tandem::kEosId;
   }
   return batch;
 }
@@ -46,16 +45,16 @@ int64_t seeds_greedy(tandem::model::Transformer& model, const std::vector<std::v
     const size_t end = std::min(sources.size(), begin + 32);
     auto src = source_batch(sources, begin, end);
     auto memory = model->encode(src);
-    const auto src_len = src.ne(tandem::model::kPadId).sum(1).max().item<int64_t>();
+    const auto src_len = src.ne(tandem::kPadId).sum(1).max().item<int64_t>();
     const int64_t limit = std::min<int64_t>(
         static_cast<int64_t>(options.max_len_a * src_len) + options.max_len_b,
         model->options().max_positions - 1);
-    auto prefix = torch::full({src.size(0), 1}, tandem::model::kBosId, torch::kLong);
+    auto prefix = torch::full({src.size(0), 1}, tandem::kBosId, torch::kLong);
     auto done = torch::zeros({src.size(0)}, torch::kBool);
     for (int64_t step = 0; step < limit && !done.all().item<bool>(); ++step) {
       auto next = model->decode(prefix, memory, src).select(1, -1).argmax(-1);
-      generated += (~done & next.ne(tandem::model::kEosId)).sum().item<int64_t>();
-      done |= next.eq(tandem::model::kEosId);
+      generated += (~done & next.ne(tandem::kEosId)).sum().item<int64_t>();
+      done |= next.eq(tandem::kEosId);
       prefix = torch::cat({prefix, next.unsqueeze(1)}, 1);
     }
   }
@@ -106,7 +105,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : tandem::kExitUsage;
   }
   return tandem::tools::run_tool("tandem-bench-decode", [&] {
-    tandem::train::set_compute_threads(threads);
+    tandem::train::configure_cpu_runtime({threads});
     auto m = tandem::train::load_for_inference(checkpoint);
     auto lines = tandem::tools::read_lines(input, "--input");
     if (max_lines > 0 && lines.size() > max_lines) lines.resize(max_lines);

@@ -7,34 +7,20 @@
 #include "data/batch.h"
 #include "data/batch_plan.h"
 #include "trainer/common/log.h"
-#include "trainer/train/loss.h"
+#include "trainer/model/token_loss.h"
 
 namespace tandem::train {
 namespace {
 
-// Index groups of similar length whose padded size stays within max_tokens.
+// Index groups of similar length whose padded size stays within max_tokens (the batch plan's cut).
 std::vector<std::vector<int64_t>> length_batches(const std::vector<data::SentencePair>& pairs,
                                                  int64_t max_tokens) {
-  std::vector<int64_t> order(pairs.size());
-  std::iota(order.begin(), order.end(), 0);
-  auto length = [&](int64_t i) {
-    return data::padded_length(static_cast<int32_t>(pairs[i].src.size()),
-                               static_cast<int32_t>(pairs[i].tgt.size()));
-  };
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return length(a) < length(b); });
-  std::vector<std::vector<int64_t>> batches;
-  std::vector<int64_t> current;
-  for (int64_t i : order) {
-    const int64_t longest = length(i);  // sorted: the newest is the longest
-    if (!current.empty() && longest * static_cast<int64_t>(current.size() + 1) > max_tokens) {
-      batches.push_back(std::move(current));
-      current.clear();
-    }
-    current.push_back(i);
+  std::vector<int64_t> padded(pairs.size());
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    padded[i] = data::padded_length(static_cast<int32_t>(pairs[i].src.size()),
+                                    static_cast<int32_t>(pairs[i].tgt.size()));
   }
-  if (!current.empty()) batches.push_back(std::move(current));
-  return batches;
+  return data::sorted_batches(padded, max_tokens);
 }
 
 // The position table bounds what the model can read: longer sequences are cut (BOS/EOS need one
@@ -74,7 +60,7 @@ TeacherForced teacher_forced(model::Transformer& model, std::vector<data::Senten
     for (int64_t i : indices) chunk.push_back(pairs[i]);
     const auto batch = data::make_batch(chunk);
     const auto logits = model->forward(batch.src.to(device), batch.tgt_in.to(device));
-    const auto loss = token_loss(logits, batch.tgt_out.to(device), 0.0);
+    const auto loss = model::token_loss(logits, batch.tgt_out.to(device), 0.0);
     nll += loss.nll_sum;
     correct += static_cast<double>(loss.correct);
     tokens += static_cast<double>(loss.tokens);

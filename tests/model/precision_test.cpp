@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "trainer/model/autocast.h"
+#include "trainer/model/token_loss.h"
 #include "trainer/model/transformer.h"
-#include "trainer/train/device.h"
-#include "trainer/train/loss.h"
 
-namespace tandem::train {
+namespace tandem::model {
 namespace {
 
 // Largest |a - b| relative to the largest |b|.
@@ -22,12 +22,12 @@ TEST(Bf16Loss, WidenedLogitsGiveThePlainLossAndAGradientRoundedToBf16) {
   torch::manual_seed(3);
   const int64_t vocab = 3000;  // several chunks of rows
   auto targets = torch::randint(1, vocab, {4, 90}, torch::kLong);
-  targets[1].slice(0, 50).fill_(model::kPadId);
+  targets[1].slice(0, 50).fill_(kPadId);
   const auto logits16 = (torch::randn({4, 90, vocab}) * 4).to(torch::kBFloat16);
   // The reference sees exactly the bf16 values, in double.
   const auto ref = logits16.to(torch::kDouble).requires_grad_(true);
   const auto log_p = torch::log_softmax(ref, -1);
-  const auto real = targets.ne(model::kPadId);
+  const auto real = targets.ne(kPadId);
   const auto nll = -(log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1) * real).sum();
   nll.backward();
 
@@ -68,18 +68,17 @@ Pass forward_backward(model::Transformer& model, const torch::Tensor& src, const
   TokenLoss loss;
   {
     AutocastGuard autocast(bf16, torch::Device(torch::kCPU));
-    // As the trainer does: decoder states, then the fused projection and loss.
+    // As the trainer does: the decoder states through the fused projection and loss.
     const auto tgt_in = tgt.narrow(1, 0, tgt.size(1) - 1);
     if (bf16) {
       EXPECT_EQ(model->forward(src, tgt_in).scalar_type(), torch::kBFloat16);
     }
-    const auto [weight, bias] = model->output_weights();
-    loss = projected_token_loss(model->features(src, tgt_in), weight, bias,
-                                tgt.narrow(1, 1, tgt.size(1) - 1), 0.1);
+    loss = model->loss(src, tgt_in, tgt.narrow(1, 1, tgt.size(1) - 1), 0.1);
   }
   loss.loss_sum.backward();
   Pass out{loss.loss_sum.item<double>(), {}};
-  for (const auto& p : model->named_parameters()) out.grads.emplace_back(p.key(), p.value().grad().clone());
+  for (const auto& p : model->named_parameters())
+    out.grads.emplace_back(p.key(), p.value().grad().clone());
   return out;
 }
 
@@ -89,8 +88,8 @@ TEST(Bf16Autocast, TransformerPassMatchesFp32WithinBf16RoundingAndKeepsFp32Weigh
   model->train();
   auto src = torch::randint(4, 300, {6, 17}, torch::kLong);
   auto tgt = torch::randint(4, 300, {6, 15}, torch::kLong);
-  src[2].slice(0, 9).fill_(model::kPadId);
-  tgt[4].slice(0, 6).fill_(model::kPadId);
+  src[2].slice(0, 9).fill_(kPadId);
+  tgt[4].slice(0, 6).fill_(kPadId);
 
   const auto fp32 = forward_backward(model, src, tgt, false);
   const auto bf16 = forward_backward(model, src, tgt, true);
@@ -115,4 +114,4 @@ TEST(Bf16Autocast, TransformerPassMatchesFp32WithinBf16RoundingAndKeepsFp32Weigh
 }
 
 }  // namespace
-}  // namespace tandem::train
+}  // namespace tandem::model

@@ -2,14 +2,14 @@
 // autograd): the loss sum with and without label smoothing, the counts, and the gradient of the
 // logits, with padding, a scaled upstream gradient, and a vocabulary large enough to be chunked;
 // projected_token_loss against token_loss of the product it fuses.
-#include "trainer/train/loss.h"
+#include "trainer/model/token_loss.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "trainer/model/transformer.h"
 
-namespace tandem::train {
+namespace tandem::model {
 namespace {
 
 struct Case {
@@ -20,15 +20,15 @@ struct Case {
 Case make_case(int64_t vocab) {
   torch::manual_seed(7);
   auto targets = torch::randint(1, vocab, {3, 7}, torch::kLong);
-  targets[0].slice(0, 4).fill_(model::kPadId);
-  targets[2].slice(0, 1).fill_(model::kPadId);
+  targets[0].slice(0, 4).fill_(kPadId);
+  targets[2].slice(0, 1).fill_(kPadId);
   return {torch::randn({3, 7, vocab}, torch::kDouble).mul_(3).requires_grad_(true), targets};
 }
 
 // Sum over real targets of (1 - eps) (-log p_target) + eps * mean over the vocabulary of -log p.
 torch::Tensor plain_loss(const torch::Tensor& logits, const torch::Tensor& targets, double eps) {
   const auto log_p = torch::log_softmax(logits, -1);
-  const auto real = targets.ne(model::kPadId).to(torch::kDouble);
+  const auto real = targets.ne(kPadId).to(torch::kDouble);
   const auto nll = -log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1);
   const auto uniform = -log_p.mean(-1);
   return (((1 - eps) * nll + eps * uniform) * real).sum();
@@ -46,7 +46,7 @@ void check(int64_t vocab, double eps, double upstream) {
   EXPECT_NEAR(loss.loss_sum.item<double>(), expected.item<double>(), 1e-10);
   EXPECT_LT((c.logits.grad() - logits.grad()).abs().max().item<double>(), 1e-12);
 
-  const auto real = c.targets.ne(model::kPadId);
+  const auto real = c.targets.ne(kPadId);
   EXPECT_EQ(loss.tokens, real.sum().item<int64_t>());
   EXPECT_NEAR(loss.nll_sum, plain_loss(logits, c.targets, 0.0).item<double>(), 1e-10);
   int64_t correct = 0;
@@ -71,7 +71,7 @@ void check_projected(int64_t rows, int64_t vocab, double eps, double upstream) {
   torch::manual_seed(5);
   const int64_t d = 8;
   auto targets = torch::randint(1, vocab, {rows}, torch::kLong);
-  targets.slice(0, rows / 3, rows / 2).fill_(model::kPadId);
+  targets.slice(0, rows / 3, rows / 2).fill_(kPadId);
   auto make = [](torch::IntArrayRef shape) {
     return torch::randn(shape, torch::kDouble).requires_grad_(true);
   };
@@ -79,8 +79,8 @@ void check_projected(int64_t rows, int64_t vocab, double eps, double upstream) {
   auto h2 = h.detach().clone().requires_grad_(true), w2 = w.detach().clone().requires_grad_(true),
        b2 = b.detach().clone().requires_grad_(true);
 
-  const auto got = projected_token_loss(h.view({2, rows / 2, d}), w, b,
-                                        targets.view({2, rows / 2}), eps);
+  const auto got =
+      projected_token_loss(h.view({2, rows / 2, d}), w, b, targets.view({2, rows / 2}), eps);
   (got.loss_sum * upstream).backward();
   const auto expected = token_loss(torch::nn::functional::linear(h2, w2, b2), targets, eps);
   (expected.loss_sum * upstream).backward();
@@ -108,7 +108,7 @@ TEST(ProjectedTokenLoss, EqualsTokenLossOfTheProductWhenRowsAreChunked) {
 }
 
 TEST(TokenLoss, ArgmaxPredictionsCountAsCorrect) {
-  auto targets = torch::tensor({int64_t{2}, int64_t{5}, model::kPadId}).view({1, 3});
+  auto targets = torch::tensor({int64_t{2}, int64_t{5}, kPadId}).view({1, 3});
   auto logits = torch::zeros({1, 3, 6});
   logits[0][0][2] = 4.0;  // right
   logits[0][1][1] = 4.0;  // wrong
@@ -119,4 +119,4 @@ TEST(TokenLoss, ArgmaxPredictionsCountAsCorrect) {
 }
 
 }  // namespace
-}  // namespace tandem::train
+}  // namespace tandem::model

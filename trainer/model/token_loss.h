@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-namespace tandem::train {
+namespace tandem::model {
 
 struct TokenLoss {
   torch::Tensor loss_sum;  // scalar, differentiable: sum over non-pad targets of the smoothed loss
@@ -15,7 +15,7 @@ struct TokenLoss {
   int64_t correct = 0;     // targets equal to the argmax prediction
 };
 
-// logits [batch, len, vocab], targets [batch, len] int64 with kPad at padding.
+// logits [batch, len, vocab], targets [batch, len] int64 with kPadId at padding.
 // Smoothed loss per token: (1 - eps) * nll + eps * mean over the vocabulary of -log p.
 // Memory: backward() through loss_sum overwrites contiguous `logits` with their gradient (the
 // largest tensor of a step is not held twice); read logits before backward(), not after. If
@@ -27,9 +27,10 @@ TokenLoss token_loss(const torch::Tensor& logits, const torch::Tensor& targets,
 // (decoder states), weight [vocab, d], bias [vocab], targets [...]. A chunk of rows at a time,
 // the forward pass computes the logits, the loss and the gradients of rows, weight and bias (under
 // autocast, bf16 products with fp32 sums), so memory holds one chunk of logits and backward only
-// scales the stored gradients. The training step's loss; token_loss serves evaluation.
+// scales the stored gradients. The output layer's loss in training (OutputProjection::loss);
+// token_loss serves evaluation, on the logits OutputProjection::forward gives.
 TokenLoss projected_token_loss(const torch::Tensor& rows, const torch::Tensor& weight,
                                const torch::Tensor& bias, const torch::Tensor& targets,
                                double label_smoothing);
 
-}  // namespace tandem::train
+}  // namespace tandem::model

@@ -1,14 +1,14 @@
 // The loss and its gradient are computed a few rows of logits at a time: the [tokens, vocab]
 // log-probabilities and the smoothing terms never exist as whole tensors. token_loss writes the
 // gradient over the logits; projected_token_loss never holds more than one chunk of logits.
-#include "trainer/train/loss.h"
+#include "trainer/model/token_loss.h"
 
 #include <algorithm>
 
-#include "trainer/model/transformer.h"
-#include "trainer/train/device.h"
+#include "trainer/common/token_ids.h"
+#include "trainer/model/autocast.h"
 
-namespace tandem::train {
+namespace tandem::model {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -82,7 +82,7 @@ class TokenLossFunction : public torch::autograd::Function<TokenLossFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& logits,
                                const torch::Tensor& targets, double smoothing) {
-    const auto real = targets.ne(model::kPadId);
+    const auto real = targets.ne(kPadId);
     const int64_t rows = logits.size(0);
     const int64_t step = chunk_rows(logits.device(), logits.size(1), false);
     const auto dtype = compute_type(logits);
@@ -128,7 +128,7 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& rows,
                                const torch::Tensor& weight, const torch::Tensor& bias,
                                const torch::Tensor& targets, double smoothing) {
-    const auto real = targets.ne(model::kPadId);
+    const auto real = targets.ne(kPadId);
     const int64_t n_rows = rows.size(0), vocab = weight.size(0);
     const int64_t step = chunk_rows(rows.device(), vocab, true);
     // Under autocast the products run in bf16: the operands are cast once here, not per chunk.
@@ -171,8 +171,7 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto& g = grads[0];
-    return {saved[0] * g,     saved[1] * g,     saved[2] * g,
-            torch::Tensor(), torch::Tensor()};
+    return {saved[0] * g, saved[1] * g, saved[2] * g, torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -200,9 +199,8 @@ TokenLoss token_loss(const torch::Tensor& logits, const torch::Tensor& targets,
 TokenLoss projected_token_loss(const torch::Tensor& rows, const torch::Tensor& weight,
                                const torch::Tensor& bias, const torch::Tensor& targets,
                                double label_smoothing) {
-  return token_loss_from(ProjectedLossFunction::apply(rows.reshape({-1, rows.size(-1)}), weight,
-                                                      bias, targets.reshape({-1}),
-                                                      label_smoothing));
+  return token_loss_from(ProjectedLossFunction::apply(
+      rows.reshape({-1, rows.size(-1)}), weight, bias, targets.reshape({-1}), label_smoothing));
 }
 
-}  // namespace tandem::train
+}  // namespace tandem::model

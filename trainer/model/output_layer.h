@@ -1,0 +1,42 @@
+// The output layer: decoder states to vocabulary logits (x · weightᵀ + bias), and in training the
+// same projection fused with the loss, a chunk of rows at a time (model/token_loss.h), so the one
+// module that owns the weight and bias computes both. With tied embeddings the weight is the
+// embedding matrix, passed in by the Transformer.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "trainer/model/token_loss.h"
+
+namespace tandem::model {
+
+struct OutputProjectionOptions {
+  int64_t d_model = 256;
+  int64_t vocab_size = 8000;
+  bool own_weight = true;  // false: tied embeddings, the weight is passed to forward() and loss()
+};
+
+// Registers "bias" (zeros) always and "weight" (Xavier-uniform) only when it owns it, so a tied
+// weight is listed once (as src_embed.weight) in named_parameters().
+class OutputProjectionImpl : public torch::nn::Module {
+ public:
+  explicit OutputProjectionImpl(const OutputProjectionOptions& options);
+  // x [..., d_model], tied_weight [vocab, d_model] (ignored when it owns a weight) → logits
+  // [..., vocab].
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& tied_weight);
+  // The loss of x's logits against targets [...] (kPadId at padding) without the whole logits
+  // tensor: projected_token_loss of this layer's weight and bias.
+  TokenLoss loss(const torch::Tensor& x, const torch::Tensor& tied_weight,
+                 const torch::Tensor& targets, double label_smoothing);
+
+ private:
+  // Its own weight, or tied_weight when it has none.
+  const torch::Tensor& weight(const torch::Tensor& tied_weight) const {
+    return weight_.defined() ? weight_ : tied_weight;
+  }
+
+  torch::Tensor weight_, bias_;
+};
+TORCH_MODULE(OutputProjection);
+
+}  // namespace tandem::model
