@@ -10,8 +10,8 @@
 #include "data/corpus.h"
 #include "data/vocab.h"
 #include "trainer/config/config.h"
-#include "trainer/parallel/communicator.h"
 #include "trainer/model/transformer.h"
+#include "trainer/parallel/communicator.h"
 
 namespace tandem::train {
 
@@ -23,26 +23,33 @@ struct ValidationResult {
   double chrf = 0;
   int64_t sentences = 0;
   double seconds = 0;
-  // The configured metric as "higher is better" (loss is negated).
-  double score(const std::string& metric) const;
+  // The metric as "higher is better" (loss is negated).
+  double score(config::ValidMetric metric) const;
 };
 
 class Validator {
  public:
   // Reads this rank's share of the valid split once. Throws std::invalid_argument when the corpus
   // has no valid split.
-  Validator(const data::Corpus& corpus, const data::Vocab& vocab, const config::ValidConfig& config,
-            int64_t max_tokens, parallel::Communicator& comm);
+  Validator(const data::Corpus& corpus, const config::ValidConfig& config, int64_t max_tokens,
+            parallel::Communicator& comm);
 
   // Collective: every rank must call it at the same step. Leaves the model in eval mode.
   ValidationResult run(model::Transformer& model);
 
  private:
-  const data::Vocab& vocab_;
+  // Teacher-forced loss, perplexity and accuracy over all ranks' shares.
+  void measure_loss(model::Transformer& model, ValidationResult& result);
+  // BLEU and chrF2 of all ranks' translations, scored on rank 0 and sent to every rank.
+  void score_translations(model::Transformer& model, ValidationResult& result);
+  // Rank 0: every rank's translations interleaved back into corpus order.
+  std::vector<std::string> in_corpus_order(const std::vector<std::string>& gathered) const;
+
+  data::Vocab vocab_;
   config::ValidConfig config_;
   int64_t max_tokens_;
   parallel::Communicator& comm_;
-  int64_t total_ = 0;                     // pairs validated, all ranks
+  int64_t total_ = 0;                      // pairs validated, all ranks
   std::vector<data::SentencePair> pairs_;  // this rank's: global index rank, rank + N, ...
   std::vector<std::string> references_;    // rank 0: all, in global order
 };

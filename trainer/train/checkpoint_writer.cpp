@@ -1,0 +1,64 @@
+#include "trainer/train/checkpoint_writer.h"
+
+#include <filesystem>
+#include <utility>
+
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/common/log.h"
+#include "trainer/train/model_io.h"
+#include "trainer/train/rng.h"
+
+namespace tandem::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// dir/name becomes the same file as `target` (a hard link, or a copy where links fail), replaced
+// atomically, so last.h5 and best.h5 survive pruning of the step files.
+void link_as(const std::string& target, const std::string& dir, const std::string& name) {
+  const fs::path tmp = fs::path(dir) / (name + ".tmp");
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  fs::create_hard_link(target, tmp, ec);
+  if (ec) fs::copy_file(target, tmp, fs::copy_options::overwrite_existing);
+  fs::rename(tmp, fs::path(dir) / name);
+}
+
+}  // namespace
+
+CheckpointWriter::CheckpointWriter(const config::Config& config, std::string vocab_bytes)
+    : dir_(config.checkpoint.dir),
+      keep_last_(config.checkpoint.keep_last),
+      config_yaml_(config::to_yaml(config)),
+      vocab_bytes_(std::move(vocab_bytes)) {}
+
+std::string CheckpointWriter::step_path(int64_t step) const {
+  return (fs::path(dir_) / checkpoint::step_file_name(step)).string();
+}
+
+void CheckpointWriter::save(const RunState& state, parallel::Communicator& comm) const {
+  auto rngs = comm.gather_bytes(cpu_rng_state(), 0);
+  if (comm.rank() != 0) return;
+  checkpoint::CheckpointData data;
+  data.step = state.step;
+  data.world_size = comm.size();
+  data.model = named_parameters(state.model);
+  data.optimizer = state.adam.state();
+  data.optimizer_step = state.adam.step_count();
+  data.schedule = {{"lr", state.lr}};
+  data.data_epoch = state.position.epoch;
+  data.data_next_batch = state.position.next_batch;
+  data.rng = std::move(rngs);
+  data.config_yaml = config_yaml_;
+  data.validation = state.validation;
+  data.vocab = vocab_bytes_;
+  const std::string path = step_path(state.step);
+  checkpoint::save(path, data);
+  link_as(path, dir_, "last.h5");
+  checkpoint::prune(dir_, keep_last_);
+  log::info("saved " + path + " (step " + std::to_string(state.step) + ")");
+}
+
+void CheckpointWriter::link_best(int64_t step) const { link_as(step_path(step), dir_, "best.h5"); }
+
+}  // namespace tandem::train

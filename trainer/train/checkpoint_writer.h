@@ -1,0 +1,46 @@
+// Checkpoint assembly during training: what a run saves at a step (parameters, optimizer state,
+// learning rate, data position, every rank's RNG state, the resolved config, the keep-best state,
+// the vocabulary), written by rank 0 as step-<step>.h5 with last.h5 pointing at it and older step
+// files pruned; and best.h5, pointed at the best validated step's file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "data/loader.h"
+#include "trainer/config/config.h"
+#include "trainer/model/transformer.h"
+#include "trainer/optim/adam.h"
+#include "trainer/parallel/communicator.h"
+
+namespace tandem::train {
+
+// The run at the step being saved, as the trainer holds it.
+struct RunState {
+  int64_t step = 0;
+  const model::Transformer& model;
+  const optim::Adam& adam;
+  double lr = 0;  // the schedule's learning rate at `step`
+  data::DataPosition position;
+  std::string validation;  // KeepBest::to_json()
+};
+
+class CheckpointWriter {
+ public:
+  CheckpointWriter(const config::Config& config, std::string vocab_bytes);
+
+  // Collective (every rank's RNG state travels to rank 0); rank 0 writes, atomically, and logs.
+  void save(const RunState& state, parallel::Communicator& comm) const;
+  // Rank 0: best.h5 becomes the checkpoint of `step` (which must exist).
+  void link_best(int64_t step) const;
+  // The path of the step file of `step`.
+  std::string step_path(int64_t step) const;
+
+ private:
+  std::string dir_;
+  int64_t keep_last_;
+  std::string config_yaml_;
+  std::string vocab_bytes_;
+};
+
+}  // namespace tandem::train

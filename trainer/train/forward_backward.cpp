@@ -1,0 +1,48 @@
+#include "trainer/train/forward_backward.h"
+
+#include "trainer/model/autocast.h"
+
+namespace tandem::train {
+namespace {
+
+// The micro-batch whose backward pass completes the step's gradients: the last with data (the
+// first when none has any).
+size_t completing_micro_batch(const std::vector<data::Batch>& batches) {
+  size_t last = 0;
+  for (size_t m = 0; m < batches.size(); ++m) {
+    if (!batches[m].empty()) last = m;
+  }
+  return last;
+}
+
+// Under bf16 autocast when chosen; backward() runs after the guard has ended, as autograd wants.
+model::TokenLoss micro_batch_loss(model::Transformer& model, const data::Batch& batch,
+                                  const DeviceChoice& device, double label_smoothing) {
+  model::AutocastGuard autocast(device.bf16, device.device);
+  const torch::Device& on = device.device;
+  return model->loss(batch.src.to(on), batch.tgt_in.to(on), batch.tgt_out.to(on), label_smoothing);
+}
+
+}  // namespace
+
+StepTotals forward_backward(model::Transformer& model, const std::vector<data::Batch>& batches,
+                            parallel::GradientReducer& reducer, const DeviceChoice& device,
+                            double label_smoothing) {
+  StepTotals totals;
+  const size_t completing = completing_micro_batch(batches);
+  for (size_t m = 0; m < batches.size(); ++m) {
+    if (m == completing) reducer.prepare_for_backward();  // earlier ones accumulate locally
+    if (batches[m].empty()) continue;
+    const auto loss = micro_batch_loss(model, batches[m], device, label_smoothing);
+    loss.loss_sum.backward();
+    totals.tgt_tokens += static_cast<double>(loss.tokens);
+    totals.nll_sum += loss.nll_sum;
+    totals.correct += static_cast<double>(loss.correct);
+  }
+  // Buckets not yet sent (unused parameters, or no data here) go now, before the next collective,
+  // so every rank issues the same collectives in the same order.
+  reducer.end_backward();
+  return totals;
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,104 @@
+#include "trainer/train/resume.h"
+
+#include <torch/cuda.h>
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <utility>
+
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/common/log.h"
+#include "trainer/train/model_io.h"
+#include "trainer/train/rng.h"
+
+namespace tandem::train {
+namespace {
+
+std::string encode(const ResumePoint& p) {
+  nlohmann::json rng = nlohmann::json::array();
+  for (const auto& state : p.rng)
+    rng.push_back(nlohmann::json::binary({state.begin(), state.end()}));
+  const nlohmann::json j{{"step", p.step},
+                         {"world_size", p.world_size},
+                         {"epoch", p.position.epoch},
+                         {"next_batch", p.position.next_batch},
+                         {"optimizer_step", p.optimizer_step},
+                         {"rng", rng},
+                         {"validation", p.validation}};
+  const auto bytes = nlohmann::json::to_cbor(j);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+ResumePoint decode(const std::string& bytes) {
+  const auto j = nlohmann::json::from_cbor(bytes);
+  ResumePoint p{
+      j.at("step"), j.at("world_size"), {j.at("epoch"), j.at("next_batch")}, j.at("optimizer_step"),
+      {},           j.at("validation")};
+  for (const auto& state : j.at("rng")) {
+    const auto& b = state.get_binary();
+    p.rng.emplace_back(b.begin(), b.end());
+  }
+  return p;
+}
+
+// Rank 0: the file into the model and the optimizer, and what else the other ranks need.
+ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
+                         const ResumeTarget& target) {
+  auto data = checkpoint::load(path);
+  if (data.vocab != target.corpus.vocab().bytes()) {
+    throw std::invalid_argument("checkpoint '" + path + "': its vocabulary differs from corpus '" +
+                                target.corpus.path() + "' (token ids would mean other pieces)");
+  }
+  load_parameters(target.model, data.model, path);
+  if (!options.reset_optimizer && data.optimizer.empty()) {
+    throw std::invalid_argument("checkpoint '" + path +
+                                "' holds no optimizer state (an averaged checkpoint?); resume from "
+                                "it with --reset-optimizer");
+  }
+  if (!options.reset_optimizer) target.adam.load_state(data.optimizer, data.optimizer_step);
+  return ResumePoint{
+      data.step,           data.world_size,     {data.data_epoch, data.data_next_batch},
+      data.optimizer_step, std::move(data.rng), std::move(data.validation)};
+}
+
+// Rank 0's parameters and optimizer moments to every rank, in place.
+void broadcast_tensors(const ResumeTarget& target, const ResumePoint& point, bool reset_optimizer,
+                       parallel::Communicator& tensors) {
+  torch::NoGradGuard no_grad;
+  for (auto& [name, p] : named_parameters(target.model)) tensors.broadcast(p, 0);
+  if (reset_optimizer) return;
+  auto state = target.adam.state();  // live buffers: broadcast in place, then adopt the step
+  for (auto& [group_name, group] : state) {
+    for (auto& named : group) tensors.broadcast(named.second, 0);
+  }
+  target.adam.load_state(state, point.optimizer_step);
+}
+
+}  // namespace
+
+ResumePoint load_everywhere(const std::string& path, const ResumeOptions& options,
+                            const ResumeTarget& target, parallel::Communicator& host,
+                            parallel::Communicator& tensors) {
+  ResumePoint point;
+  if (host.rank() == 0) point = read_on_root(path, options, target);
+  point = decode(host.broadcast_bytes(encode(point), 0));
+  broadcast_tensors(target, point, options.reset_optimizer, tensors);
+  return point;
+}
+
+void restore_dropout_streams(const ResumePoint& point, uint64_t seed, int rank, int world_size,
+                             bool cuda) {
+  const bool same_world =
+      point.world_size == world_size && static_cast<int64_t>(point.rng.size()) == world_size;
+  if (same_world) {
+    set_cpu_rng_state(point.rng[rank]);
+    if (cuda) torch::cuda::manual_seed_all(dropout_seed(seed, rank) + point.step);
+    return;
+  }
+  torch::manual_seed(dropout_seed(seed, rank) + point.step);
+  log::info("checkpoint was written by " + std::to_string(point.world_size) +
+            " rank(s), continuing with " + std::to_string(world_size) +
+            ": same global batch cursor, dropout streams reseeded");
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,53 @@
+#include "trainer/train/validation.h"
+
+#include <cstdio>
+#include <string>
+
+#include "trainer/common/log.h"
+
+namespace tandem::train {
+
+Validation::Validation(const data::Corpus& corpus, const config::Config& config,
+                       parallel::Communicator& comm)
+    : keep_best_(config.valid.metric, config.valid.patience) {
+  if (config.valid.every_steps > 0) {
+    validator_ = std::make_unique<Validator>(corpus, config.valid, config.data.max_tokens, comm);
+  }
+}
+
+ValidationOutcome Validation::run(model::Transformer& model, int64_t step) {
+  ValidationOutcome outcome;
+  outcome.step = step;
+  outcome.result = validator_->run(model);
+  outcome.verdict = keep_best_.record(step, outcome.result);
+  return outcome;
+}
+
+void Validation::log(const ValidationOutcome& outcome) const {
+  const ValidationResult& r = outcome.result;
+  const char* metric = config::name_of(keep_best_.metric());
+  char line[256];
+  std::snprintf(
+      line, sizeof line,
+      "validation at step %lld: loss %.4f | ppl %.2f | acc %.1f%% | BLEU %.2f | chrF2 %.2f"
+      " | %zu sentences in %.1fs | best %s at step %lld%s",
+      static_cast<long long>(outcome.step), r.loss, r.perplexity, 100.0 * r.accuracy, r.bleu,
+      r.chrf, static_cast<size_t>(r.sentences), r.seconds, metric,
+      static_cast<long long>(keep_best_.best_step()),
+      outcome.verdict.improved ? " (new best)" : "");
+  log::info(line);
+  if (outcome.verdict.stop_early) {
+    log::info("early stopping: " + std::to_string(keep_best_.bad_validations()) +
+              " validations without improvement of " + metric);
+  }
+}
+
+nlohmann::json Validation::record(const ValidationOutcome& outcome) const {
+  const ValidationResult& r = outcome.result;
+  return {{"step", outcome.step},       {"valid_loss", r.loss},
+          {"valid_ppl", r.perplexity},  {"valid_accuracy", r.accuracy},
+          {"valid_bleu", r.bleu},       {"valid_chrf", r.chrf},
+          {"valid_seconds", r.seconds}, {"best_step", keep_best_.best_step()}};
+}
+
+}  // namespace tandem::train
