@@ -208,6 +208,59 @@ void publish(const std::string& tmp, const std::string& path) {
   fsync_path(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);
 }
 
+// Bytes the file's contents take before HDF5's overhead: what a save needs on disk, about.
+double content_bytes(const CheckpointData& data) {
+  double bytes =
+      static_cast<double>(data.vocab.size() + data.config_yaml.size() + data.validation.size());
+  const auto add = [&](const NamedTensors& tensors) {
+    for (const auto& [name, t] : tensors)
+      bytes += static_cast<double>(t.numel() * t.element_size());
+  };
+  add(data.model);
+  for (const auto& [group, tensors] : data.optimizer) add(tensors);
+  for (const auto& state : data.rng) bytes += static_cast<double>(state.size());
+  return bytes;
+}
+
+// Bytes free to this user where `path` is to be written; -1 when unknown.
+double free_bytes(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  std::error_code ec;
+  const auto space = std::filesystem::space(dir.empty() ? "." : dir, ec);
+  return ec ? -1.0 : static_cast<double>(space.available);
+}
+
+// One line for a failed save: the OS error when HDF5 reports one (its message buries "errno = 28,
+// error message = 'No space left on device'" in a long line of file offsets), and for a full
+// disk what the file needs and what is free.
+std::string save_failure(const std::string& path, const std::string& error,
+                         const CheckpointData& data) {
+  static const std::regex kErrno("errno = ([0-9]+)");
+  std::smatch match;
+  const bool os_error = std::regex_search(error, match, kErrno);
+  const int code = os_error ? std::stoi(match[1].str()) : 0;
+  std::string line =
+      "checkpoint: cannot write '" + path + "': " +
+      (os_error ? std::string(std::strerror(code)) + " (errno " + std::to_string(code) + ")"
+                : error);
+  if (code == ENOSPC || code == EDQUOT) {
+    char sizes[160];
+    std::snprintf(sizes, sizeof sizes, "; it needs about %.1f MB, %.1f MB are free there",
+                  content_bytes(data) / 1e6, std::max(0.0, free_bytes(path)) / 1e6);
+    line += sizes;
+  }
+  return line + "; earlier checkpoints are untouched";
+}
+
+// A save that cannot fit fails before the file is begun, as the OS would report it.
+void check_space(const std::string& path, const CheckpointData& data) {
+  constexpr double kOverhead = 1.05, kMetadataBytes = 64 << 10;  // chunk indexes, checksums, groups
+  const double available = free_bytes(path);
+  if (available >= 0 && available < content_bytes(data) * kOverhead + kMetadataBytes) {
+    throw std::runtime_error("errno = " + std::to_string(ENOSPC) + " (checked before writing)");
+  }
+}
+
 // ---- reading: every problem is std::invalid_argument(problem); the caller prefixes the path.
 
 // HDF5 says "truncated file: eof = 300000, sblock->base_addr = 0, stored_eof = 935665"; users
@@ -375,11 +428,12 @@ void save(const std::string& path, const CheckpointData& data) {
   const std::string tmp = path + ".tmp";
   std::remove(tmp.c_str());  // a stale one from a crashed save
   try {
+    check_space(tmp, data);
     write_file(tmp, data);
     publish(tmp, path);
   } catch (const std::exception& e) {
     std::remove(tmp.c_str());
-    throw std::runtime_error("checkpoint: cannot write '" + path + "': " + e.what());
+    throw std::runtime_error(save_failure(path, e.what(), data));
   }
 }
 

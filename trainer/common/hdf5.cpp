@@ -10,6 +10,16 @@
 namespace tandem::h5 {
 namespace {
 
+// HDF5 closes what is still open when the process exits. A file whose write failed (a full disk)
+// stays open in the library in a half-closed state, and closing it again at exit crashed
+// (HDF5 1.10, seen as a segfault after the error was reported). Every file Tandem opens is
+// closed by its Handle, so the exit-time pass has nothing to do but that: it is turned off,
+// before any other HDF5 call (static initialisation of this library).
+const bool kNoCloseAtExit = [] {
+  H5dont_atexit();
+  return true;
+}();
+
 // Compressed datasets are read whole, so chunks are large: 64 Ki elements.
 constexpr hsize_t kChunkElements = 1 << 16;
 constexpr unsigned kDeflateLevel = 4;

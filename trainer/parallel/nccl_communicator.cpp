@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 
@@ -207,12 +208,19 @@ void NcclCommunicator::release_resources() noexcept {
 
 NcclCommunicator::~NcclCommunicator() { release_resources(); }
 
-// An aborted communicator is gone already. A healthy one is finalised (which waits for its work in
-// flight, and so for the peers) under the timeout, then destroyed; if that fails, aborted.
+// An aborted communicator is gone already. While an error unwinds (this rank failed, so its
+// peers will not complete what is in flight) it is aborted: finalising would wait for them, up
+// to the timeout. A healthy one is finalised (which waits for its work in flight, and so for the
+// peers) under the timeout, then destroyed; if that fails, aborted.
 void NcclCommunicator::destroy_nccl() noexcept {
   const bool aborted = watchdog_ && watchdog_->aborted();
   watchdog_.reset();
   if (comm_ == nullptr || aborted) {
+    comm_ = nullptr;
+    return;
+  }
+  if (std::uncaught_exceptions() > 0) {
+    ncclCommAbort(comm_);
     comm_ = nullptr;
     return;
   }

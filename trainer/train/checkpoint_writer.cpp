@@ -26,11 +26,14 @@ void link_as(const std::string& target, const std::string& dir, const std::strin
 
 }  // namespace
 
-CheckpointWriter::CheckpointWriter(const config::Config& config, std::string vocab_bytes)
+CheckpointWriter::CheckpointWriter(const config::Config& config, std::string vocab_bytes,
+                                   bool owner)
     : dir_(config.checkpoint.dir),
       keep_last_(config.checkpoint.keep_last),
       config_yaml_(config::to_yaml(config)),
-      vocab_bytes_(std::move(vocab_bytes)) {}
+      vocab_bytes_(std::move(vocab_bytes)) {
+  if (owner) lock_ = std::make_unique<checkpoint::DirLock>(dir_);
+}
 
 std::string CheckpointWriter::step_path(int64_t step) const {
   return (fs::path(dir_) / checkpoint::step_file_name(step)).string();

@@ -1,13 +1,16 @@
 // Checkpoint assembly during training: what a run saves at a step (parameters, optimizer state,
 // learning rate, data position, every rank's RNG state, the resolved config, the keep-best state,
 // the vocabulary), written by rank 0 as step-<step>.h5 with last.h5 pointing at it and older step
-// files pruned; and best.h5, pointed at the best validated step's file.
+// files pruned; and best.h5, pointed at the best validated step's file. Rank 0's writer owns the
+// directory for the job's lifetime (checkpoint::DirLock): a second job on it is refused.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "data/loader.h"
+#include "trainer/checkpoint/dir_lock.h"
 #include "trainer/config/config.h"
 #include "trainer/model/transformer.h"
 #include "trainer/optim/adam.h"
@@ -27,7 +30,9 @@ struct RunState {
 
 class CheckpointWriter {
  public:
-  CheckpointWriter(const config::Config& config, std::string vocab_bytes);
+  // `owner` (rank 0) creates and locks checkpoint.dir; std::invalid_argument naming the holder
+  // when another job has it.
+  CheckpointWriter(const config::Config& config, std::string vocab_bytes, bool owner);
 
   // Collective (every rank's RNG state travels to rank 0); rank 0 writes, atomically, and logs.
   void save(const RunState& state, parallel::Communicator& comm) const;
@@ -41,6 +46,7 @@ class CheckpointWriter {
   int64_t keep_last_;
   std::string config_yaml_;
   std::string vocab_bytes_;
+  std::unique_ptr<checkpoint::DirLock> lock_;  // owner only
 };
 
 }  // namespace tandem::train

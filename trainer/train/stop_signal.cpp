@@ -20,9 +20,13 @@ void install_stop_signal_handlers() {
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &action, nullptr);
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) sigaction(sig, &action, nullptr);
 }
 
 int stop_signal() { return g_signal.load(); }
+
+int stopped_exit_status(int sig) { return sig == 0 || sig == SIGUSR2 ? 0 : 128 + sig; }
+
+static_assert(kLauncherStopSignal == SIGUSR2, "the launcher's stop signal is SIGUSR2");
 
 }  // namespace tandem::train

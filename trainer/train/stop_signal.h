@@ -1,12 +1,19 @@
-// SIGTERM / SIGINT / SIGUSR1 handling for training: the first signal asks the loop to finish its
-// step, checkpoint and exit with 128 + signal; a second one exits at once (the checkpoint write is
-// atomic, so nothing already written is corrupted).
+// SIGTERM / SIGINT / SIGUSR1 / SIGUSR2 handling for training: the first signal asks the loop to
+// finish its step, checkpoint and exit; a second one exits at once (the checkpoint write is
+// atomic, so nothing already written is corrupted). SIGUSR2 is the launcher's request
+// (tandem-train --ranks, launch/train-hosts.sh): the ranks exit 0 and the launcher reports the
+// stop, since mpirun treats a rank's non-zero status as a failure to clean up after.
 #pragma once
 
 namespace tandem::train {
 
+constexpr int kLauncherStopSignal = 12;  // SIGUSR2 on Linux
+
 void install_stop_signal_handlers();
 // 0 while no signal arrived, else the first signal's number.
 int stop_signal();
+// The exit status of a run that stop signal `sig` ended: 128 + sig; 0 for the launcher's and for
+// none (0).
+int stopped_exit_status(int sig);
 
 }  // namespace tandem::train

@@ -26,6 +26,13 @@ data::BatchPlanOptions plan_options(const config::DataConfig& data) {
   return options;
 }
 
+// A NaN gradient that backward accumulates into and the reducer sums over ranks, as an overflow
+// on one rank would give.
+void poison_gradient(torch::Tensor param) {
+  torch::NoGradGuard no_grad;
+  param.mutable_grad() = torch::full_like(param, std::nan(""));
+}
+
 optim::AdamOptions adam_options(const config::TrainConfig& train) {
   return optim::AdamOptions{train.adam_beta1, train.adam_beta2, train.adam_eps};
 }
@@ -39,16 +46,16 @@ Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const Res
       loader_(corpus_, "train", plan_options(config_.data), group.rank(), group.size()),
       schedule_{config_.train.schedule, config_.train.lr, config_.train.warmup_steps},
       validation_(corpus_, config_, group.cpu()),
-      checkpoints_(config_, corpus_.vocab().bytes()),
+      checkpoints_(config_, corpus_.vocab().bytes(), group.rank() == 0),
       cadence_(config_, group.rank()) {
   configure_cpu_runtime({static_cast<int>(config_.train.threads), config_.train.onednn_cache});
   device_ = choose_device(config_.train, group.local_rank(), group.local_size());
   connect_ranks();
   build_model();
-  if (group_.rank() == 0) std::filesystem::create_directories(config_.checkpoint.dir);
-  group_.cpu().barrier();
-  const std::string path =
-      resume.path.empty() ? checkpoint::find_latest(config_.checkpoint.dir) : resume.path;
+  // Rank 0's view of checkpoint.dir decides for all (the directory may be on its disk only).
+  std::string path = resume.path;
+  if (path.empty() && group_.rank() == 0) path = checkpoint::find_latest(config_.checkpoint.dir);
+  path = group_.cpu().broadcast_bytes(path, 0);
   if (path.empty()) {
     start_fresh();
   } else {
@@ -112,10 +119,12 @@ void Trainer::resume_from(const std::string& path, const ResumeOptions& options)
 }
 
 StepStats Trainer::train_step() {
-  inject_fault_if_requested(group_.rank(), step_ + 1);  // tests only: TANDEM_FAULT_INJECT
+  // Tests only (TANDEM_FAULT_INJECT): an error here, or a non-finite gradient on this rank.
+  const bool poison = inject_fault_if_requested(group_.rank(), step_ + 1);
   // Next batches: this rank's micro-batches of the step's global batches.
   const auto batches = loader_.next_step(config_.train.accum_steps);
   adam_->zero_grad();
+  if (poison) poison_gradient(adam_->parameters().front());
   // Forward and backward; gradient buckets are all-reduced while the last backward runs.
   const StepTotals local =
       forward_backward(model_, batches, *reducer_, device_, config_.train.label_smoothing);
@@ -162,9 +171,11 @@ int Trainer::run() {
   if (!cadence_.saved_at(step_)) save_checkpoint();
   group_.cpu().barrier();
   const int sig = stop_signal();
-  log::info(meter.summary(step_, epoch_progress()) +
-            (sig != 0 ? " (stopped by signal " + std::to_string(sig) + ")" : ""));
-  return sig != 0 ? 128 + sig : 0;
+  const std::string why = sig == kLauncherStopSignal ? " (stopped at the launcher's request)"
+                          : sig != 0 ? " (stopped by signal " + std::to_string(sig) + ")"
+                                     : "";
+  log::info(meter.summary(step_, epoch_progress()) + why);
+  return stopped_exit_status(sig);
 }
 
 void Trainer::after_step(ProgressMeter& meter) {
