@@ -41,10 +41,14 @@ bool offsets_consistent(const std::vector<int64_t>& offsets, uint64_t tokens) {
   return static_cast<uint64_t>(offsets.back()) == tokens;
 }
 
-// The tokens of sentences `sorted` (ascending, distinct) on one side. One H5Dread for them all:
-// per-call overhead, not bytes, dominates reading short sentences.
+// The tokens of sentences `sorted` (ascending, distinct) on one side, each an id below
+// `vocab_size` (std::invalid_argument via `bad` otherwise: a damaged file must not reach the
+// model's embedding lookup). One H5Dread for them all: per-call overhead, not bytes, dominates
+// reading short sentences.
+template <class Bad>
 std::vector<std::vector<int32_t>> read_sentences(const Side& side,
-                                                 const std::vector<int64_t>& sorted) {
+                                                 const std::vector<int64_t>& sorted,
+                                                 int64_t vocab_size, const Bad& bad) {
   std::vector<h5::Range> ranges;
   uint64_t total = 0;
   for (const int64_t i : sorted) {
@@ -54,6 +58,12 @@ std::vector<std::vector<int32_t>> read_sentences(const Side& side,
   }
   std::vector<int32_t> flat(total);
   h5::read_ranges(side.tokens.get(), H5T_NATIVE_INT32, ranges, flat.data());
+  for (const int32_t id : flat) {
+    if (id < 0 || id >= vocab_size) {
+      throw bad("token id " + std::to_string(id) + " is outside its vocabulary of " +
+                std::to_string(vocab_size) + " pieces (damaged file?)");
+    }
+  }
   std::vector<std::vector<int32_t>> sentences(sorted.size());
   auto next = flat.begin();
   for (size_t k = 0; k < sorted.size(); ++k) {
@@ -77,10 +87,23 @@ std::vector<int32_t> lengths_of(const std::vector<int64_t>& offsets) {
 struct Corpus::Impl {
   std::string path;
   h5::Handle file;
+  int64_t vocab_size = -1;                              // read with the first sentences
   std::map<std::string, std::pair<Side, Side>> splits;  // (src, tgt), loaded on first use
 
   std::invalid_argument bad(const std::string& what) const {
     return std::invalid_argument("corpus '" + path + "': " + what);
+  }
+  // `read()`, with HDF5's failures to read the file (std::runtime_error) reported as what they
+  // are: a damaged input file.
+  template <class Read>
+  auto reading(const Read& read) const {
+    try {
+      return read();
+    } catch (const std::invalid_argument&) {
+      throw;
+    } catch (const std::runtime_error& e) {
+      throw bad(std::string("cannot read it (damaged file?): ") + e.what());
+    }
   }
   Side open_side(const std::string& split, const std::string& side);
   const std::pair<Side, Side>& split(const std::string& name);
@@ -123,12 +146,14 @@ Corpus::Corpus(const std::string& path) : impl_(std::make_unique<Impl>()) {
   if (H5Fis_hdf5(path.c_str()) <= 0) throw impl_->bad(std::string("not an HDF5 file; ") + kHint);
   impl_->file = h5::Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, random_access().get()));
   if (!impl_->file.valid()) throw impl_->bad("HDF5 cannot open it (damaged file?)");
-  if (h5::read_string_attribute(impl_->file.get(), "format") != kFormat) {
+  const std::optional<std::string> format =
+      impl_->reading([&] { return h5::read_string_attribute(impl_->file.get(), "format"); });
+  if (format != kFormat) {
     throw impl_->bad(std::string("not a Tandem corpus (no root attribute format=\"") + kFormat +
                      "\"); " + kHint);
   }
   const std::optional<int64_t> version =
-      h5::read_int_attribute(impl_->file.get(), "format_version");
+      impl_->reading([&] { return h5::read_int_attribute(impl_->file.get(), "format_version"); });
   if (!version || *version < 1 || *version > kMaxFormatVersion) {
     throw impl_->bad("format_version " + (version ? std::to_string(*version) : "(missing)") +
                      " is not supported; expected " + std::to_string(kMaxFormatVersion) +
@@ -143,11 +168,13 @@ const std::string& Corpus::path() const { return impl_->path; }
 
 Vocab Corpus::vocab() const {
   h5::QuietErrors quiet;
-  h5::Handle dataset(H5Dopen2(impl_->file.get(), "/vocab", H5P_DEFAULT));
-  if (!dataset.valid()) throw impl_->bad("missing /vocab");
-  std::string bytes(h5::dataset_length(dataset.get()), '\0');
-  h5::read_range(dataset.get(), H5T_NATIVE_UINT8, 0, bytes.size(), bytes.data());
-  return Vocab::from_bytes(bytes);
+  return impl_->reading([&] {
+    h5::Handle dataset(H5Dopen2(impl_->file.get(), "/vocab", H5P_DEFAULT));
+    if (!dataset.valid()) throw impl_->bad("missing /vocab");
+    std::string bytes(h5::dataset_length(dataset.get()), '\0');
+    h5::read_range(dataset.get(), H5T_NATIVE_UINT8, 0, bytes.size(), bytes.data());
+    return Vocab::from_bytes(bytes);
+  });
 }
 
 bool Corpus::has_split(const std::string& split) const {
@@ -157,22 +184,28 @@ bool Corpus::has_split(const std::string& split) const {
 
 int64_t Corpus::size(const std::string& split) const {
   h5::QuietErrors quiet;
-  return static_cast<int64_t>(impl_->split(split).first.offsets.size()) - 1;
+  return impl_->reading(
+      [&] { return static_cast<int64_t>(impl_->split(split).first.offsets.size()) - 1; });
 }
 
 std::vector<int32_t> Corpus::src_lengths(const std::string& split) const {
   h5::QuietErrors quiet;
-  return lengths_of(impl_->split(split).first.offsets);
+  return impl_->reading([&] { return lengths_of(impl_->split(split).first.offsets); });
 }
 
 std::vector<int32_t> Corpus::tgt_lengths(const std::string& split) const {
   h5::QuietErrors quiet;
-  return lengths_of(impl_->split(split).second.offsets);
+  return impl_->reading([&] { return lengths_of(impl_->split(split).second.offsets); });
 }
 
 std::vector<SentencePair> Corpus::read(const std::string& split,
                                        const std::vector<int64_t>& indices) const {
   h5::QuietErrors quiet;
+  return impl_->reading([&] { return read_pairs(split, indices); });
+}
+
+std::vector<SentencePair> Corpus::read_pairs(const std::string& split,
+                                             const std::vector<int64_t>& indices) const {
   const auto& [src, tgt] = impl_->split(split);
   const int64_t count = static_cast<int64_t>(src.offsets.size()) - 1;
   for (const int64_t index : indices) {
@@ -184,8 +217,10 @@ std::vector<SentencePair> Corpus::read(const std::string& split,
   std::vector<int64_t> sorted = indices;
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  const auto src_tokens = read_sentences(src, sorted);
-  const auto tgt_tokens = read_sentences(tgt, sorted);
+  if (impl_->vocab_size < 0) impl_->vocab_size = vocab().size();
+  const auto bad = [this](const std::string& what) { return impl_->bad(what); };
+  const auto src_tokens = read_sentences(src, sorted, impl_->vocab_size, bad);
+  const auto tgt_tokens = read_sentences(tgt, sorted, impl_->vocab_size, bad);
   std::vector<SentencePair> pairs(indices.size());
   for (size_t i = 0; i < indices.size(); ++i) {
     const auto k = std::lower_bound(sorted.begin(), sorted.end(), indices[i]) - sorted.begin();

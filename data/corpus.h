@@ -36,6 +36,9 @@ class Corpus {
   std::vector<SentencePair> read(const std::string& split, const std::vector<int64_t>& indices) const;
 
  private:
+  std::vector<SentencePair> read_pairs(const std::string& split,
+                                       const std::vector<int64_t>& indices) const;
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The README's main job: install, build, prepare the Bible English→Spanish corpus, train under
-# mpirun (one rank per core), evaluate on the test split, translate a few sentences.
+# The README's main job: install, build, prepare the Bible English→Spanish corpus, train (one rank
+# per core, tandem-train --ranks), evaluate on the test split, translate a few sentences.
 # Reruns are incremental: nothing is rebuilt or re-prepared without need, and training resumes.
+# Ctrl-C or SIGTERM while training: every rank finishes its step and saves, then the script ends.
 # Environment: TANDEM_MINUTES (training wall time of this run, default 25), TANDEM_RANKS
-# (default: the number of cores), TANDEM_RUN (checkpoint dir, default runs/tiny).
+# (default auto: one per core), TANDEM_RUN (checkpoint dir, default runs/tiny).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=${TANDEM_MINUTES:-25}
-ranks=${TANDEM_RANKS:-$(nproc)}
+ranks=${TANDEM_RANKS:-auto}
 run=${TANDEM_RUN:-runs/tiny}
 bin=${TANDEM_BUILD_DIR:-build}/trainer/tools
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 step() { printf '\n== %s\n' "$*"; }
 
@@ -32,10 +32,17 @@ else
 fi
 
 step "4/6 training: $ranks rank(s), $minutes minutes (resumes from $run if it holds checkpoints)"
+# The launcher runs in the background so that this script can pass a SIGTERM on and wait for the
+# checkpoint; a terminal's Ctrl-C reaches the launcher by itself (same process group).
+"$bin/tandem-train" --ranks "$ranks" --config configs/tiny.yaml --set "checkpoint.dir=$run" \
+  --set "train.max_minutes=$minutes" &
+job=$!
+trap 'kill -TERM "$job" 2>/dev/null' TERM HUP
+trap ':' INT
 status=0
-mpirun --oversubscribe -np "$ranks" --bind-to core -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS \
-  "$bin/tandem-train" --config configs/tiny.yaml --set "checkpoint.dir=$run" \
-  --set "train.max_minutes=$minutes" || status=$?
+wait "$job" || status=$?
+while kill -0 "$job" 2>/dev/null; do status=0; wait "$job" || status=$?; done
+trap - TERM HUP INT
 [ "$status" -eq 0 ] || { echo "training ended with status $status" >&2; exit "$status"; }
 
 step "5/6 evaluation on the test split (tandem-eval)"

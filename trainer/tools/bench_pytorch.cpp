@@ -7,7 +7,8 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "trainer/tools/bench_process.h"
+#include "trainer/tools/launcher.h"
+#include "trainer/tools/process.h"
 
 namespace tandem::tools {
 namespace {
@@ -79,8 +80,7 @@ std::vector<std::string> yardstick_command(const YardstickOptions& options,
     argv = mpirun_command(
                options.ranks, options.threads,
                {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "REF_THREADS", "REF_TOKENS", "REF_VOCAB",
-                "REF_SHAPE", "REF_DEVICE", "REF_AMP", "REF_SDPA", "MASTER_ADDR", "MASTER_PORT",
-                "OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"})
+                "REF_SHAPE", "REF_DEVICE", "REF_AMP", "REF_SDPA", "MASTER_ADDR", "MASTER_PORT"})
                .argv;
   } else {
     unsetenv("OMPI_COMM_WORLD_RANK");  // alone: the script must see a world of one

@@ -3,8 +3,9 @@
 // interval). Prints the median window's target tokens/s, model FLOPs per target token and achieved
 // FLOP/s, peak RSS per rank, optionally the PyTorch yardstick on the same work and the ratios, and
 // ends with one JSON line. With --ranks N > 1 it runs itself under mpirun in a hidden worker mode.
-#include <CLI/CLI.hpp>
+#include <torch/cuda.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,7 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <torch/cuda.h>
 
 #include "data/corpus.h"
 #include "trainer/common/error.h"
@@ -21,8 +21,9 @@
 #include "trainer/config/config.h"
 #include "trainer/parallel/process_group.h"
 #include "trainer/tools/bench_flops.h"
-#include "trainer/tools/bench_process.h"
 #include "trainer/tools/bench_pytorch.h"
+#include "trainer/tools/launcher.h"
+#include "trainer/tools/process.h"
 #include "trainer/tools/tool_main.h"
 #include "trainer/train/trainer.h"
 
@@ -180,9 +181,7 @@ Measurement measure_under_mpirun(const Flags& f, const TempDir& scratch) {
   setenv("OMP_NUM_THREADS", threads.c_str(), 1);
   setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
   auto command =
-      tools::mpirun_command(f.ranks, f.threads,
-                            {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMPI_ALLOW_RUN_AS_ROOT",
-                             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
+      tools::mpirun_command(f.ranks, f.threads, {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"});
   std::printf("launch: %s -np %d %s (%s)\n", command.argv[0].c_str(), f.ranks,
               command.binding.c_str(), command.why.c_str());
   command.argv.insert(command.argv.end(),

@@ -101,11 +101,7 @@ int evaluate_checkpoint(const Args& args) {
                         {"ppl", result.forced.perplexity},
                         {"accuracy", result.forced.accuracy}};
   print_scores(result.bleu, result.chrf, record);
-  if (!args.output.empty()) {
-    std::ofstream out(args.output);
-    if (!out) tandem::throw_cannot_open("--output", args.output);
-    for (const auto& line : result.hypotheses) out << line << '\n';
-  }
+  if (!args.output.empty()) tandem::tools::write_lines(args.output, result.hypotheses, "--output");
   if (args.json) std::cout << record.dump() << "\n";
   return 0;
 }

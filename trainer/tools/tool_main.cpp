@@ -40,4 +40,23 @@ std::vector<std::string> read_lines(const std::string& path, const std::string& 
   return lines;
 }
 
+void write_lines(const std::string& path, const std::vector<std::string>& lines,
+                 const std::string& what) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw_cannot_open(what, tmp);
+    for (const auto& line : lines) out << line << '\n';
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error(what + ": cannot write '" + tmp + "'");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(what + ": cannot rename '" + tmp + "' to '" + path + "'");
+  }
+}
+
 }  // namespace tandem::tools

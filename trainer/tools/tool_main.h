@@ -22,4 +22,9 @@ std::function<std::string(const CLI::App*, const CLI::Error&)> usage_error_line(
 // cannot be opened.
 std::vector<std::string> read_lines(const std::string& path, const std::string& what);
 
+// Writes `lines` to `path` whole or not at all: into <path>.tmp, renamed into place when complete.
+// std::invalid_argument naming `what` and the path when it cannot be written.
+void write_lines(const std::string& path, const std::vector<std::string>& lines,
+                 const std::string& what);
+
 }  // namespace tandem::tools

@@ -1,5 +1,5 @@
-// What tandem-bench needs from the operating system: child processes, mpirun command lines with a
-// core binding that fits the machine, a scratch directory, and its own peak RSS.
+// What the tools need from the operating system: child processes, executables on PATH, this
+// executable, the usable cores, a free local port and the peak RSS.
 #pragma once
 
 #include <string>
@@ -26,15 +26,5 @@ int free_local_port();
 
 // Peak resident set size of this process so far, in MiB (getrusage ru_maxrss).
 double peak_rss_mb();
-
-// "mpirun --oversubscribe -np N <binding> -x VAR ..." for N ranks of T threads: ranks pinned to
-// T cores each when N x T fits the usable cores, unpinned otherwise. `forward_env` names
-// variables passed to the ranks (those unset here are skipped).
-struct MpirunCommand {
-  std::vector<std::string> argv;
-  std::string binding;  // the binding flags, for the report
-  std::string why;      // e.g. "2 ranks x 1 thread fit 2 cores"
-};
-MpirunCommand mpirun_command(int ranks, int threads, const std::vector<std::string>& forward_env);
 
 }  // namespace tandem::tools

@@ -1,4 +1,4 @@
-#include "trainer/tools/bench_process.h"
+#include "trainer/tools/process.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -101,38 +101,6 @@ double peak_rss_mb() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
-}
-
-MpirunCommand mpirun_command(int ranks, int threads, const std::vector<std::string>& forward_env) {
-  const std::string mpirun = find_on_path("mpirun");
-  if (mpirun.empty()) {
-    throw std::runtime_error(
-        "mpirun not found on PATH (needed for --ranks > 1; install openmpi-bin)");
-  }
-  MpirunCommand command;
-  command.argv = {mpirun, "--oversubscribe", "-np", std::to_string(ranks)};
-  const int cores = usable_cores();
-  const std::string fit = std::to_string(ranks) + " rank(s) x " + std::to_string(threads) +
-                          " thread(s) and " + std::to_string(cores) + " usable core(s)";
-  if (ranks * threads <= cores) {
-    // One core per thread, so a rank's threads never share a core with another rank's.
-    command.binding = threads == 1
-                          ? "--bind-to core"
-                          : "--map-by slot:PE=" + std::to_string(threads) + " --bind-to core";
-    command.why = fit + ": ranks pinned";
-  } else {
-    command.binding = "--bind-to none";
-    command.why = fit + ": more threads than cores, ranks left unpinned";
-  }
-  for (size_t begin = 0, end; begin < command.binding.size(); begin = end + 1) {
-    end = command.binding.find(' ', begin);
-    if (end == std::string::npos) end = command.binding.size();
-    command.argv.push_back(command.binding.substr(begin, end - begin));
-  }
-  for (const auto& name : forward_env) {
-    if (std::getenv(name.c_str()) != nullptr) command.argv.insert(command.argv.end(), {"-x", name});
-  }
-  return command;
 }
 
 }  // namespace tandem::tools
