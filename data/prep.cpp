@@ -1,14 +1,26 @@
-// prepare_corpus: read and check the split files, train the vocabulary on train, encode every split
-// and write the HDF5 corpus (layout in data/corpus.h) through "<out>.tmp" and a rename.
+// prepare_corpus: check that every input opens, sample the train split and train the vocabulary on
+// the sample, then stream every split through the encoder into the HDF5 corpus (layout in
+// data/corpus.h), written as "<out>.tmp" and renamed.
 #include "data/prep.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <future>
 #include <iomanip>
+#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
+#include "data/text_input.h"
 #include "trainer/common/error.h"
 #include "trainer/common/hdf5.h"
 
@@ -18,50 +30,12 @@ namespace {
 constexpr const char* kFormat = "tandem-corpus";
 constexpr int64_t kFormatVersion = 1;
 constexpr const char* kReasons[] = {"empty", "invalid_utf8", "too_long"};
+constexpr size_t kSpillBlock = size_t{1} << 20;  // elements copied from a spill per HDF5 write
+                                                 // (16 compressed chunks)
+constexpr size_t kShownSkips = 5;                // skipped pairs whose position is reported
 
-// CRC-32 as zlib, gzip and Python's zlib.crc32 compute it (reflected polynomial 0xEDB88320), so
-// a user can check a recorded input against their file.
-class Crc32 {
- public:
-  void update(const char* data, size_t size) {
-    static const std::vector<uint32_t> table = make_table();
-    for (size_t i = 0; i < size; ++i) {
-      crc_ = table[(crc_ ^ static_cast<uint8_t>(data[i])) & 0xFFu] ^ (crc_ >> 8);
-    }
-  }
-  uint32_t value() const { return crc_ ^ 0xFFFFFFFFu; }
-
- private:
-  static std::vector<uint32_t> make_table() {
-    std::vector<uint32_t> table(256);
-    for (uint32_t n = 0; n < 256; ++n) {
-      uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      table[n] = c;
-    }
-    return table;
-  }
-  uint32_t crc_ = 0xFFFFFFFFu;
-};
-
-// Lines of one input file, checksumming every byte read (newlines included).
-class LineReader {
- public:
-  LineReader(const std::string& path, const std::string& role) : in_(path, std::ios::binary) {
-    if (!in_) throw_cannot_open(role, path);
-  }
-  bool next(std::string& line) {
-    if (!std::getline(in_, line)) return false;
-    crc_.update(line.data(), line.size());
-    if (!in_.eof()) crc_.update("\n", 1);                       // getline consumed a newline
-    if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF files
-    return true;
-  }
-  uint32_t checksum() const { return crc_.value(); }
-
- private:
-  std::ifstream in_;
-  Crc32 crc_;
+struct RawPair {
+  std::string src, tgt;
 };
 
 bool is_blank(const std::string& text) {
@@ -100,118 +74,300 @@ bool is_valid_utf8(const std::string& text) {
   return true;
 }
 
-// Why a raw pair is skipped before any vocabulary exists, or nullptr to keep it.
-const char* raw_drop_reason(const std::string& src, const std::string& tgt) {
-  if (is_blank(src) || is_blank(tgt)) return "empty";
-  if (!is_valid_utf8(src) || !is_valid_utf8(tgt)) return "invalid_utf8";
-  return nullptr;
+// Why a pair is skipped (an index into kReasons), or kKept.
+enum Verdict : int8_t { kKept = -1, kEmpty = 0, kInvalidUtf8 = 1, kTooLong = 2 };
+
+// The checks that need no vocabulary.
+Verdict raw_verdict(const std::string& src, const std::string& tgt) {
+  if (is_blank(src) || is_blank(tgt)) return kEmpty;
+  if (!is_valid_utf8(src) || !is_valid_utf8(tgt)) return kInvalidUtf8;
+  return kKept;
 }
 
-// A split's text after the checks that need no vocabulary.
-struct SplitText {
-  SplitFiles files;
-  SplitSummary summary;
-  uint32_t src_crc32 = 0;
-  uint32_t tgt_crc32 = 0;
-  // Kept pairs interleaved (pair i is lines[2i] → lines[2i+1]) so that the train split is
-  // already the vocabulary trainer's input, without a second copy of the corpus.
-  std::vector<std::string> lines;
-};
+// The two sides of a split read in step, checked to have the same number of lines.
+class PairReader {
+ public:
+  explicit PairReader(const SplitFiles& files)
+      : files_(files),
+        src_(files.src, files.name + " source"),
+        tgt_(files.tgt, files.name + " target") {}
 
-SplitText read_split(const SplitFiles& files) {
-  SplitText split{files, {}, 0, 0, {}};
-  split.summary.name = files.name;
-  for (const char* reason : kReasons) split.summary.dropped[reason] = 0;
-  LineReader src(files.src, files.name + " source");
-  LineReader tgt(files.tgt, files.name + " target");
-  std::string src_line, tgt_line;
-  int64_t src_lines = 0, tgt_lines = 0;
-  while (true) {
-    const bool has_src = src.next(src_line);
-    const bool has_tgt = tgt.next(tgt_line);
-    src_lines += has_src;
-    tgt_lines += has_tgt;
-    if (!has_src || !has_tgt) {
-      if (has_src || has_tgt) continue;  // keep counting the longer file for the message
-      break;
-    }
-    if (const char* reason = raw_drop_reason(src_line, tgt_line)) {
-      ++split.summary.dropped[reason];
-    } else {
-      split.lines.push_back(std::move(src_line));
-      split.lines.push_back(std::move(tgt_line));
-    }
+  // The next pair; false after the last. Throws std::invalid_argument, with both line counts,
+  // when one side has lines left over.
+  bool next(std::string& src, std::string& tgt) {
+    const bool has_src = src_.next(src);
+    const bool has_tgt = tgt_.next(tgt);
+    if (has_src && has_tgt) return true;
+    if (has_src || has_tgt) throw_mismatch();
+    return false;
   }
-  if (src_lines != tgt_lines) {
-    throw std::invalid_argument(files.name + " split: '" + files.src + "' has " +
-                                std::to_string(src_lines) + " lines but '" + files.tgt + "' has " +
-                                std::to_string(tgt_lines) +
+  int64_t pairs() const { return src_.lines(); }
+  // "line 7 of 'a.de' / 'a.en'", or both positions when the sides' files are cut differently.
+  std::string position_of(int64_t index) const {
+    const std::string src = src_.position_of(index);
+    const std::string tgt = tgt_.position_of(index);
+    const size_t src_of = src.find(" of ");
+    const size_t tgt_of = tgt.find(" of ");
+    if (src.compare(0, src_of, tgt, 0, tgt_of) == 0) return src + " / " + tgt.substr(tgt_of + 4);
+    return src + " / " + tgt;
+  }
+  uint32_t src_checksum() const { return src_.checksum(); }
+  uint32_t tgt_checksum() const { return tgt_.checksum(); }
+
+ private:
+  [[noreturn]] void throw_mismatch() {
+    std::string line;
+    while (src_.next(line)) {
+    }
+    while (tgt_.next(line)) {
+    }
+    throw std::invalid_argument(files_.name + " split: '" + join_paths(files_.src) + "' has " +
+                                std::to_string(src_.lines()) + " lines but '" +
+                                join_paths(files_.tgt) + "' has " + std::to_string(tgt_.lines()) +
                                 "; expected one target line per source line");
   }
-  split.summary.lines = src_lines;
-  split.src_crc32 = src.checksum();
-  split.tgt_crc32 = tgt.checksum();
-  return split;
-}
 
-// Token arrays of one split in the corpus layout: flat tokens, offsets with n + 1 entries.
-struct EncodedSide {
-  std::vector<int32_t> tokens;
-  std::vector<int64_t> offsets{0};
-  void append(const std::vector<int32_t>& ids) {
-    tokens.insert(tokens.end(), ids.begin(), ids.end());
-    offsets.push_back(static_cast<int64_t>(tokens.size()));
-  }
+  SplitFiles files_;
+  TextReader src_, tgt_;
 };
 
-// Encodes the kept pairs, dropping those that encode to nothing or to more than max_len tokens.
-void encode_split(const Vocab& vocab, int64_t max_len, SplitText& split, EncodedSide& src,
-                  EncodedSide& tgt) {
-  SplitSummary& summary = split.summary;
-  for (size_t i = 0; i + 1 < split.lines.size(); i += 2) {
-    const std::vector<int32_t> src_ids = vocab.encode(split.lines[i]);
-    const std::vector<int32_t> tgt_ids = vocab.encode(split.lines[i + 1]);
-    if (src_ids.empty() || tgt_ids.empty()) {  // e.g. only characters the normalizer removes
-      ++summary.dropped["empty"];
-    } else if (static_cast<int64_t>(src_ids.size()) > max_len ||
-               static_cast<int64_t>(tgt_ids.size()) > max_len) {
-      ++summary.dropped["too_long"];
-    } else {
-      src.append(src_ids);
-      tgt.append(tgt_ids);
+// Pass 1 over the train split: the sentences (both sides) of the pairs that pass the raw checks,
+// all of them in order when they are at most `input_sentence_size` (or it is 0), else a seeded
+// uniform sample of that many (reservoir sampling, so memory is the sample's).
+std::vector<std::string> sample_sentences(const SplitFiles& files, const VocabTrainOptions& vocab) {
+  const auto capacity = static_cast<uint64_t>(vocab.input_sentence_size);
+  std::mt19937_64 random(vocab.seed);
+  std::vector<std::string> sample;
+  uint64_t seen = 0;
+  const auto offer = [&](const std::string& sentence) {
+    ++seen;
+    if (capacity == 0 || sample.size() < capacity) {
+      sample.push_back(sentence);
+    } else if (const uint64_t slot = random() % seen; slot < capacity) {
+      sample[slot] = sentence;  // kept with probability capacity / seen
+    }
+  };
+  PairReader reader(files);
+  std::string src, tgt;
+  while (reader.next(src, tgt)) {
+    if (raw_verdict(src, tgt) != kKept) continue;
+    offer(src);
+    offer(tgt);
+  }
+  if (sample.empty()) {
+    throw std::invalid_argument("train split ('" + join_paths(files.src) + "', '" +
+                                join_paths(files.tgt) + "') has no usable sentence pairs");
+  }
+  return sample;
+}
+
+// What encoding decided for a slice of a chunk of pairs: a verdict per pair, and the kept pairs'
+// tokens (flat) and lengths.
+struct EncodedSlice {
+  std::vector<Verdict> verdicts;
+  std::vector<int32_t> src_tokens, tgt_tokens;
+  std::vector<int64_t> src_lengths, tgt_lengths;
+};
+
+void encode_slice(const Vocab& vocab, int64_t max_len, const RawPair* pairs, size_t count,
+                  EncodedSlice& out) {
+  for (size_t i = 0; i < count; ++i) {
+    Verdict verdict = raw_verdict(pairs[i].src, pairs[i].tgt);
+    if (verdict == kKept) {
+      const std::vector<int32_t> src = vocab.encode(pairs[i].src);
+      const std::vector<int32_t> tgt = vocab.encode(pairs[i].tgt);
+      const auto longest = static_cast<int64_t>(std::max(src.size(), tgt.size()));
+      if (src.empty() || tgt.empty()) {  // e.g. only characters the normalizer removes
+        verdict = kEmpty;
+      } else if (longest > max_len) {
+        verdict = kTooLong;
+      } else {
+        out.src_tokens.insert(out.src_tokens.end(), src.begin(), src.end());
+        out.tgt_tokens.insert(out.tgt_tokens.end(), tgt.begin(), tgt.end());
+        out.src_lengths.push_back(static_cast<int64_t>(src.size()));
+        out.tgt_lengths.push_back(static_cast<int64_t>(tgt.size()));
+      }
+    }
+    out.verdicts.push_back(verdict);
+  }
+}
+
+// Encodes `count` pairs on up to `threads` threads, each a contiguous slice (the calling thread
+// takes the first): the slices in order are the same whatever the thread count.
+std::vector<EncodedSlice> encode_chunk(const Vocab& vocab, int64_t max_len, const RawPair* pairs,
+                                       size_t count, int threads) {
+  const size_t slices = std::max<size_t>(1, std::min<size_t>(threads, count));
+  std::vector<EncodedSlice> encoded(slices);
+  std::vector<std::exception_ptr> errors(slices);
+  const auto run = [&](size_t k) {
+    try {
+      const size_t begin = count * k / slices;
+      const size_t end = count * (k + 1) / slices;
+      encode_slice(vocab, max_len, pairs + begin, end - begin, encoded[k]);
+    } catch (...) {
+      errors[k] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> workers;
+  for (size_t k = 1; k < slices; ++k) workers.emplace_back(run, k);
+  run(0);
+  for (std::thread& worker : workers) worker.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  return encoded;
+}
+
+// Values of type T appended to an anonymous temporary file beside the output (the name is
+// unlinked at once, so nothing is left behind even by a crash), then copied into a dataset a block
+// at a time: arrays larger than memory on their way into the corpus file.
+template <class T>
+class Spill {
+ public:
+  explicit Spill(const std::string& beside) : what_("temporary file beside '" + beside + "'") {
+    std::string name = beside + ".spill-XXXXXX";
+    const int fd = mkstemp(name.data());
+    if (fd < 0) throw_cannot_open("output", name);
+    ::unlink(name.c_str());
+    file_ = fdopen(fd, "w+b");
+    if (file_ == nullptr) {
+      ::close(fd);
+      fail("open");
     }
   }
-  summary.kept = static_cast<int64_t>(src.offsets.size()) - 1;
-  summary.src_tokens = static_cast<int64_t>(src.tokens.size());
-  summary.tgt_tokens = static_cast<int64_t>(tgt.tokens.size());
-}
+  Spill(const Spill&) = delete;
+  Spill& operator=(const Spill&) = delete;
+  ~Spill() { std::fclose(file_); }
 
-void write_side(hid_t split_group, const std::string& side, const EncodedSide& encoded) {
-  h5::Handle group = h5::create_group(split_group, side);
-  // Tokens are read a sentence at a time at random places (contiguous); offsets are read whole.
-  h5::write_vector(group.get(), "tokens", encoded.tokens, h5::Layout::kContiguous);
-  h5::write_vector(group.get(), "offsets", encoded.offsets, h5::Layout::kCompressed);
-}
-
-// /<split>/{src,tgt}/{tokens,offsets} and the split's provenance attributes.
-void write_split(hid_t file, const SplitText& split, const EncodedSide& src,
-                 const EncodedSide& tgt) {
-  const SplitSummary& summary = split.summary;
-  h5::Handle group = h5::create_group(file, summary.name);
-  write_side(group.get(), "src", src);
-  write_side(group.get(), "tgt", tgt);
-  const hid_t g = group.get();
-  h5::write_attribute(g, "src_file", split.files.src);
-  h5::write_attribute(g, "tgt_file", split.files.tgt);
-  h5::write_attribute(g, "src_crc32", static_cast<int64_t>(split.src_crc32));
-  h5::write_attribute(g, "tgt_crc32", static_cast<int64_t>(split.tgt_crc32));
-  h5::write_attribute(g, "lines", summary.lines);
-  h5::write_attribute(g, "kept", summary.kept);
-  for (const auto& [reason, count] : summary.dropped) {
-    h5::write_attribute(g, "dropped_" + reason, count);
+  void append(const T* values, size_t count) {
+    if (count > 0 && std::fwrite(values, sizeof(T), count, file_) != count) fail("write");
+    count_ += count;
   }
-  h5::write_attribute(g, "src_tokens", summary.src_tokens);
-  h5::write_attribute(g, "tgt_tokens", summary.tgt_tokens);
+  uint64_t count() const { return count_; }
+
+  // Writes everything appended to `dataset` (count() elements of mem_type, which is T).
+  void copy_to(hid_t dataset, hid_t mem_type) {
+    if (std::fflush(file_) != 0 || std::fseek(file_, 0, SEEK_SET) != 0) fail("rewind");
+    std::vector<T> block(kSpillBlock);
+    for (uint64_t begin = 0; begin < count_; begin += block.size()) {
+      const size_t count = std::min<uint64_t>(block.size(), count_ - begin);
+      if (std::fread(block.data(), sizeof(T), count, file_) != count) fail("read");
+      h5::write_range(dataset, mem_type, begin, count, block.data());
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const char* action) const {
+    const int err = errno;
+    throw std::runtime_error("cannot " + std::string(action) + " the " + what_ + " (" +
+                             (err != 0 ? std::strerror(err) : "unknown reason") + ")");
+  }
+
+  std::string what_;
+  std::FILE* file_ = nullptr;
+  uint64_t count_ = 0;
+};
+
+// One side of a split on its way to /<split>/<side>/{tokens,offsets}.
+class SpilledSide {
+ public:
+  explicit SpilledSide(const std::string& beside) : tokens_(beside), offsets_(beside) {
+    offsets_.append(&end_, 1);
+  }
+  void append(const std::vector<int32_t>& tokens, const std::vector<int64_t>& lengths) {
+    tokens_.append(tokens.data(), tokens.size());
+    std::vector<int64_t> offsets(lengths.size());
+    for (size_t i = 0; i < lengths.size(); ++i) offsets[i] = end_ += lengths[i];
+    offsets_.append(offsets.data(), offsets.size());
+  }
+  int64_t tokens() const { return end_; }
+  int64_t sentences() const { return static_cast<int64_t>(offsets_.count()) - 1; }
+
+  void write(hid_t split_group, const std::string& side) {
+    h5::Handle group = h5::create_group(split_group, side);
+    // Tokens are read a sentence at a time at random places (contiguous); offsets are read whole.
+    h5::Handle tokens = h5::create_dataset(group.get(), "tokens", H5T_STD_I32LE, tokens_.count(),
+                                           h5::Layout::kContiguous);
+    tokens_.copy_to(tokens.get(), H5T_NATIVE_INT32);
+    h5::Handle offsets = h5::create_dataset(group.get(), "offsets", H5T_STD_I64LE, offsets_.count(),
+                                            h5::Layout::kCompressed);
+    offsets_.copy_to(offsets.get(), H5T_NATIVE_INT64);
+  }
+
+ private:
+  Spill<int32_t> tokens_;
+  Spill<int64_t> offsets_;
+  int64_t end_ = 0;
+};
+
+void count_skip(SplitSummary& summary, Verdict verdict, const PairReader& reader, int64_t index) {
+  ++summary.dropped[kReasons[verdict]];
+  if (summary.first_skipped.size() < kShownSkips) {
+    summary.first_skipped.push_back(reader.position_of(index) + ": " + kReasons[verdict]);
+  }
+}
+
+void write_provenance(hid_t group, const SplitFiles& files, const PairReader& reader,
+                      const SplitSummary& summary) {
+  h5::write_attribute(group, "src_file", join_paths(files.src));
+  h5::write_attribute(group, "tgt_file", join_paths(files.tgt));
+  h5::write_attribute(group, "src_crc32", static_cast<int64_t>(reader.src_checksum()));
+  h5::write_attribute(group, "tgt_crc32", static_cast<int64_t>(reader.tgt_checksum()));
+  h5::write_attribute(group, "lines", summary.lines);
+  h5::write_attribute(group, "kept", summary.kept);
+  for (const auto& [reason, count] : summary.dropped) {
+    h5::write_attribute(group, "dropped_" + reason, count);
+  }
+  h5::write_attribute(group, "src_tokens", summary.src_tokens);
+  h5::write_attribute(group, "tgt_tokens", summary.tgt_tokens);
+}
+
+// Pass 2 over a split: pairs read a chunk at a time, encoded on `threads` threads, the kept ones'
+// tokens spilled in order; then /<split>/{src,tgt} and the split's provenance attributes.
+SplitSummary write_split(hid_t file, const SplitFiles& files, const Vocab& vocab,
+                         const PrepOptions& options, int threads) {
+  SplitSummary summary;
+  summary.name = files.name;
+  for (const char* reason : kReasons) summary.dropped[reason] = 0;
+  SpilledSide src(options.out), tgt(options.out);
+  PairReader reader(files);
+  const auto fill = [&reader](std::vector<RawPair>& chunk) {
+    size_t count = 0;
+    while (count < chunk.size() && reader.next(chunk[count].src, chunk[count].tgt)) ++count;
+    return count;
+  };
+  // Chunk k+1 is read on a thread of its own while chunk k is encoded; the reader is idle while
+  // chunk k's skips are located in it.
+  std::vector<RawPair> chunk(options.chunk_pairs), ahead(options.chunk_pairs);
+  size_t count = fill(chunk);
+  for (int64_t first = 0; count > 0; first += options.chunk_pairs) {
+    std::future<size_t> next;
+    if (count == chunk.size()) next = std::async(std::launch::async, fill, std::ref(ahead));
+    const std::vector<EncodedSlice> slices =
+        encode_chunk(vocab, options.max_len, chunk.data(), count, threads);
+    const size_t next_count = next.valid() ? next.get() : 0;
+    int64_t index = first;
+    for (const EncodedSlice& slice : slices) {
+      for (const Verdict verdict : slice.verdicts) {
+        if (verdict != kKept) count_skip(summary, verdict, reader, index);
+        ++index;
+      }
+      src.append(slice.src_tokens, slice.src_lengths);
+      tgt.append(slice.tgt_tokens, slice.tgt_lengths);
+    }
+    chunk.swap(ahead);
+    count = next_count;
+  }
+  summary.lines = reader.pairs();
+  summary.kept = src.sentences();
+  summary.src_tokens = src.tokens();
+  summary.tgt_tokens = tgt.tokens();
+
+  h5::Handle group = h5::create_group(file, files.name);
+  src.write(group.get(), "src");
+  tgt.write(group.get(), "tgt");
+  write_provenance(group.get(), files, reader, summary);
+  return summary;
 }
 
 void write_root(hid_t file, const Vocab& vocab, const PrepOptions& options) {
@@ -221,7 +377,11 @@ void write_root(hid_t file, const Vocab& vocab, const PrepOptions& options) {
   h5::write_attribute(file, "vocab_size", vocab.size());
   h5::write_attribute(file, "vocab_model_type", options.vocab.model_type);
   h5::write_attribute(file, "max_len", options.max_len);
-  h5::write_attribute(file, "checksum", std::string("crc32 (zlib) of each input file's bytes"));
+  h5::write_attribute(file, "vocab_sample", options.vocab.input_sentence_size);
+  h5::write_attribute(file, "vocab_seed", static_cast<int64_t>(options.vocab.seed));
+  h5::write_attribute(file, "checksum",
+                      std::string("crc32 (zlib) of each side's text: decompressed, its files "
+                                  "concatenated in order (a single plain file: its bytes)"));
 }
 
 void validate(const PrepOptions& options) {
@@ -237,11 +397,30 @@ void validate(const PrepOptions& options) {
       throw std::invalid_argument("split '" + split.name +
                                   "' needs both a source and a target file");
     }
+    for (const std::string& path : split.src) {
+      if (path.empty()) throw std::invalid_argument("split '" + split.name + "': empty file name");
+    }
+    for (const std::string& path : split.tgt) {
+      if (path.empty()) throw std::invalid_argument("split '" + split.name + "': empty file name");
+    }
   }
   if (names.count("train") == 0) throw std::invalid_argument("the train split is required");
   if (options.out.empty()) throw std::invalid_argument("the output corpus path is empty");
   if (options.max_len < 1) {
     throw std::invalid_argument("max_len " + std::to_string(options.max_len) + ": expected >= 1");
+  }
+  if (options.chunk_pairs < 1) {
+    throw std::invalid_argument("chunk_pairs " + std::to_string(options.chunk_pairs) +
+                                ": expected >= 1");
+  }
+  if (options.threads < 0) {
+    throw std::invalid_argument("threads " + std::to_string(options.threads) +
+                                ": expected >= 1, or 0 for one per core");
+  }
+  if (options.vocab.input_sentence_size < 0) {
+    throw std::invalid_argument("vocabulary sample " +
+                                std::to_string(options.vocab.input_sentence_size) +
+                                ": expected >= 1 sentences, or 0 for all");
   }
 }
 
@@ -254,35 +433,29 @@ void check_writable(const std::string& tmp, const std::string& out) {
   std::remove(tmp.c_str());
 }
 
-Vocab train_vocab(const std::vector<SplitText>& splits, const VocabTrainOptions& options) {
-  for (const SplitText& split : splits) {
-    if (split.files.name != "train") continue;
-    if (split.lines.empty()) {
-      throw std::invalid_argument("train split ('" + split.files.src + "', '" + split.files.tgt +
-                                  "') has no usable sentence pairs");
-    }
-    return Vocab::train(split.lines, options);
-  }
-  throw std::invalid_argument("the train split is required");
-}
-
 // Encodes and writes every split into the (temporary) file at `path`; returns the summaries.
 std::vector<SplitSummary> write_corpus(const std::string& path, const Vocab& vocab,
-                                       std::vector<SplitText>& splits, const PrepOptions& options) {
+                                       const PrepOptions& options) {
   h5::QuietErrors quiet;
   h5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   if (!file.valid()) throw std::invalid_argument("output: cannot create HDF5 file '" + path + "'");
   write_root(file.get(), vocab, options);
+  const int threads = options.threads > 0
+                          ? options.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<SplitSummary> summaries;
-  for (SplitText& split : splits) {
-    EncodedSide src, tgt;
-    encode_split(vocab, options.max_len, split, src, tgt);
-    write_split(file.get(), split, src, tgt);
-    split.lines = {};  // the text is no longer needed
-    summaries.push_back(split.summary);
+  for (const SplitFiles& files : options.splits) {
+    summaries.push_back(write_split(file.get(), files, vocab, options, threads));
   }
   h5::check(file.close(), "cannot close '" + path + "'");
   return summaries;
+}
+
+const SplitFiles& train_files(const PrepOptions& options) {
+  for (const SplitFiles& files : options.splits) {
+    if (files.name == "train") return files;
+  }
+  throw std::invalid_argument("the train split is required");
 }
 
 }  // namespace
@@ -291,14 +464,14 @@ PrepSummary prepare_corpus(const PrepOptions& options) {
   validate(options);
   const std::string tmp = options.out + ".tmp";
   check_writable(tmp, options.out);
-  std::vector<SplitText> splits;
-  for (const SplitFiles& files : options.splits) splits.push_back(read_split(files));
-  const Vocab vocab = train_vocab(splits, options.vocab);
+  for (const SplitFiles& files : options.splits) PairReader check_readable(files);
+  const Vocab vocab =
+      Vocab::train(sample_sentences(train_files(options), options.vocab), options.vocab);
 
   PrepSummary summary;
   summary.vocab_size = vocab.size();
   try {
-    summary.splits = write_corpus(tmp, vocab, splits, options);
+    summary.splits = write_corpus(tmp, vocab, options);
     if (std::rename(tmp.c_str(), options.out.c_str()) != 0) {
       throw std::runtime_error("cannot rename '" + tmp + "' to '" + options.out + "'");
     }

@@ -1,5 +1,8 @@
 // Raw parallel text → one HDF5 corpus file (tandem-prep): trains the joint SentencePiece model on
-// the train split, encodes every split, skips bad pairs with counted reasons, records provenance.
+// a seeded sample of the train split, encodes every split on several threads, skips bad pairs with
+// counted reasons, records provenance. Memory is bounded by the sample and the encoding chunks,
+// not by the corpus: the text is streamed twice (sample, then encode), the token arrays go through
+// temporary files next to the output.
 #pragma once
 
 #include <cstdint>
@@ -12,16 +15,20 @@
 namespace tandem::data {
 
 struct SplitFiles {
-  std::string name;  // "train", "valid" or "test"
-  std::string src;   // one sentence per line
-  std::string tgt;   // same number of lines as src
+  std::string name;              // "train", "valid" or "test"
+  std::vector<std::string> src;  // one sentence per line; several files are read in order,
+                                 // each plain or gzip-compressed
+  std::vector<std::string> tgt;  // as many lines as src, together
 };
 
 struct PrepOptions {
   std::vector<SplitFiles> splits;  // train is required
   std::string out;                 // the corpus file to write (atomically: *.tmp then rename)
-  VocabTrainOptions vocab;
+  VocabTrainOptions vocab;         // its input_sentence_size is the sample (sentences, both sides)
   int64_t max_len = 250;           // pairs with more tokens than this on a side are skipped
+  int threads = 0;                 // encoding threads; 0 = one per core. The output is the same
+                                   // for every count.
+  int64_t chunk_pairs = 1 << 16;   // pairs read, then encoded in parallel, at a time
 };
 
 struct SplitSummary {
@@ -31,6 +38,8 @@ struct SplitSummary {
   std::map<std::string, int64_t> dropped; // reason ("empty", "too_long", "invalid_utf8") → pairs
   int64_t src_tokens = 0;
   int64_t tgt_tokens = 0;
+  // Where the first skipped pairs were, with why: "line 7 of 'train.de': invalid_utf8".
+  std::vector<std::string> first_skipped;
 };
 
 struct PrepSummary {
@@ -39,8 +48,9 @@ struct PrepSummary {
   std::string to_string() const;  // the summary tandem-prep prints
 };
 
-// Throws std::invalid_argument for missing files, mismatched line counts (naming both files and
-// counts), or an unwritable output; never leaves a partial `out` behind.
+// Throws std::invalid_argument for missing or unreadable files (naming the file and line),
+// mismatched line counts (naming both sides and counts), or an unwritable output; never leaves a
+// partial `out` or a temporary file behind.
 PrepSummary prepare_corpus(const PrepOptions& options);
 
 }  // namespace tandem::data

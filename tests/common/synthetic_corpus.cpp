@@ -49,7 +49,7 @@ std::string make_reverse_corpus(const std::string& dir, const SyntheticCorpusOpt
   write_split(dir, "test", options.test_pairs, options, state);
   data::PrepOptions prep;
   for (std::string split : {"train", "valid", "test"}) {
-    prep.splits.push_back({split, dir + "/" + split + ".src", dir + "/" + split + ".tgt"});
+    prep.splits.push_back({split, {dir + "/" + split + ".src"}, {dir + "/" + split + ".tgt"}});
   }
   prep.out = dir + "/corpus.h5";
   prep.vocab.vocab_size = options.vocab_size;

@@ -1,6 +1,7 @@
 #include "data/prep.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <map>
@@ -9,6 +10,7 @@
 #include "data/corpus.h"
 #include "tests/data/test_corpus.h"
 #include "trainer/common/hdf5.h"
+#include "trainer/common/token_ids.h"
 
 namespace tandem::data {
 namespace {
@@ -59,8 +61,8 @@ class PrepRoundTrip : public ::testing::Test {
   }
   static PrepOptions options() {
     PrepOptions options;
-    options.splits = {{"train", dir_->file("train.src"), dir_->file("train.tgt")},
-                      {"valid", dir_->file("valid.src"), dir_->file("valid.tgt")}};
+    options.splits = {{"train", {dir_->file("train.src")}, {dir_->file("train.tgt")}},
+                      {"valid", {dir_->file("valid.src")}, {dir_->file("valid.tgt")}}};
     options.out = dir_->file("corpus.h5");
     options.vocab = testing::small_vocab();
     options.max_len = kMaxLen;
@@ -160,7 +162,7 @@ TEST(PrepareCorpus, MismatchedLineCountsNameBothFilesAndCounts) {
   testing::write_lines(dir.file("a.tgt"), {"a", "b", "c", "d"});
   testing::write_lines(dir.file("out.h5"), {"previous corpus"});
   PrepOptions options;
-  options.splits = {{"train", dir.file("a.src"), dir.file("a.tgt")}};
+  options.splits = {{"train", {dir.file("a.src")}, {dir.file("a.tgt")}}};
   options.out = dir.file("out.h5");
   options.vocab = testing::small_vocab();
   try {
@@ -179,7 +181,7 @@ TEST(PrepareCorpus, MissingInputFileIsNamed) {
   testing::TempDir dir;
   testing::write_lines(dir.file("a.src"), {"a"});
   PrepOptions options;
-  options.splits = {{"train", dir.file("a.src"), dir.file("missing.tgt")}};
+  options.splits = {{"train", {dir.file("a.src")}, {dir.file("missing.tgt")}}};
   options.out = dir.file("out.h5");
   try {
     prepare_corpus(options);
@@ -195,7 +197,7 @@ TEST(PrepareCorpus, UnwritableOutputIsNamed) {
   testing::write_lines(dir.file("a.src"), {"a"});
   testing::write_lines(dir.file("a.tgt"), {"a"});
   PrepOptions options;
-  options.splits = {{"train", dir.file("a.src"), dir.file("a.tgt")}};
+  options.splits = {{"train", {dir.file("a.src")}, {dir.file("a.tgt")}}};
   options.out = dir.file("no_such_dir/out.h5");
   try {
     prepare_corpus(options);
@@ -207,9 +209,193 @@ TEST(PrepareCorpus, UnwritableOutputIsNamed) {
 
 TEST(PrepareCorpus, TrainSplitIsRequired) {
   PrepOptions options;
-  options.splits = {{"valid", "v.src", "v.tgt"}};
+  options.splits = {{"valid", {"v.src"}, {"v.tgt"}}};
   options.out = "out.h5";
   EXPECT_THROW(prepare_corpus(options), std::invalid_argument);
+}
+
+// ---- streaming: threads, chunks, gzip and several files, positions of bad lines
+
+void write_gzip(const std::string& path, const std::string& text) {
+  gzFile file = gzopen(path.c_str(), "wb");
+  ASSERT_NE(file, nullptr) << path;
+  ASSERT_EQ(gzwrite(file, text.data(), static_cast<unsigned>(text.size())),
+            static_cast<int>(text.size()));
+  ASSERT_EQ(gzclose(file), Z_OK);
+}
+
+std::string joined(const std::vector<std::string>& lines, size_t begin, size_t end) {
+  std::string text;
+  for (size_t i = begin; i < end; ++i) text += lines[i] + "\n";
+  return text;
+}
+
+// The token arrays and counts of a corpus file, for comparing files whose attributes differ.
+std::map<std::string, std::vector<int64_t>> corpus_content(const std::string& path) {
+  const Corpus corpus(path);
+  std::map<std::string, std::vector<int64_t>> content;
+  for (const std::string split : {"train", "valid"}) {
+    if (!corpus.has_split(split)) continue;
+    std::vector<int64_t> all(static_cast<size_t>(corpus.size(split)));
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+    std::vector<int64_t>& flat = content[split];
+    for (const SentencePair& pair : corpus.read(split, all)) {
+      flat.push_back(-1);
+      flat.insert(flat.end(), pair.src.begin(), pair.src.end());
+      flat.push_back(-2);
+      flat.insert(flat.end(), pair.tgt.begin(), pair.tgt.end());
+    }
+  }
+  const std::string vocab = corpus.vocab().bytes();
+  content["vocab"] = std::vector<int64_t>(vocab.begin(), vocab.end());
+  return content;
+}
+
+class PrepStreaming : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    text_ = testing::synthetic_text(2000, 7);
+    text_.src[333] = "hund \xC3";  // invalid UTF-8
+    text_.tgt[1500] = "";
+    testing::write_lines(dir_.file("train.src"), text_.src);
+    testing::write_lines(dir_.file("train.tgt"), text_.tgt);
+  }
+  PrepOptions options(const std::string& out, int threads) const {
+    PrepOptions options;
+    options.splits = {{"train", {dir_.file("train.src")}, {dir_.file("train.tgt")}}};
+    options.out = dir_.file(out);
+    options.vocab = testing::small_vocab();
+    options.threads = threads;
+    options.chunk_pairs = 300;  // 7 chunks, the last one short
+    return options;
+  }
+
+  testing::TempDir dir_;
+  testing::SyntheticText text_;
+};
+
+TEST_F(PrepStreaming, OutputIsByteIdenticalAtOneTwoAndThreeThreads) {
+  const PrepSummary one = prepare_corpus(options("one.h5", 1));
+  prepare_corpus(options("two.h5", 2));
+  prepare_corpus(options("three.h5", 3));
+  const std::string bytes = testing::read_file(dir_.file("one.h5"));
+  EXPECT_EQ(testing::read_file(dir_.file("two.h5")), bytes);
+  EXPECT_EQ(testing::read_file(dir_.file("three.h5")), bytes);
+  EXPECT_EQ(one.splits.at(0).kept, 1998);
+  // Chunked encoding gives what one encoding of the whole text gives: each kept pair, in order.
+  const Corpus corpus(dir_.file("one.h5"));
+  const Vocab vocab = corpus.vocab();
+  const std::vector<SentencePair> pairs = corpus.read("train", {0, 332, 333, 1997});
+  EXPECT_EQ(pairs[0].src, vocab.encode(text_.src[0]));
+  EXPECT_EQ(pairs[1].src, vocab.encode(text_.src[332]));
+  EXPECT_EQ(pairs[2].src, vocab.encode(text_.src[334]));   // line 333 was skipped
+  EXPECT_EQ(pairs[3].tgt, vocab.encode(text_.tgt[1999]));  // and line 1500
+  // Where the skipped pairs were, counted from 1 as editors do.
+  EXPECT_EQ(one.splits.at(0).first_skipped,
+            (std::vector<std::string>{"line 334 of '" + dir_.file("train.src") + "' / '" +
+                                          dir_.file("train.tgt") + "': invalid_utf8",
+                                      "line 1501 of '" + dir_.file("train.src") + "' / '" +
+                                          dir_.file("train.tgt") + "': empty"}));
+}
+
+TEST_F(PrepStreaming, GzipAndSeveralFilesGiveWhatOnePlainFileGives) {
+  prepare_corpus(options("plain.h5", 2));
+  // Source: a gzip file then a plain one; target: cut elsewhere, plain then gzip.
+  write_gzip(dir_.file("a.src.gz"), joined(text_.src, 0, 700));
+  testing::write_lines(dir_.file("b.src"),
+                       std::vector<std::string>(text_.src.begin() + 700, text_.src.end()));
+  testing::write_lines(dir_.file("a.tgt"),
+                       std::vector<std::string>(text_.tgt.begin(), text_.tgt.begin() + 1200));
+  write_gzip(dir_.file("b.tgt.gz"), joined(text_.tgt, 1200, text_.tgt.size()));
+  PrepOptions split = options("split.h5", 2);
+  split.splits = {{"train",
+                   {dir_.file("a.src.gz"), dir_.file("b.src")},
+                   {dir_.file("a.tgt"), dir_.file("b.tgt.gz")}}};
+  const PrepSummary summary = prepare_corpus(split);
+  EXPECT_EQ(corpus_content(dir_.file("split.h5")), corpus_content(dir_.file("plain.h5")));
+  // The checksum is of the text, decompressed and concatenated: the plain file's bytes.
+  h5::QuietErrors quiet;
+  h5::Handle file(H5Fopen(dir_.file("split.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  h5::Handle train(H5Gopen2(file.get(), "train", H5P_DEFAULT));
+  EXPECT_EQ(h5::read_int_attribute(train.get(), "src_crc32"),
+            naive_crc32(testing::read_file(dir_.file("train.src"))));
+  EXPECT_EQ(h5::read_int_attribute(train.get(), "tgt_crc32"),
+            naive_crc32(testing::read_file(dir_.file("train.tgt"))));
+  EXPECT_EQ(h5::read_string_attribute(train.get(), "src_file"),
+            dir_.file("a.src.gz") + " + " + dir_.file("b.src"));
+  // Positions are within each file: source line 334 is in a.src.gz, target line 1501 in b.tgt.gz.
+  ASSERT_EQ(summary.splits.at(0).first_skipped.size(), 2u);
+  EXPECT_EQ(
+      summary.splits.at(0).first_skipped[0],
+      "line 334 of '" + dir_.file("a.src.gz") + "' / '" + dir_.file("a.tgt") + "': invalid_utf8");
+  EXPECT_EQ(summary.splits.at(0).first_skipped[1], "line 801 of '" + dir_.file("b.src") +
+                                                       "' / line 301 of '" + dir_.file("b.tgt.gz") +
+                                                       "': empty");
+}
+
+TEST_F(PrepStreaming, ATruncatedGzipFileIsNamedWithTheLineWhereItBreaks) {
+  write_gzip(dir_.file("whole.src.gz"), joined(text_.src, 0, text_.src.size()));
+  const std::string whole = testing::read_file(dir_.file("whole.src.gz"));
+  std::ofstream(dir_.file("cut.src.gz"), std::ios::binary) << whole.substr(0, whole.size() / 2);
+  testing::write_lines(dir_.file("out.h5"), {"previous corpus"});
+  PrepOptions cut = options("out.h5", 2);
+  cut.splits[0].src = {dir_.file("cut.src.gz")};
+  try {
+    prepare_corpus(cut);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    const std::string message = e.what();
+    EXPECT_NE(
+        message.find("train source: cannot read '" + dir_.file("cut.src.gz") + "' after line "),
+        std::string::npos)
+        << message;
+    EXPECT_NE(message.find("truncated"), std::string::npos) << message;
+  }
+  EXPECT_EQ(testing::read_file(dir_.file("out.h5")), "previous corpus\n");
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("out.h5.tmp")));
+}
+
+TEST_F(PrepStreaming, AVocabularySampleIsSeededAndStillCoversTheText) {
+  PrepOptions sampled = options("sampled.h5", 2);
+  sampled.vocab.input_sentence_size = 500;  // of 3996 sentences
+  prepare_corpus(sampled);
+  sampled.out = dir_.file("again.h5");
+  prepare_corpus(sampled);
+  EXPECT_EQ(testing::read_file(dir_.file("again.h5")), testing::read_file(dir_.file("sampled.h5")));
+  h5::QuietErrors quiet;
+  h5::Handle file(H5Fopen(dir_.file("sampled.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  EXPECT_EQ(h5::read_int_attribute(file.get(), "vocab_sample"), 500);
+  // The sample saw every word of the small word list, so nothing encodes to <unk>.
+  const Corpus corpus(dir_.file("sampled.h5"));
+  for (const SentencePair& pair : corpus.read("train", {0, 1, 2, 1000, 1997})) {
+    for (const int32_t id : pair.src) EXPECT_NE(id, kUnkId);
+  }
+}
+
+// A bad line deep in a large file is reported by its line number (the 1M-line case of the issue).
+TEST(PrepLarge, ABadLineInTheMiddleOfAMillionLinesIsReportedByNumber) {
+  testing::TempDir dir;
+  constexpr int kLines = 1000000;
+  constexpr int kBad = 654321;  // 0-based: line 654322 counted from 1
+  {
+    std::ofstream src(dir.file("big.src"), std::ios::binary);
+    std::ofstream tgt(dir.file("big.tgt"), std::ios::binary);
+    for (int i = 0; i < kLines; ++i) {
+      src << (i == kBad ? "das \xED\xA0\x80 haus" : "der hund " + std::to_string(i % 97)) << "\n";
+      tgt << "the dog " << i % 89 << "\n";
+    }
+  }
+  PrepOptions options;
+  options.splits = {{"train", {dir.file("big.src")}, {dir.file("big.tgt")}}};
+  options.out = dir.file("big.h5");
+  options.vocab = testing::small_vocab();
+  options.vocab.input_sentence_size = 20000;
+  const PrepSummary summary = prepare_corpus(options);
+  EXPECT_EQ(summary.splits.at(0).lines, kLines);
+  EXPECT_EQ(summary.splits.at(0).kept, kLines - 1);
+  EXPECT_EQ(summary.splits.at(0).first_skipped,
+            std::vector<std::string>{"line 654322 of '" + dir.file("big.src") + "' / '" +
+                                     dir.file("big.tgt") + "': invalid_utf8"});
 }
 
 }  // namespace

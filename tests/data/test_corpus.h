@@ -78,7 +78,7 @@ inline std::string prepare_synthetic_corpus(const TempDir& dir, const SyntheticT
   write_lines(dir.file("train.src"), text.src);
   write_lines(dir.file("train.tgt"), text.tgt);
   PrepOptions options;
-  options.splits = {{"train", dir.file("train.src"), dir.file("train.tgt")}};
+  options.splits = {{"train", {dir.file("train.src")}, {dir.file("train.tgt")}}};
   options.out = dir.file("corpus.h5");
   options.vocab = small_vocab();
   prepare_corpus(options);

@@ -299,14 +299,51 @@ std::optional<std::string> read_string_dataset(hid_t parent, const std::string& 
   });
 }
 
-void write_dataset(hid_t parent, const std::string& name, hid_t mem_type, hid_t file_type,
-                   const void* data, uint64_t count, Layout layout) {
+Handle create_dataset(hid_t parent, const std::string& name, hid_t file_type, uint64_t count,
+                      Layout layout) {
   const hsize_t dims = count;
   Handle space(check(H5Screate_simple(1, &dims, nullptr), "cannot create dataspace for " + name));
   Handle plist = dataset_creation(name, count, layout);
-  Handle dataset(check(H5Dcreate2(parent, name.c_str(), file_type, space.get(), H5P_DEFAULT,
-                                  plist.get(), H5P_DEFAULT),
-                       "cannot create dataset " + name));
+  return Handle(check(H5Dcreate2(parent, name.c_str(), file_type, space.get(), H5P_DEFAULT,
+                                 plist.get(), H5P_DEFAULT),
+                      "cannot create dataset " + name));
+}
+
+namespace {
+
+// The file and memory dataspaces of elements [begin, begin + count) of a 1-D dataset.
+struct RangeSpaces {
+  Handle file;
+  Handle memory;
+};
+
+RangeSpaces select_range(hid_t dataset, uint64_t begin, uint64_t count, const std::string& what) {
+  const hsize_t start = begin;
+  const hsize_t size = count;
+  Handle file_space(check(H5Dget_space(dataset), what));
+  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &size, nullptr),
+        what);
+  Handle memory_space(check(H5Screate_simple(1, &size, nullptr), what));
+  return {std::move(file_space), std::move(memory_space)};
+}
+
+std::string range_text(uint64_t begin, uint64_t count) {
+  return std::to_string(begin) + "+" + std::to_string(count);
+}
+
+}  // namespace
+
+void write_range(hid_t dataset, hid_t mem_type, uint64_t begin, uint64_t count, const void* data) {
+  if (count == 0) return;
+  const std::string what = "cannot write elements " + range_text(begin, count);
+  const RangeSpaces spaces = select_range(dataset, begin, count, what);
+  check(H5Dwrite(dataset, mem_type, spaces.memory.get(), spaces.file.get(), H5P_DEFAULT, data),
+        what);
+}
+
+void write_dataset(hid_t parent, const std::string& name, hid_t mem_type, hid_t file_type,
+                   const void* data, uint64_t count, Layout layout) {
+  Handle dataset = create_dataset(parent, name, file_type, count, layout);
   if (count == 0) return;
   check(H5Dwrite(dataset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
         "cannot write dataset " + name);
@@ -341,15 +378,10 @@ uint64_t dataset_length(hid_t dataset) {
 
 void read_range(hid_t dataset, hid_t mem_type, uint64_t begin, uint64_t count, void* out) {
   if (count == 0) return;
-  const hsize_t start = begin;
-  const hsize_t size = count;
-  const std::string what =
-      "cannot read elements " + std::to_string(begin) + "+" + std::to_string(count);
-  Handle file_space(check(H5Dget_space(dataset), what));
-  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &size, nullptr),
+  const std::string what = "cannot read elements " + range_text(begin, count);
+  const RangeSpaces spaces = select_range(dataset, begin, count, what);
+  check(H5Dread(dataset, mem_type, spaces.memory.get(), spaces.file.get(), H5P_DEFAULT, out),
         what);
-  Handle mem_space(check(H5Screate_simple(1, &size, nullptr), what));
-  check(H5Dread(dataset, mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, out), what);
 }
 
 void read_ranges(hid_t dataset, hid_t mem_type, const std::vector<Range>& ranges, void* out) {

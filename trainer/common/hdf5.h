@@ -101,6 +101,12 @@ void write_vector(hid_t parent, const std::string& name, const std::vector<int32
 void write_vector(hid_t parent, const std::string& name, const std::vector<int64_t>& values,
                   Layout layout);
 void write_bytes(hid_t parent, const std::string& name, const std::string& bytes);  // uint8
+// The same dataset created empty, for data written a block at a time with write_range (data
+// too large to hold in memory): the file is the same as write_dataset's for the same content.
+Handle create_dataset(hid_t parent, const std::string& name, hid_t file_type, uint64_t count,
+                      Layout layout);
+// Writes elements [begin, begin + count) of a 1-D dataset from `data` (count elements of mem_type).
+void write_range(hid_t dataset, hid_t mem_type, uint64_t begin, uint64_t count, const void* data);
 
 uint64_t dataset_length(hid_t dataset);  // throws unless the dataset is 1-D
 // Reads elements [begin, begin + count) of a 1-D dataset into `out` (count elements of mem_type).

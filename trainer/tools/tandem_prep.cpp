@@ -11,12 +11,19 @@ constexpr const char* kExamples = R"(
 Examples:
   tandem-prep --train-src train.de --train-tgt train.en \
               --valid-src valid.de --valid-tgt valid.en --vocab-size 8000 --out corpus.h5
-  h5dump -H corpus.h5    # the layout and what the corpus was built from)";
+  tandem-prep --train-src europarl.de.gz news.de.gz --train-tgt europarl.en.gz news.en.gz \
+              --valid-src valid.de --valid-tgt valid.en --vocab-size 32000 --out corpus.h5
+  h5dump -H corpus.h5    # the layout and what the corpus was built from
+
+Memory is bounded by --vocab-sample, not by the corpus: the text is read twice (a sample for the
+vocabulary, then encoding), and the token arrays pass through temporary files beside --out.)";
 
 // Adds --<name>-src and --<name>-tgt; the pair is optional unless `required`, but never half-given.
 void add_split(CLI::App& app, tandem::data::SplitFiles& split, bool required) {
   auto* src = app.add_option("--" + split.name + "-src", split.src,
-                             split.name + " source sentences, one per line");
+                             split.name +
+                                 " source sentences, one per line (several files are "
+                                 "read in order; plain or gzip)");
   auto* tgt = app.add_option("--" + split.name + "-tgt", split.tgt,
                              split.name + " target sentences, line i translating source line i");
   if (required) {
@@ -45,6 +52,16 @@ void add_options(CLI::App& app, std::vector<tandem::data::SplitFiles>& splits,
   app.add_option("--max-len", options.max_len, "skip pairs with more tokens than this on a side")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--vocab-sample", options.vocab.input_sentence_size,
+                 "sentences (both sides) sampled from train for the vocabulary, 0 = all; "
+                 "training it takes ~25 bytes per sampled character")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", options.vocab.seed, "seed of that sample")->capture_default_str();
+  app.add_option("--threads", options.threads,
+                 "encoding threads, 0 = one per core (the output is the same for any count)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--out", options.out, "corpus file to write (via <out>.tmp, then a rename)")
       ->required();
 }
@@ -58,7 +75,7 @@ int main(int argc, char** argv) {
       "tandem-prep");
   app.footer(kExamples);
   std::vector<tandem::data::SplitFiles> splits = {
-      {"train", "", ""}, {"valid", "", ""}, {"test", "", ""}};
+      {"train", {}, {}}, {"valid", {}, {}}, {"test", {}, {}}};
   tandem::data::PrepOptions options;
   add_options(app, splits, options);
   try {
@@ -72,8 +89,20 @@ int main(int argc, char** argv) {
     for (const auto& split : splits) {
       if (!split.src.empty()) options.splits.push_back(split);
     }
-    std::cout << tandem::data::prepare_corpus(options).to_string() << "wrote " << options.out
-              << "\n";
+    const tandem::data::PrepSummary summary = tandem::data::prepare_corpus(options);
+    for (const auto& split : summary.splits) {
+      for (const std::string& skipped : split.first_skipped) {
+        std::cerr << "tandem-prep: warning: " << split.name << ": skipped " << skipped << "\n";
+      }
+      int64_t dropped = 0;
+      for (const auto& [reason, count] : split.dropped) dropped += count;
+      const auto shown = static_cast<int64_t>(split.first_skipped.size());
+      if (dropped > shown) {
+        std::cerr << "tandem-prep: warning: " << split.name << ": and " << dropped - shown
+                  << " more skipped pairs (counts below)\n";
+      }
+    }
+    std::cout << summary.to_string() << "wrote " << options.out << "\n";
     return tandem::kExitOk;
   } catch (const std::exception& e) {
     std::cerr << "tandem-prep: error: " << e.what() << "\n";
