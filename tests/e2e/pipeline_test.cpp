@@ -2,6 +2,7 @@
 // resume → tandem-eval → tandem-decode, on a synthetic reverse-the-words corpus.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -246,6 +247,30 @@ TEST_F(Pipeline, LearnsToReverseAndEvalDecodeAgree) {
   ASSERT_EQ(alone.exit_code, 0) << alone.output;
   ASSERT_FALSE(alone.output.empty());
   EXPECT_NE(cut.output.find("\n" + alone.output), std::string::npos) << cut.output;
+
+  // Beam 4 over mixed lengths in small batches and chunks: each output line is its input line's
+  // translation alone, in input order (batches are cut from length-sorted sentences).
+  std::ifstream test_src(file("test.src"));
+  std::vector<std::string> mixed;
+  for (std::string line; mixed.size() < 12 && std::getline(test_src, line);) mixed.push_back(line);
+  std::stable_sort(mixed.begin(), mixed.end(),
+                   [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+  for (size_t i = 1; i < mixed.size(); i += 2) std::swap(mixed[i], mixed[mixed.size() - i]);
+  std::string mixed_text;
+  for (const auto& line : mixed) mixed_text += line + "\n";
+  write_file(file("mixed.src"), mixed_text);
+  const std::string beam4 = tool("tandem-decode") + " --checkpoint " + run + "/last.h5 --beam 4";
+  const auto batched = run_command(beam4 + " --batch-tokens 40 --chunk-lines 5 < " +
+                                   file("mixed.src") + " 2>/dev/null");
+  ASSERT_EQ(batched.exit_code, 0) << batched.output;
+  std::string one_by_one;
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    write_file(file("one.src"), mixed[i] + "\n");
+    const auto one = run_command(beam4 + " < " + file("one.src") + " 2>/dev/null");
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    one_by_one += one.output;
+  }
+  EXPECT_EQ(batched.output, one_by_one);
 
   const auto rescored = run_command(tool("tandem-eval") + " --hyp " + file("test.hyp") + " --ref " +
                                     file("test.tgt") + " --json");

@@ -316,12 +316,12 @@ void expect_incremental_matches_full(bool pre_norm, bool tie) {
   auto full = model->decode(tgt, memory, src);  // [3, 6, vocab]
   auto state = model->start_decoding(memory, src);
   const int64_t select_at = 3;
-  auto keep = torch::tensor({2, 0}, torch::kLong);  // reorders and drops row 1
+  const std::vector<int64_t> keep = {0, 2};  // drops row 1
   auto rows = torch::arange(3, torch::kLong);
   for (int64_t t = 0; t < 6; ++t) {
     if (t == select_at) {
-      state.select(keep);
-      rows = rows.index_select(0, keep);
+      state.select(keep, 1);
+      rows = rows.index_select(0, torch::tensor(keep));
     }
     auto logits = model->decode_step(tgt.index({rows, t}), state);
     auto expected = full.index({rows, t});
@@ -329,14 +329,77 @@ void expect_incremental_matches_full(bool pre_norm, bool tie) {
         << "step " << t << " pre_norm=" << pre_norm << " tie=" << tie;
   }
   EXPECT_EQ(state.step, 6);
-  EXPECT_EQ(state.layers.at(0).self_k.size(0), 2);
-  EXPECT_EQ(state.memory.size(0), 2);
+  EXPECT_EQ(state.rows(), 2);
+  EXPECT_EQ(state.src_pad.size(0), 2);
+  EXPECT_EQ(state.layers.at(0).cross_kv.size(0), 2);
 }
 
 TEST(Transformer, IncrementalDecodingEqualsFullDecodeIncludingAfterSelect) {
   expect_incremental_matches_full(false, false);
   expect_incremental_matches_full(true, false);
   expect_incremental_matches_full(false, true);
+}
+
+// Beam-shaped decoding: one row per sentence, then three per sentence, reordered within their
+// sentence, a sentence dropped, back to one row each, and the caches grown past their first
+// allocation. Every row's logits equal decode() of that row's own history, at every step.
+TEST(Transformer, IncrementalDecodingFollowsBeamReordersAndDrops) {
+  auto model = tiny_model(false, true);
+  torch::NoGradGuard no_grad;
+  auto src = pad_rows({words(5), words(8), words(3)});
+  auto memory = model->encode(src);
+  auto state = model->start_decoding(memory, src);
+  std::vector<std::vector<int64_t>> history(3, std::vector<int64_t>{kBosId});  // fed tokens
+  std::vector<int64_t> sentence = {0, 1, 2};  // the source row of each decoder row
+  const std::map<int64_t, std::pair<std::vector<int64_t>, int64_t>> selects = {
+      {1, {{0, 0, 0, 1, 1, 1, 2, 2, 2}, 3}},
+      {3, {{2, 0, 0, 4, 5, 3, 8, 6, 7}, 3}},
+      {5, {{0, 1, 2, 6, 6, 8}, 3}},
+      {9, {{1, 4}, 1}},
+  };
+  for (int64_t t = 0; t < 20; ++t) {
+    if (auto it = selects.find(t); it != selects.end()) {
+      const auto& [rows, width] = it->second;
+      state.select(rows, width);
+      std::vector<std::vector<int64_t>> kept_history;
+      std::vector<int64_t> kept_sentence;
+      for (auto r : rows) {
+        kept_history.push_back(history[r]);
+        kept_sentence.push_back(sentence[r]);
+      }
+      history = kept_history;
+      sentence = kept_sentence;
+      ASSERT_EQ(state.width(), width);
+    }
+    std::vector<int64_t> last;
+    for (const auto& h : history) last.push_back(h.back());
+    auto logits = model->decode_step(torch::tensor(last), state);
+    ASSERT_EQ(logits.size(0), static_cast<int64_t>(history.size()));
+    for (size_t r = 0; r < history.size(); ++r) {
+      const auto s = sentence[r];
+      auto full = model->decode(torch::tensor(history[r]).unsqueeze(0), memory[s].unsqueeze(0),
+                                src[s].unsqueeze(0));
+      EXPECT_LE((logits[r] - full[0][t]).abs().max().item<double>(), 1e-5)
+          << "step " << t << ", row " << r;
+      history[r].push_back(words(1).item<int64_t>());
+    }
+  }
+  EXPECT_EQ(state.rows(), 2);
+  EXPECT_EQ(state.sentences(), 2);
+}
+
+TEST(Transformer, DecoderStateSelectRejectsRowsThatBreakSentences) {
+  auto model = tiny_model();
+  torch::NoGradGuard no_grad;
+  auto src = pad_rows({words(4), words(6)});
+  auto state = model->start_decoding(model->encode(src), src);
+  model->decode_step(torch::full({2}, kBosId, torch::kLong), state);
+  EXPECT_THROW(state.select({1, 0}, 1), std::invalid_argument);     // sentences swap
+  EXPECT_THROW(state.select({0, 1}, 2), std::invalid_argument);     // two sentences in one
+  EXPECT_THROW(state.select({0, 0, 1}, 2), std::invalid_argument);  // not whole sentences
+  EXPECT_THROW(state.select({0, 2}, 1), std::out_of_range);         // no row 2
+  state.select({0, 0, 1, 1}, 2);
+  EXPECT_EQ(state.rows(), 4);
 }
 
 TEST(Transformer, InvalidOptionsAndOverlongInputsThrow) {

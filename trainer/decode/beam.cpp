@@ -123,34 +123,6 @@ std::vector<int64_t> advance(Beams& beams, const torch::Tensor& choice, int64_t 
   return rows;
 }
 
-// Keeps the decoder state rows in `rows` (reordering and dropping), `width` rows per sentence
-// before and after. Skips what does not change: everything while greedy decoding has no finished
-// sentence; the encoder side while the same sentences go on, since all rows of a sentence hold
-// the same encoder output and cross-attention keys/values (their copy costs as much as the
-// self-attention caches').
-void keep_rows(model::DecoderState& state, const std::vector<int64_t>& rows, int64_t width_before,
-               int64_t width) {
-  const bool same_shape =
-      static_cast<int64_t>(rows.size()) == state.src_pad.size(0) && width_before == width;
-  bool same_rows = same_shape;
-  bool same_sentences = same_shape;
-  for (size_t i = 0; same_sentences && i < rows.size(); ++i) {
-    const auto row = static_cast<int64_t>(i);
-    same_rows = same_rows && rows[i] == row;
-    same_sentences = rows[i] / width == row / width;
-  }
-  if (same_rows) return;
-  auto index = torch::tensor(rows, torch::kLong).to(state.src_pad.device());
-  if (!same_sentences) {
-    state.select(index);
-    return;
-  }
-  for (auto& layer : state.layers) {
-    layer.self_k = layer.self_k.index_select(0, index);
-    layer.self_v = layer.self_v.index_select(0, index);
-  }
-}
-
 // Normalises the scores, sorts best first and keeps the n best.
 void rank(std::vector<Hypothesis>& hyps, const DecodeOptions& options) {
   for (auto& h : hyps) {
@@ -186,9 +158,10 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Transformer& model,
   if (batch == 0) return finished;
   auto src = src_in.to(model_device(model), torch::kLong);
   const auto limits = step_limits(src, options, model->options().max_positions);
-  // Encoder output and its cross-attention keys/values: once per sentence, copied to the K beam
-  // rows by the first step's row selection.
+  // Encoder output and its cross-attention keys/values: once per sentence, shared by its K beam
+  // rows. The self-attention caches are allocated once, for the longest sentence's limit.
   auto state = model->start_decoding(model->encode(src), src);
+  state.reserve(batch * options.beam_size, *std::max_element(limits.begin(), limits.end()));
   Beams beams;
   beams.sentence.resize(batch);
   std::iota(beams.sentence.begin(), beams.sentence.end(), 0);
@@ -196,11 +169,10 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Transformer& model,
   beams.scores.assign(batch, 0.0);
   auto tokens = torch::full({batch}, kBosId, src.options());
   for (int64_t step = 1; !beams.sentence.empty(); ++step) {
-    const auto width_before = beams.width;
     auto choice = best_candidates(model->decode_step(tokens, state), beams, options.beam_size);
     auto rows = advance(beams, choice, step, limits, options.beam_size, finished);
     if (beams.sentence.empty()) break;
-    keep_rows(state, rows, width_before, beams.width);
+    state.select(rows, beams.width);
     std::vector<int64_t> last;
     for (const auto& prefix : beams.tokens) last.push_back(prefix.back());
     tokens = torch::tensor(last, torch::kLong).to(src.device());

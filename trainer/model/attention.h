@@ -1,11 +1,9 @@
 // Multi-head scaled dot-product attention with q/k/v/out projections (q, k and v computed by one
-// fused matrix product when training), the masks it takes (padding keys, causal future) and the
-// key/value split that incremental decoding caches.
+// fused matrix product for self-attention), and its incremental-decoding steps over cached keys
+// and values.
 #pragma once
 
 #include <torch/torch.h>
-
-#include <utility>
 
 #include "trainer/model/kernels.h"
 
@@ -16,10 +14,6 @@ struct MultiheadAttentionOptions {
   int64_t heads = 4;  // must divide d_model
 };
 
-// Masks are bool, true where attention is forbidden, broadcastable to [batch, heads, q_len, k_len].
-// pad [batch, k_len] (true at padding) → [batch, 1, 1, k_len].
-torch::Tensor key_padding_mask(const torch::Tensor& pad);
-
 class MultiheadAttentionImpl : public torch::nn::Module {
  public:
   explicit MultiheadAttentionImpl(const MultiheadAttentionOptions& options);
@@ -28,22 +22,24 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // d_model]. Self-attention when key_value is query (the same tensor): one fused q|k|v product.
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key_value,
                         const AttentionMask& mask);
-  // The same with a materialised bool mask (may be undefined: attend everywhere).
-  torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key_value,
-                        const torch::Tensor& mask);
-
-  // x [batch, len, d_model] → keys and values [batch, heads, len, d_head] (what decoding caches).
-  std::pair<torch::Tensor, torch::Tensor> project_kv(const torch::Tensor& x);
-  // query [batch, q_len, d_model] against already projected keys/values → [batch, q_len, d_model].
-  torch::Tensor attend(const torch::Tensor& query, const torch::Tensor& k, const torch::Tensor& v,
-                       const torch::Tensor& mask);
+  // Incremental decoding (forward only). The source side, once per sentence: memory [sentences,
+  // src_len, d_model] → keys | values [sentences, src_len, 2 d_model].
+  torch::Tensor project_kv(const torch::Tensor& memory);
+  // Self-attention of the newest position x [rows, d_model]: its key | value is written at
+  // position `len` of its row of cache [rows, capacity, 2 d_model], then it attends to positions
+  // 0..len → [rows, d_model].
+  torch::Tensor step_self(const torch::Tensor& x, torch::Tensor& cache, int64_t len);
+  // Cross-attention of the newest position x [rows, d_model], `width` consecutive rows per
+  // sentence, to kv [sentences, src_len, 2 d_model] (project_kv) with pad [sentences, src_len]
+  // (true at padding) → [rows, d_model].
+  torch::Tensor step_cross(const torch::Tensor& x, const torch::Tensor& kv,
+                           const torch::Tensor& pad, int64_t width);
 
  private:
-  // [batch, len, d_model] → [batch, heads, len, d_head] (a view, no copy).
-  torch::Tensor split_heads(const torch::Tensor& x) const;
+  // x [..., d_model] → q | k | v [..., 3 d_model], one product.
+  torch::Tensor project_qkv(const torch::Tensor& x);
 
   MultiheadAttentionOptions options_;
-  int64_t d_head_;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, out_proj_{nullptr};
 };
 TORCH_MODULE(MultiheadAttention);

@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -34,6 +35,19 @@ BlasGemm<T> blas_gemm() {
   return fn;
 }
 
+// Its matrix-vector product: one query row (incremental decoding) costs a fraction of a gemm
+// call, which packs its operands first.
+template <typename T>
+using BlasGemv = void (*)(const char*, const int*, const int*, const T*, const T*, const int*,
+                          const T*, const int*, const T*, T*, const int*);
+
+template <typename T>
+BlasGemv<T> blas_gemv() {
+  static const auto fn = reinterpret_cast<BlasGemv<T>>(
+      dlsym(RTLD_DEFAULT, std::is_same<T, float>::value ? "sgemv_" : "dgemv_"));
+  return fn;
+}
+
 bool cpu_kernel_applies(const torch::Tensor& t) {
   if (!t.is_cpu()) return false;
   if (t.scalar_type() == torch::kFloat) return blas_gemm<float>() != nullptr;
@@ -42,9 +56,19 @@ bool cpu_kernel_applies(const torch::Tensor& t) {
 }
 
 // Row-major C[m, n] = alpha op(A) op(B) + beta C: column-major BLAS computing Cᵀ = op(B)ᵀ op(A)ᵀ.
+// One row (m = 1) is the vector product cᵀ = op(B)ᵀ a with a's elements lda apart when trans_a.
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
           int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m == 1 && blas_gemv<T>()) {
+    // Column-major, B is [k, n] with leading dimension ldb when trans_b, else [n, k].
+    const char op = trans_b ? 'T' : 'N';
+    const int rows = static_cast<int>(trans_b ? k : n), cols = static_cast<int>(trans_b ? n : k);
+    const int ld = static_cast<int>(ldb), step_a = trans_a ? static_cast<int>(lda) : 1, one = 1;
+    if (beta == T(0)) std::fill(c, c + n, T(0));  // whatever c held (NaN too) must not leak in
+    blas_gemv<T>()(&op, &rows, &cols, &alpha, b, &ld, a, &step_a, &beta, c, &one);
+    return;
+  }
   const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
   const int mi = static_cast<int>(n), ni = static_cast<int>(m), ki = static_cast<int>(k);
   const int la = static_cast<int>(ldb), lb = static_cast<int>(lda), lc = static_cast<int>(ldc);
@@ -57,6 +81,7 @@ struct Geometry {
   int64_t ld_q, ld_kv;   // row strides of q_rows and kv rows
   int64_t k_col, v_col;  // column offsets of k and v within the kv rows
   bool causal;
+  int64_t q_stride, kv_stride;  // sentence strides of q_rows and kv rows
   int64_t d() const { return heads * d_head; }
 };
 
@@ -98,8 +123,8 @@ template <typename T>
 void probabilities(const T* q, const T* kv, const bool* pad, const Geometry& g, int64_t b,
                    int64_t h, T* p) {
   const T scale = T(1) / std::sqrt(static_cast<T>(g.d_head));
-  const T* qb = q + b * g.q_len * g.ld_q + h * g.d_head;
-  const T* kb = kv + b * g.k_len * g.ld_kv + g.k_col + h * g.d_head;
+  const T* qb = q + b * g.q_stride + h * g.d_head;
+  const T* kb = kv + b * g.kv_stride + g.k_col + h * g.d_head;
   gemm(false, true, g.q_len, g.k_len, g.d_head, scale, qb, g.ld_q, kb, g.ld_kv, T(0), p, g.k_len);
   const bool* padb = pad ? pad + b * g.k_len : nullptr;
   for (int64_t i = 0; i < g.q_len; ++i) {
@@ -114,7 +139,7 @@ void attention_forward(const T* q, const T* kv, const bool* pad, const Geometry&
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / g.heads, h = bh % g.heads;
       probabilities(q, kv, pad, g, b, h, p.data());
-      const T* vb = kv + b * g.k_len * g.ld_kv + g.v_col + h * g.d_head;
+      const T* vb = kv + b * g.kv_stride + g.v_col + h * g.d_head;
       gemm(false, false, g.q_len, g.d_head, g.k_len, T(1), p.data(), g.k_len, vb, g.ld_kv, T(0),
            out + b * g.q_len * g.d() + h * g.d_head, g.d());
     }
@@ -146,8 +171,8 @@ void attention_backward(const T* q, const T* kv, const bool* pad, const Geometry
     std::vector<T> probs(g.q_len * g.k_len), dp(g.q_len * g.k_len);
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / g.heads, h = bh % g.heads;
-      const int64_t q_at = b * g.q_len * g.ld_q + h * g.d_head;
-      const int64_t kv_at = b * g.k_len * g.ld_kv + h * g.d_head;
+      const int64_t q_at = b * g.q_stride + h * g.d_head;
+      const int64_t kv_at = b * g.kv_stride + h * g.d_head;
       probabilities(q, kv, pad, g, b, h, probs.data());
       const T* p = probs.data();
       const T* dob = dout + b * g.q_len * g.d() + h * g.d_head;
@@ -169,9 +194,18 @@ void attention_backward(const T* q, const T* kv, const bool* pad, const Geometry
 Geometry geometry(const torch::Tensor& q_rows, const torch::Tensor& kv_rows, bool self,
                   int64_t heads, bool causal) {
   const int64_t d = self ? q_rows.size(2) / 3 : q_rows.size(2);
-  return Geometry{q_rows.size(0),   q_rows.size(1), kv_rows.size(1), heads,
-                  d / heads,        q_rows.size(2), kv_rows.size(2), self ? d : 0,
-                  self ? 2 * d : d, causal};
+  return Geometry{q_rows.size(0),
+                  q_rows.size(1),
+                  kv_rows.size(1),
+                  heads,
+                  d / heads,
+                  q_rows.size(2),
+                  kv_rows.size(2),
+                  self ? d : 0,
+                  self ? 2 * d : d,
+                  causal,
+                  q_rows.size(1) * q_rows.size(2),
+                  kv_rows.size(1) * kv_rows.size(2)};
 }
 
 class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
@@ -381,6 +415,25 @@ torch::Tensor fused_attention(const torch::Tensor& q_in, const torch::Tensor& kv
   const auto q = q_rows.contiguous();
   return AttentionFunction::apply(q, kv.defined() ? kv.contiguous() : q, pad, heads, mask.causal,
                                   !kv.defined());
+}
+
+torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& kv_cache, int64_t len,
+                               int64_t heads) {
+  const int64_t rows = q.size(0), d = q.size(1);
+  if (!cpu_kernel_applies(q) || q.stride(1) != 1 || !kv_cache.is_contiguous() ||
+      kv_cache.scalar_type() != q.scalar_type()) {
+    auto out = attention_with_tensor_ops(q.reshape({rows, 1, d}), kv_cache.narrow(1, 0, len), heads,
+                                         AttentionMask{});
+    return out.view({rows, d});
+  }
+  const Geometry g{rows,  1, len, heads, d / heads,   q.stride(0),
+                   2 * d, 0, d,   false, q.stride(0), kv_cache.size(1) * 2 * d};
+  auto out = torch::empty({rows, d}, q.options());
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "cached_attention", [&] {
+    attention_forward<scalar_t>(q.data_ptr<scalar_t>(), kv_cache.data_ptr<scalar_t>(), nullptr, g,
+                                out.data_ptr<scalar_t>());
+  });
+  return out;
 }
 
 torch::Tensor dropout_add(const torch::Tensor& x_in, double p, bool training,

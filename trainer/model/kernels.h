@@ -29,6 +29,12 @@ torch::Tensor linear_rows(const torch::Tensor& x, const torch::Tensor& weight,
 torch::Tensor fused_attention(const torch::Tensor& q_rows, const torch::Tensor& kv, int64_t heads,
                               const AttentionMask& mask);
 
+// Incremental decoding's self-attention, forward only: the newest position of every row, q
+// [rows, d] (rows any stride apart), attends to the first `len` positions of its own cache row,
+// kv_cache [rows, capacity, 2 d] holding k | v per position. → [rows, d].
+torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& kv_cache, int64_t len,
+                               int64_t heads);
+
 // residual + dropout(x, p); residual may be undefined (dropout alone). The keep probability is
 // quantised to 1/65536 on CPU, where masks come from a fast generator seeded by torch's.
 torch::Tensor dropout_add(const torch::Tensor& x, double p, bool training,

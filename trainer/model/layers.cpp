@@ -1,8 +1,6 @@
 #include "trainer/model/layers.h"
 
-#include <tuple>
-
-#include "trainer/model/transformer.h"
+#include "trainer/model/decoder_state.h"
 
 namespace tandem::model {
 namespace {
@@ -24,11 +22,6 @@ torch::nn::LayerNorm layer_norm(int64_t d_model) {
 
 MultiheadAttention attention(const LayerOptions& options) {
   return MultiheadAttention(MultiheadAttentionOptions{options.d_model, options.heads});
-}
-
-// Appends step [batch, heads, 1, d_head] to cache along the time axis.
-torch::Tensor append(const torch::Tensor& cache, const torch::Tensor& step) {
-  return cache.defined() ? torch::cat({cache, step}, 2) : step;
 }
 
 }  // namespace
@@ -80,23 +73,17 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
 }
 
 void DecoderLayerImpl::start(const torch::Tensor& memory, LayerCache& cache) {
-  std::tie(cache.cross_k, cache.cross_v) = cross_attn_->project_kv(memory);
-  cache.self_k = torch::Tensor();
-  cache.self_v = torch::Tensor();
+  cache.cross_kv = cross_attn_->project_kv(memory);
 }
 
-torch::Tensor DecoderLayerImpl::step(const torch::Tensor& x, LayerCache& cache,
-                                     const torch::Tensor& cross_mask) {
+torch::Tensor DecoderLayerImpl::step(const torch::Tensor& x, DecoderState& state, size_t index) {
   // The newest position may attend to every cached one, so no causal mask is needed.
-  auto self_attend = [&](const torch::Tensor& y) {
-    auto [k, v] = self_attn_->project_kv(y);
-    cache.self_k = append(cache.self_k, k);
-    cache.self_v = append(cache.self_v, v);
-    return self_attn_->attend(y, cache.self_k, cache.self_v, torch::Tensor());
-  };
-  auto h = residual(x, self_attn_norm_, options_, is_training(), self_attend);
+  auto cache = state.self_cache(index);
+  auto h = residual(x, self_attn_norm_, options_, is_training(), [&](const torch::Tensor& y) {
+    return self_attn_->step_self(y, cache, state.step);
+  });
   h = residual(h, cross_attn_norm_, options_, is_training(), [&](const torch::Tensor& y) {
-    return cross_attn_->attend(y, cache.cross_k, cache.cross_v, cross_mask);
+    return cross_attn_->step_cross(y, state.layers[index].cross_kv, state.src_pad, state.width());
   });
   return residual(h, ffn_norm_, options_, is_training(),
                   [&](const torch::Tensor& y) { return ffn_(y); });
@@ -142,18 +129,17 @@ torch::Tensor DecoderImpl::forward(const torch::Tensor& x, const torch::Tensor& 
   return final_norm_ ? final_norm_(h) : h;
 }
 
-void DecoderImpl::start(DecoderState& state) {
+void DecoderImpl::start(DecoderState& state, const torch::Tensor& memory) {
   state.layers.assign(layers_.size(), LayerCache());
   for (size_t i = 0; i < layers_.size(); ++i) {
-    layers_[i]->start(state.memory, state.layers[i]);
+    layers_[i]->start(memory, state.layers[i]);
   }
 }
 
 torch::Tensor DecoderImpl::step(const torch::Tensor& x, DecoderState& state) {
-  auto cross_mask = key_padding_mask(state.src_pad);
   auto h = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    h = layers_[i]->step(h, state.layers[i], cross_mask);
+    h = layers_[i]->step(h, state, i);
   }
   return final_norm_ ? final_norm_(h) : h;
 }

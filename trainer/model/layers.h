@@ -11,8 +11,8 @@
 
 namespace tandem::model {
 
-struct DecoderState;  // transformer.h
-struct LayerCache;    // transformer.h
+class DecoderState;  // decoder_state.h
+struct LayerCache;   // decoder_state.h
 
 struct FeedForwardOptions {
   int64_t d_model = 256;
@@ -61,10 +61,11 @@ class DecoderLayerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory,
                         const AttentionMask& self_mask, const AttentionMask& cross_mask);
 
-  // Incremental decoding. start: fills cache.cross_k/v from memory [batch, src_len, d_model].
+  // Incremental decoding. start: fills cache.cross_kv from memory [sentences, src_len, d_model].
   void start(const torch::Tensor& memory, LayerCache& cache);
-  // x [batch, 1, d_model] (the newest position) → [batch, 1, d_model]; appends to cache.self_k/v.
-  torch::Tensor step(const torch::Tensor& x, LayerCache& cache, const torch::Tensor& cross_mask);
+  // x [rows, d_model] (the newest position of every decoder row) → [rows, d_model]; writes its
+  // keys and values into layer `index` of state at position state.step.
+  torch::Tensor step(const torch::Tensor& x, DecoderState& state, size_t index);
 
  private:
   LayerOptions options_;
@@ -103,9 +104,9 @@ class DecoderImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory,
                         const AttentionMask& self_mask, const AttentionMask& cross_mask);
 
-  // Fills state.layers (one cache per layer) from state.memory.
-  void start(DecoderState& state);
-  // x [batch, 1, d_model] (embedded newest position) → [batch, 1, d_model].
+  // Fills state.layers (one cache per layer) from memory [sentences, src_len, d_model].
+  void start(DecoderState& state, const torch::Tensor& memory);
+  // x [rows, d_model] (the embedded newest position of every decoder row) → [rows, d_model].
   torch::Tensor step(const torch::Tensor& x, DecoderState& state);
 
  private:

@@ -43,21 +43,6 @@ torch::Tensor sinusoidal_positions(int64_t max_len, int64_t d_model) {
   return pe.to(torch::kFloat);
 }
 
-void DecoderState::select(const torch::Tensor& index) {
-  auto rows = index.to(memory.device(), torch::kLong);
-  auto pick = [&](torch::Tensor& t) {
-    if (t.defined()) t = t.index_select(0, rows);
-  };
-  pick(memory);
-  pick(src_pad);
-  for (auto& layer : layers) {
-    pick(layer.self_k);
-    pick(layer.self_v);
-    pick(layer.cross_k);
-    pick(layer.cross_v);
-  }
-}
-
 TransformerImpl::TransformerImpl(const TransformerOptions& options) : options_(options) {
   validate(options);
   src_embed_ =
@@ -134,18 +119,16 @@ TokenLoss TransformerImpl::loss(const torch::Tensor& src, const torch::Tensor& t
 
 DecoderState TransformerImpl::start_decoding(const torch::Tensor& memory,
                                              const torch::Tensor& src) {
-  DecoderState state;
-  state.memory = memory;
-  state.src_pad = src.eq(kPadId);
-  decoder_->start(state);
+  DecoderState state(src.eq(kPadId));
+  decoder_->start(state, memory);
   return state;
 }
 
 torch::Tensor TransformerImpl::decode_step(const torch::Tensor& tokens, DecoderState& state) {
-  auto x = embed(tokens.view({-1, 1}), tgt_weight(), state.step);  // [batch, 1, d_model]
-  auto h = decoder_->step(x, state);
+  auto x = embed(tokens.view({-1, 1}), tgt_weight(), state.step);  // [rows, 1, d_model]
+  auto h = decoder_->step(x.view({-1, options_.d_model}), state);
   ++state.step;
-  return output_proj_(h.squeeze(1), tgt_weight());  // [batch, vocab]
+  return output_proj_(h, tgt_weight());  // [rows, vocab]
 }
 
 }  // namespace tandem::model

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "trainer/common/token_ids.h"
+#include "trainer/model/decoder_state.h"
 #include "trainer/model/layers.h"
 #include "trainer/model/output_layer.h"
 
@@ -37,24 +38,6 @@ struct TransformerOptions {
 // [max_len, d_model]: pe[p, 2i] = sin(p / 10000^(2i/d)), pe[p, 2i+1] = cos(p / 10000^(2i/d)).
 torch::Tensor sinusoidal_positions(int64_t max_len, int64_t d_model);
 
-// Cached keys/values of one decoder layer during incremental decoding.
-struct LayerCache {
-  torch::Tensor self_k, self_v;    // [batch, heads, steps so far, d_head]; grow by one per step
-  torch::Tensor cross_k, cross_v;  // [batch, heads, src_len, d_head]; computed once per sentence
-};
-
-// Everything incremental decoding carries between steps.
-struct DecoderState {
-  torch::Tensor memory;   // [batch, src_len, d_model] encoder output
-  torch::Tensor src_pad;  // [batch, src_len] bool, true at padding
-  std::vector<LayerCache> layers;
-  int64_t step = 0;  // target positions already consumed
-
-  // Keeps only the batch rows in `index` (int64 [new_batch]), in that order (beam search, or
-  // dropping finished sentences).
-  void select(const torch::Tensor& index);
-};
-
 class TransformerImpl : public torch::nn::Module {
  public:
   explicit TransformerImpl(const TransformerOptions& options);
@@ -74,9 +57,10 @@ class TransformerImpl : public torch::nn::Module {
   TokenLoss loss(const torch::Tensor& src, const torch::Tensor& tgt_in,
                  const torch::Tensor& tgt_out, double label_smoothing);
 
-  // Incremental decoding: start from an encoded batch, then feed one token per sentence per step.
+  // Incremental decoding: start from an encoded batch (one decoder row per sentence; the state's
+  // select() makes and reorders beams), then feed one token per row per step.
   DecoderState start_decoding(const torch::Tensor& memory, const torch::Tensor& src);
-  // tokens [batch] int64 → logits [batch, vocab] for the next position; updates `state`.
+  // tokens [rows] int64 → logits [rows, vocab] for the next position; updates `state`.
   // Every fed token is attended to later (no padding mask on the cached steps).
   torch::Tensor decode_step(const torch::Tensor& tokens, DecoderState& state);
 

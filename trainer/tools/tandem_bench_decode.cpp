@@ -1,13 +1,19 @@
 // tandem-bench-decode: decoding speed of one checkpoint on one input file, measured in one run for
-//   seeds   the seeds' algorithm: greedy, batches of 32 in input order, the whole decoder re-run
-//           over the full prefix at every step (no cache);
 //   beam 1  Tandem's cached incremental decoding, length-sorted batches (what tandem-decode does);
-//   beam K  the same with beam search.
-// Prints target tokens/s (generated tokens, EOS excluded) for each, the ratios, and one JSON line.
+//   beam K  the same with beam search (K = --beam-k, 4 by default);
+//   seeds   with --seeds, the seeds' algorithm: greedy, batches of 32 in input order, the whole
+//           decoder re-run over the full prefix at every step (no cache).
+// Prints for each the median wall time of --repeat runs with that run's user and system CPU
+// seconds, output words/s (whitespace-separated words of the detokenized translations) and target
+// tokens/s (generated tokens, EOS excluded), then one JSON line with the same figures.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "trainer/common/error.h"
 #include "trainer/decode/translate.h"
@@ -18,12 +24,13 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using Sentences = std::vector<std::vector<int32_t>>;
 
 constexpr const char* kExamples = R"(Example:
   tandem-bench-decode --checkpoint runs/tiny/last.h5 --input work/bible/test.en --threads 1)";
 
 // src + EOS rows [begin, end) padded → [rows, longest + 1].
-torch::Tensor source_batch(const std::vector<std::vector<int32_t>>& sources, size_t begin, size_t end) {
+torch::Tensor source_batch(const Sentences& sources, size_t begin, size_t end) {
   size_t longest = 0;
   for (size_t i = begin; i < end; ++i) longest = std::max(longest, sources[i].size());
   auto batch = torch::full({static_cast<int64_t>(end - begin), static_cast<int64_t>(longest + 1)},
@@ -37,66 +44,120 @@ torch::Tensor source_batch(const std::vector<std::vector<int32_t>>& sources, siz
 
 // The seeds' decoder: every step feeds the whole prefix through model->decode and keeps the last
 // position's argmax; finished rows keep being computed until the batch is done.
-int64_t seeds_greedy(tandem::model::Transformer& model, const std::vector<std::vector<int32_t>>& sources,
-                     const tandem::decode::DecodeOptions& options) {
+Sentences seeds_greedy(tandem::model::Transformer& model, const Sentences& sources,
+                       const tandem::decode::DecodeOptions& options) {
   torch::NoGradGuard no_grad;
-  int64_t generated = 0;
+  Sentences outputs;
   for (size_t begin = 0; begin < sources.size(); begin += 32) {
     const size_t end = std::min(sources.size(), begin + 32);
     auto src = source_batch(sources, begin, end);
     auto memory = model->encode(src);
     const auto src_len = src.ne(tandem::kPadId).sum(1).max().item<int64_t>();
-    const int64_t limit = std::min<int64_t>(
-        static_cast<int64_t>(options.max_len_a * src_len) + options.max_len_b,
-        model->options().max_positions - 1);
+    const int64_t limit =
+        std::min<int64_t>(static_cast<int64_t>(options.max_len_a * src_len) + options.max_len_b,
+                          model->options().max_positions - 1);
     auto prefix = torch::full({src.size(0), 1}, tandem::kBosId, torch::kLong);
     auto done = torch::zeros({src.size(0)}, torch::kBool);
     for (int64_t step = 0; step < limit && !done.all().item<bool>(); ++step) {
       auto next = model->decode(prefix, memory, src).select(1, -1).argmax(-1);
-      generated += (~done & next.ne(tandem::kEosId)).sum().item<int64_t>();
       done |= next.eq(tandem::kEosId);
       prefix = torch::cat({prefix, next.unsqueeze(1)}, 1);
     }
+    for (int64_t row = 0; row < prefix.size(0); ++row) {
+      std::vector<int32_t> tokens;
+      for (int64_t t = 1; t < prefix.size(1) && prefix[row][t].item<int64_t>() != tandem::kEosId;
+           ++t) {
+        tokens.push_back(static_cast<int32_t>(prefix[row][t].item<int64_t>()));
+      }
+      outputs.push_back(std::move(tokens));
+    }
   }
-  return generated;
+  return outputs;
 }
 
-int64_t cached(tandem::model::Transformer& model, const std::vector<std::vector<int32_t>>& sources,
-               const tandem::decode::DecodeOptions& options) {
-  int64_t generated = 0;
-  for (const auto& h : tandem::decode::translate(model, sources, options)) generated += h.tokens.size();
-  return generated;
+Sentences cached(tandem::model::Transformer& model, const Sentences& sources,
+                 const tandem::decode::DecodeOptions& options) {
+  Sentences outputs;
+  for (auto& h : tandem::decode::translate(model, sources, options)) {
+    outputs.push_back(std::move(h.tokens));
+  }
+  return outputs;
 }
+
+double cpu_seconds(const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; }
 
 struct Timing {
   int64_t tokens = 0;
-  double seconds = 0;
-  double per_second() const { return seconds > 0 ? tokens / seconds : 0; }
+  int64_t words = 0;
+  double wall = 0, user = 0, sys = 0;
+  double words_per_second() const { return wall > 0 ? words / wall : 0; }
+  double tokens_per_second() const { return wall > 0 ? tokens / wall : 0; }
+  nlohmann::json json() const {
+    return {{"wall_s", wall},
+            {"user_s", user},
+            {"sys_s", sys},
+            {"words", words},
+            {"tokens", tokens},
+            {"words_per_s", words_per_second()},
+            {"tokens_per_s", tokens_per_second()}};
+  }
 };
 
-template <class F>
-Timing timed(F&& run) {
-  const auto start = Clock::now();
-  Timing t;
-  t.tokens = run();
-  t.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return t;
+// `repeat` runs of decode(); the one with the median wall time.
+template <class Decode>
+Timing timed(const tandem::data::Vocab& vocab, int repeat, Decode&& decode) {
+  std::vector<Timing> runs;
+  for (int i = 0; i < repeat; ++i) {
+    rusage before{}, after{};
+    getrusage(RUSAGE_SELF, &before);
+    const auto start = Clock::now();
+    const Sentences outputs = decode();
+    Timing t;
+    t.wall = std::chrono::duration<double>(Clock::now() - start).count();
+    getrusage(RUSAGE_SELF, &after);
+    t.user = cpu_seconds(after.ru_utime) - cpu_seconds(before.ru_utime);
+    t.sys = cpu_seconds(after.ru_stime) - cpu_seconds(before.ru_stime);
+    for (const auto& tokens : outputs) {
+      t.tokens += static_cast<int64_t>(tokens.size());
+      std::istringstream text(vocab.decode(tokens));
+      for (std::string word; text >> word;) ++t.words;
+    }
+    runs.push_back(t);
+  }
+  std::sort(runs.begin(), runs.end(),
+            [](const Timing& a, const Timing& b) { return a.wall < b.wall; });
+  return runs[runs.size() / 2];
+}
+
+void print_row(const std::string& name, const Timing& t) {
+  std::printf("%-10s %8.2f %8.2f %7.2f %9.1f %10.1f\n", name.c_str(), t.wall, t.user, t.sys,
+              t.words_per_second(), t.tokens_per_second());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Decoding speed: the seeds' uncached greedy decoder vs Tandem's cached beam search."};
+  CLI::App app{"Decoding speed of a checkpoint: beam 1 and beam K (and the seeds' decoder)."};
   std::string checkpoint, input;
   int threads = 1;
-  int64_t beam = 5;
+  int repeat = 1;
+  int64_t beam = 4;
   size_t max_lines = 0;
+  bool seeds = false;
   tandem::decode::DecodeOptions options;
   app.add_option("--checkpoint", checkpoint, "checkpoint file (*.h5)")->required();
   app.add_option("--input", input, "source sentences, one per line")->required();
-  app.add_option("--threads", threads, "intra-op threads")->capture_default_str();
-  app.add_option("--beam-k", beam, "the beam size measured besides beam 1")->capture_default_str();
+  app.add_option("--threads", threads, "intra-op threads")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--beam-k", beam, "the beam size measured besides beam 1")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--repeat", repeat, "runs per decoder; the median wall time is reported")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--max-lines", max_lines, "use the first N lines; 0 = all")->capture_default_str();
+  app.add_flag("--seeds", seeds, "also time the seeds' uncached greedy decoder (slow)");
   app.footer(kExamples);
   app.failure_message(tandem::tools::usage_error_line("tandem-bench-decode"));
   try {
@@ -105,28 +166,34 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : tandem::kExitUsage;
   }
   return tandem::tools::run_tool("tandem-bench-decode", [&] {
-    tandem::train::configure_cpu_runtime({threads});
+    tandem::train::configure_cpu_runtime({threads, 0, tandem::train::Workload::kDecoding});
     auto m = tandem::train::load_for_inference(checkpoint);
     auto lines = tandem::tools::read_lines(input, "--input");
     if (max_lines > 0 && lines.size() > max_lines) lines.resize(max_lines);
-    std::vector<std::vector<int32_t>> sources;
+    Sentences sources;
     for (const auto& line : lines) sources.push_back(m.vocab.encode(line));
-    const auto seeds = timed([&] { return seeds_greedy(m.model, sources, options); });
     options.beam_size = 1;
-    const auto greedy = timed([&] { return cached(m.model, sources, options); });
+    const auto greedy = timed(m.vocab, repeat, [&] { return cached(m.model, sources, options); });
     options.beam_size = beam;
-    const auto wide = timed([&] { return cached(m.model, sources, options); });
-    std::printf("%zu sentences, %d thread(s)\n", sources.size(), threads);
-    std::printf("seeds (uncached greedy, batch 32): %8.1f target tokens/s\n", seeds.per_second());
-    std::printf("tandem beam 1:                     %8.1f target tokens/s  (%.1fx the seeds)\n",
-                greedy.per_second(), greedy.per_second() / seeds.per_second());
-    std::printf("tandem beam %-2lld                     %8.1f target tokens/s\n",
-                static_cast<long long>(beam), wide.per_second());
-    nlohmann::json record{{"sentences", sources.size()}, {"threads", threads},
-                          {"seeds_tokens_per_s", seeds.per_second()},
-                          {"beam1_tokens_per_s", greedy.per_second()},
-                          {"beam_k", beam}, {"beamk_tokens_per_s", wide.per_second()},
-                          {"beam1_vs_seeds", greedy.per_second() / seeds.per_second()}};
+    const auto wide = timed(m.vocab, repeat, [&] { return cached(m.model, sources, options); });
+    std::printf("%zu sentences, %d thread(s), median of %d run(s)\n", sources.size(), threads,
+                repeat);
+    std::printf("%-10s %8s %8s %7s %9s %10s\n", "decoder", "wall s", "user s", "sys s", "words/s",
+                "tokens/s");
+    print_row("beam 1", greedy);
+    print_row("beam " + std::to_string(beam), wide);
+    nlohmann::json record{
+        {"sentences", sources.size()}, {"threads", threads},  {"repeat", repeat}, {"beam_k", beam},
+        {"beam1", greedy.json()},      {"beamk", wide.json()}};
+    if (seeds) {
+      options.beam_size = 1;
+      const auto slow =
+          timed(m.vocab, repeat, [&] { return seeds_greedy(m.model, sources, options); });
+      print_row("seeds", slow);
+      std::printf("beam 1 is %.1fx the seeds' greedy decoder\n",
+                  greedy.tokens_per_second() / slow.tokens_per_second());
+      record["seeds"] = slow.json();
+    }
     std::printf("%s\n", record.dump().c_str());
     return 0;
   });

@@ -80,7 +80,12 @@ int main(int argc, char** argv) {
                                   std::to_string(options.beam_size) +
                                   ": an n-best list holds at most beam size hypotheses");
     }
-    if (threads > 0) tandem::train::configure_cpu_runtime({threads});
+    using tandem::train::Workload;
+    if (threads > 0) {
+      tandem::train::configure_cpu_runtime({threads, 0, Workload::kDecoding});
+    } else {
+      tandem::train::tune_allocator(Workload::kDecoding);
+    }
     auto m = tandem::train::load_for_inference(checkpoint);
     std::vector<std::string> lines;
     for (std::string line; std::getline(std::cin, line);) {

@@ -131,7 +131,12 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : tandem::kExitUsage;
   }
   return tandem::tools::run_tool("tandem-eval", [&] {
-    if (args.threads > 0) tandem::train::configure_cpu_runtime({args.threads});
+    using tandem::train::Workload;
+    if (args.threads > 0) {
+      tandem::train::configure_cpu_runtime({args.threads, 0, Workload::kDecoding});
+    } else {
+      tandem::train::tune_allocator(Workload::kDecoding);
+    }
     if (!args.hyp.empty()) {
       if (args.ref.empty()) throw std::invalid_argument("--hyp needs --ref");
       return score_file(args);

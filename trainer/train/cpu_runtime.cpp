@@ -20,7 +20,7 @@ void configure_cpu_runtime(const CpuRuntimeOptions& options) {
   if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
     fn(options.threads);
   }
-  tune_allocator();
+  tune_allocator(options.workload);
   set_onednn_cache(options.onednn_cache);
 }
 
@@ -33,10 +33,17 @@ void set_onednn_cache(int64_t primitives) {
   }
 }
 
-void tune_allocator() {
+void tune_allocator(Workload workload) {
 #if defined(__GLIBC__)
-  constexpr int kMmapThreshold = 4 << 20;
-  mallopt(M_MMAP_THRESHOLD, kMmapThreshold);  // a fixed value also stops the dynamic raising
+  // A fixed threshold also stops glibc's dynamic raising of it.
+  if (workload == Workload::kTraining) {
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  } else {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
+#else
+  (void)workload;
 #endif
 }
 

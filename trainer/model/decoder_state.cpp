@@ -1,0 +1,138 @@
+#include "trainer/model/decoder_state.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace tandem::model {
+namespace {
+
+constexpr int64_t kFirstCapacity = 16;  // positions, when nobody reserved
+
+std::string row_text(int64_t row) { return "DecoderState::select: row " + std::to_string(row); }
+
+}  // namespace
+
+DecoderState::DecoderState(torch::Tensor pad) : src_pad(std::move(pad)), rows_(src_pad.size(0)) {}
+
+int64_t DecoderState::capacity() const {
+  return layers.empty() || !layers[0].self_kv.defined() ? 0 : layers[0].self_kv.size(1);
+}
+
+int64_t DecoderState::allocated_rows() const {
+  return layers.empty() || !layers[0].self_kv.defined() ? 0 : layers[0].self_kv.size(0);
+}
+
+void DecoderState::reallocate(int64_t rows, int64_t steps) {
+  for (auto& layer : layers) {
+    auto grown = torch::empty({rows, steps, layer.cross_kv.size(2)}, layer.cross_kv.options());
+    if (layer.self_kv.defined() && step > 0) {
+      grown.narrow(0, 0, rows_)
+          .narrow(1, 0, step)
+          .copy_(layer.self_kv.narrow(0, 0, rows_).narrow(1, 0, step));
+    }
+    layer.self_kv = grown;
+  }
+}
+
+void DecoderState::reserve(int64_t rows, int64_t steps) {
+  if (allocated_rows() >= rows && capacity() >= steps) return;
+  reallocate(std::max(rows, allocated_rows()), std::max(steps, capacity()));
+}
+
+torch::Tensor DecoderState::self_cache(size_t layer) {
+  if (allocated_rows() < rows_ || capacity() <= step) {
+    reallocate(std::max(rows_, allocated_rows()),
+               std::max({step + 1, 2 * capacity(), kFirstCapacity}));
+  }
+  return layers.at(layer).self_kv.narrow(0, 0, rows_);
+}
+
+void DecoderState::select(const std::vector<int64_t>& rows, int64_t width) {
+  const auto count = static_cast<int64_t>(rows.size());
+  if (width < 1 || count % width != 0) {
+    throw std::invalid_argument("DecoderState::select: " + std::to_string(count) +
+                                " rows are not sentences of width " + std::to_string(width));
+  }
+  // The current sentence each new one comes from; they keep their order.
+  std::vector<int64_t> from(count / width);
+  bool same_sentences = static_cast<int64_t>(from.size()) == sentences();
+  bool same_rows = count == rows_ && width == width_;
+  for (int64_t i = 0; i < count; ++i) {
+    if (rows[i] < 0 || rows[i] >= rows_)
+      throw std::out_of_range(row_text(rows[i]) + " of " + std::to_string(rows_));
+    const int64_t group = i / width, sentence = rows[i] / width_;
+    if (i % width == 0) {
+      if (group > 0 && sentence <= from[group - 1]) {
+        throw std::invalid_argument(row_text(rows[i]) + ": sentences must keep their order");
+      }
+      from[group] = sentence;
+    } else if (sentence != from[group]) {
+      throw std::invalid_argument(row_text(rows[i]) +
+                                  ": one sentence's rows come from one sentence");
+    }
+    same_sentences = same_sentences && from[group] == group;
+    same_rows = same_rows && rows[i] == i;
+  }
+  if (same_rows) return;
+  if (!same_sentences) {
+    auto index = torch::tensor(from, torch::kLong).to(src_pad.device());
+    src_pad = src_pad.index_select(0, index);
+    for (auto& layer : layers) layer.cross_kv = layer.cross_kv.index_select(0, index);
+  }
+  if (step > 0 && capacity() > 0) move_rows(rows, width);
+  rows_ = count;
+  width_ = width;
+}
+
+void DecoderState::move_rows(const std::vector<int64_t>& rows, int64_t width) {
+  const auto count = static_cast<int64_t>(rows.size());
+  if (!layers[0].self_kv.is_cpu()) {
+    auto index = torch::tensor(rows, torch::kLong).to(layers[0].self_kv.device());
+    for (auto& layer : layers) {
+      auto moved =
+          torch::empty({std::max(count, allocated_rows()), capacity(), layer.self_kv.size(2)},
+                       layer.self_kv.options());
+      moved.narrow(0, 0, count)
+          .narrow(1, 0, step)
+          .copy_(layer.self_kv.narrow(1, 0, step).index_select(0, index));
+      layer.self_kv = moved;
+    }
+    return;
+  }
+  if (count > allocated_rows()) reallocate(count, capacity());
+  const auto& first = layers[0].self_kv;
+  const size_t used = step * first.size(2) * first.element_size();  // bytes of a row's positions
+  const size_t stride = first.size(1) * first.size(2) * first.element_size();
+  for (auto& layer : layers) {
+    char* base = static_cast<char*>(layer.self_kv.data_ptr());
+    auto row = [&](int64_t r) { return base + r * stride; };
+    if (width == width_) {
+      // Sentence g's rows come from sentence s >= g (sentences only drop out): from a later block
+      // they copy directly, within their own block through the scratch.
+      for (int64_t begin = 0; begin < count; begin += width) {
+        const bool own_block = rows[begin] / width_ == begin / width;
+        if (!own_block) {
+          for (int64_t i = begin; i < begin + width; ++i) std::memcpy(row(i), row(rows[i]), used);
+          continue;
+        }
+        scratch_.resize(width * used);
+        for (int64_t i = begin; i < begin + width; ++i) {
+          if (rows[i] != i) std::memcpy(&scratch_[(i - begin) * used], row(rows[i]), used);
+        }
+        for (int64_t i = begin; i < begin + width; ++i) {
+          if (rows[i] != i) std::memcpy(row(i), &scratch_[(i - begin) * used], used);
+        }
+      }
+    } else {
+      // A new width (beam search's first step): every source row aside first, then placed.
+      scratch_.resize(rows_ * used);
+      for (int64_t r = 0; r < rows_; ++r) std::memcpy(&scratch_[r * used], row(r), used);
+      for (int64_t i = 0; i < count; ++i) std::memcpy(row(i), &scratch_[rows[i] * used], used);
+    }
+  }
+}
+
+}  // namespace tandem::model

@@ -1,0 +1,60 @@
+// What incremental decoding carries between steps: per decoder layer the keys and values of the
+// positions fed so far (one cache row per hypothesis, allocated once and reordered in place) and
+// those of the encoder output (one per sentence, shared by the sentence's hypotheses).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+namespace tandem::model {
+
+struct LayerCache {
+  // [allocated rows, capacity, 2 d_model]: keys | values of positions 0..step-1 of each decoder
+  // row; the first DecoderState::rows() rows are the live ones.
+  torch::Tensor self_kv;
+  // [sentences, src_len, 2 d_model]: keys | values of the encoder output, once per sentence.
+  torch::Tensor cross_kv;
+};
+
+class DecoderState {
+ public:
+  DecoderState() = default;
+  // One decoder row per sentence of src_pad [sentences, src_len] (bool, true at padding); the
+  // caches' cross_kv are set by the decoder.
+  explicit DecoderState(torch::Tensor src_pad);
+
+  torch::Tensor src_pad;  // [sentences, src_len]
+  std::vector<LayerCache> layers;
+  int64_t step = 0;  // positions fed so far
+
+  int64_t rows() const { return rows_; }
+  int64_t width() const { return width_; }  // consecutive decoder rows per sentence
+  int64_t sentences() const { return src_pad.size(0); }
+
+  // Room for `rows` decoder rows of `steps` positions each, so that select() and the decoder's
+  // steps do not reallocate (they grow the caches themselves when needed).
+  void reserve(int64_t rows, int64_t steps);
+
+  // Keeps the decoder rows `rows` (indices of current rows, in their new order), `width`
+  // consecutive rows per sentence afterwards; the rows of one sentence must all come from one
+  // current sentence, and sentences keep their order (beam search's reorder, or dropping
+  // finished sentences). Copies only the rows that move.
+  void select(const std::vector<int64_t>& rows, int64_t width);
+
+  // layer's self_kv for the live rows with room for position `step` (grown when full).
+  torch::Tensor self_cache(size_t layer);
+
+ private:
+  int64_t capacity() const;
+  int64_t allocated_rows() const;
+  void reallocate(int64_t rows, int64_t steps);
+  // select()'s move of the self-attention caches: rows[i] to row i, for the first `step` positions.
+  void move_rows(const std::vector<int64_t>& rows, int64_t width);
+
+  int64_t rows_ = 0;
+  int64_t width_ = 1;
+  std::vector<char> scratch_;  // rows that move within their own sentence, while they move
+};
+
+}  // namespace tandem::model
