@@ -3,7 +3,7 @@
 #include "data/batch_plan.h"
 
 #include <algorithm>
-#include <iterator>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -48,21 +48,15 @@ SplitMix64 rng_for(uint64_t seed, int64_t epoch) {
 }
 
 // Sentences per pool: pool_batches batches of the corpus' mean padded length.
-size_t pool_size(const std::vector<int64_t>& padded, const BatchPlanOptions& options) {
+size_t pool_size(const std::vector<uint16_t>& padded, const BatchPlanOptions& options) {
   int64_t total = 0;
-  for (const int64_t length : padded) total += length;
+  for (const uint16_t length : padded) total += length;
   const int64_t mean = std::max<int64_t>(1, total / static_cast<int64_t>(padded.size()));
   const int64_t per_batch = std::max<int64_t>(1, options.max_tokens / mean);
   return static_cast<size_t>(per_batch * options.pool_batches);
 }
 
-void validate(const std::vector<int32_t>& src_lengths, const std::vector<int32_t>& tgt_lengths,
-              const BatchPlanOptions& options, int64_t epoch) {
-  if (src_lengths.size() != tgt_lengths.size()) {
-    throw std::invalid_argument("batch plan: " + std::to_string(src_lengths.size()) +
-                                " source lengths but " + std::to_string(tgt_lengths.size()) +
-                                " target lengths; expected one per sentence pair on each side");
-  }
+void validate(const BatchPlanOptions& options, int64_t epoch) {
   if (options.max_tokens < 1) {
     throw std::invalid_argument("data.max_tokens " + std::to_string(options.max_tokens) +
                                 ": expected > 0");
@@ -74,26 +68,38 @@ void validate(const std::vector<int32_t>& src_lengths, const std::vector<int32_t
   if (epoch < 0) throw std::invalid_argument("batch plan epoch " + std::to_string(epoch) + " < 0");
 }
 
+// The greedy cut of sentences order[0, count): a batch grows while its sentences x its longest
+// padded length stay within max_tokens. Appends where each batch starts (base + position).
+template <class Index, class Padded>
+void cut(const Index* order, size_t count, const Padded& padded, int64_t max_tokens, uint64_t base,
+         std::vector<uint64_t>& starts) {
+  int64_t longest = 0;
+  int64_t in_batch = 0;
+  for (size_t k = 0; k < count; ++k) {
+    const auto length = static_cast<int64_t>(padded[order[k]]);
+    if (in_batch > 0 && (in_batch + 1) * std::max(longest, length) > max_tokens) {
+      in_batch = 0;
+      longest = 0;
+    }
+    if (in_batch == 0) starts.push_back(base + k);
+    ++in_batch;
+    longest = std::max(longest, length);
+  }
+}
+
 }  // namespace
 
-// Greedy: a batch grows while sentences x longest <= max_tokens.
 std::vector<std::vector<int64_t>> cut_batches(const std::vector<int64_t>& order,
                                               const std::vector<int64_t>& padded,
                                               int64_t max_tokens) {
+  std::vector<uint64_t> starts;
+  cut(order.data(), order.size(), padded, max_tokens, 0, starts);
+  starts.push_back(order.size());
   std::vector<std::vector<int64_t>> batches;
-  std::vector<int64_t> batch;
-  int64_t longest = 0;
-  for (const int64_t sentence : order) {
-    const int64_t longer = std::max(longest, padded[sentence]);
-    if (!batch.empty() && static_cast<int64_t>(batch.size() + 1) * longer > max_tokens) {
-      batches.push_back(std::move(batch));
-      batch.clear();
-      longest = 0;
-    }
-    batch.push_back(sentence);
-    longest = std::max(longest, padded[sentence]);
+  for (size_t b = 0; b + 1 < starts.size(); ++b) {
+    batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(starts[b]),
+                         order.begin() + static_cast<std::ptrdiff_t>(starts[b + 1]));
   }
-  if (!batch.empty()) batches.push_back(std::move(batch));
   return batches;
 }
 
@@ -110,19 +116,52 @@ int64_t padded_length(int32_t src_len, int32_t tgt_len) {
   return static_cast<int64_t>(std::max(src_len, tgt_len)) + 1;
 }
 
-std::vector<std::vector<int64_t>> make_batch_plan(const std::vector<int32_t>& src_lengths,
-                                                  const std::vector<int32_t>& tgt_lengths,
-                                                  const BatchPlanOptions& options, int64_t epoch) {
-  validate(src_lengths, tgt_lengths, options, epoch);
-  std::vector<std::vector<int64_t>> batches;
-  if (src_lengths.empty()) return batches;
-  std::vector<int64_t> padded(src_lengths.size());
-  for (size_t i = 0; i < padded.size(); ++i)
-    padded[i] = padded_length(src_lengths[i], tgt_lengths[i]);
+std::vector<uint16_t> padded_lengths(const std::vector<int32_t>& src_lengths,
+                                     const std::vector<int32_t>& tgt_lengths) {
+  if (src_lengths.size() != tgt_lengths.size()) {
+    throw std::invalid_argument("batch plan: " + std::to_string(src_lengths.size()) +
+                                " source lengths but " + std::to_string(tgt_lengths.size()) +
+                                " target lengths; expected one per sentence pair on each side");
+  }
+  std::vector<uint16_t> padded(src_lengths.size());
+  for (size_t i = 0; i < padded.size(); ++i) {
+    const int64_t length = padded_length(src_lengths[i], tgt_lengths[i]);
+    if (length < 1 || length > std::numeric_limits<uint16_t>::max()) {
+      throw std::invalid_argument("batch plan: sentence pair " + std::to_string(i) + " has " +
+                                  std::to_string(length - 1) + " tokens on a side; expected 0 to " +
+                                  std::to_string(std::numeric_limits<uint16_t>::max() - 1));
+    }
+    padded[i] = static_cast<uint16_t>(length);
+  }
+  return padded;
+}
 
+std::vector<int64_t> BatchPlan::batch(int64_t index) const {
+  const uint32_t cut_batch = order_.at(static_cast<size_t>(index));
+  return std::vector<int64_t>(
+      sentences_.begin() + static_cast<std::ptrdiff_t>(starts_[cut_batch]),
+      sentences_.begin() + static_cast<std::ptrdiff_t>(starts_[cut_batch + 1]));
+}
+
+std::vector<std::vector<int64_t>> BatchPlan::batches() const {
+  std::vector<std::vector<int64_t>> all;
+  for (int64_t k = 0; k < size(); ++k) all.push_back(batch(k));
+  return all;
+}
+
+BatchPlan make_batch_plan(const std::vector<uint16_t>& padded, const BatchPlanOptions& options,
+                          int64_t epoch) {
+  validate(options, epoch);
+  BatchPlan plan;
+  if (padded.empty()) return plan;
+  if (padded.size() > std::numeric_limits<uint32_t>::max()) {
+    throw std::invalid_argument("batch plan: " + std::to_string(padded.size()) +
+                                " sentence pairs; at most 2^32 - 1 in one split");
+  }
   SplitMix64 rng = rng_for(options.seed, epoch);
-  std::vector<int64_t> order(padded.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::vector<uint32_t>& order = plan.sentences_;
+  order.resize(padded.size());
+  std::iota(order.begin(), order.end(), 0u);
   shuffle(order, rng);
 
   // Sorting inside pools keeps padding low while batches still mix the whole corpus over epochs;
@@ -130,15 +169,16 @@ std::vector<std::vector<int64_t>> make_batch_plan(const std::vector<int32_t>& sr
   const size_t pool = pool_size(padded, options);
   for (size_t begin = 0; begin < order.size(); begin += pool) {
     const size_t end = std::min(order.size(), begin + pool);
-    std::vector<int64_t> members(order.begin() + begin, order.begin() + end);
-    std::stable_sort(members.begin(), members.end(),
-                     [&](int64_t a, int64_t b) { return padded[a] < padded[b]; });
-    auto cut = cut_batches(members, padded, options.max_tokens);
-    batches.insert(batches.end(), std::make_move_iterator(cut.begin()),
-                   std::make_move_iterator(cut.end()));
+    const auto first = order.begin() + static_cast<std::ptrdiff_t>(begin);
+    const auto last = order.begin() + static_cast<std::ptrdiff_t>(end);
+    std::stable_sort(first, last, [&](uint32_t a, uint32_t b) { return padded[a] < padded[b]; });
+    cut(order.data() + begin, end - begin, padded, options.max_tokens, begin, plan.starts_);
   }
-  shuffle(batches, rng);
-  return batches;
+  plan.starts_.push_back(order.size());
+  plan.order_.resize(plan.starts_.size() - 1);
+  std::iota(plan.order_.begin(), plan.order_.end(), 0u);
+  shuffle(plan.order_, rng);  // the same draws as shuffling the batches themselves
+  return plan;
 }
 
 }  // namespace tandem::data

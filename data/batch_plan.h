@@ -17,6 +17,12 @@ struct BatchPlanOptions {
 // Padded length a sentence pair occupies: max(src + EOS, BOS + tgt) = max(src, tgt) + 1.
 int64_t padded_length(int32_t src_len, int32_t tgt_len);
 
+// Padded lengths in 16 bits, the plan's only input per sentence (2 bytes a pair, so a rank can
+// plan 100M pairs). Throws std::invalid_argument if a pair does not fit or the sides' counts
+// differ.
+std::vector<uint16_t> padded_lengths(const std::vector<int32_t>& src_lengths,
+                                     const std::vector<int32_t>& tgt_lengths);
+
 // `order` (sentence indices, sorted by length) cut into consecutive batches: a batch grows while
 // its sentences x the longest padded[] among them stay within max_tokens; a sentence longer than
 // max_tokens gets a batch of its own.
@@ -29,11 +35,26 @@ std::vector<std::vector<int64_t>> cut_batches(const std::vector<int64_t>& order,
 std::vector<std::vector<int64_t>> sorted_batches(const std::vector<int64_t>& padded,
                                                  int64_t max_tokens);
 
-// The batches of `epoch` (0-based), each a list of sentence indices. Every sentence appears in
-// exactly one batch; a sentence longer than max_tokens gets a batch of its own. Deterministic:
+// One epoch's batches, each a list of sentence indices, stored in 4 bytes a sentence (plus 12 a
+// batch): the cut sentences back to back, where each batch starts, and the shuffled batch order.
+class BatchPlan {
+ public:
+  int64_t size() const { return static_cast<int64_t>(order_.size()); }  // batches
+  bool empty() const { return order_.empty(); }
+  std::vector<int64_t> batch(int64_t index) const;    // the index-th batch of the epoch
+  std::vector<std::vector<int64_t>> batches() const;  // all of them, in order (small plans)
+
+ private:
+  friend BatchPlan make_batch_plan(const std::vector<uint16_t>&, const BatchPlanOptions&, int64_t);
+  std::vector<uint32_t> sentences_;  // cut batches back to back, in cut order
+  std::vector<uint64_t> starts_;     // cut batch b is sentences_[starts_[b], starts_[b + 1])
+  std::vector<uint32_t> order_;      // the epoch's k-th batch is cut batch order_[k]
+};
+
+// The batches of `epoch` (0-based) over sentences of these padded lengths. Every sentence appears
+// in exactly one batch; a sentence longer than max_tokens gets a batch of its own. Deterministic:
 // the same inputs give the same plan on every machine (no std:: distributions).
-std::vector<std::vector<int64_t>> make_batch_plan(const std::vector<int32_t>& src_lengths,
-                                                  const std::vector<int32_t>& tgt_lengths,
-                                                  const BatchPlanOptions& options, int64_t epoch);
+BatchPlan make_batch_plan(const std::vector<uint16_t>& padded, const BatchPlanOptions& options,
+                          int64_t epoch);
 
 }  // namespace tandem::data

@@ -1,10 +1,12 @@
-// Corpus reader: validates the file on open, caches each split's offsets on first use and reads
-// the tokens of requested sentences as a union of hyperslabs, one H5Dread per side.
+// Corpus reader: validates the file on open, keeps each split's sentence lengths on first use and
+// reads the tokens of requested sentences as a union of hyperslabs, one H5Dread per side.
 #include "data/corpus.h"
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 
@@ -18,10 +20,25 @@ constexpr const char* kFormat = "tandem-corpus";
 constexpr int64_t kMaxFormatVersion = 1;
 constexpr const char* kHint = "HINT: create a corpus with tandem-prep";
 
-// One side (src or tgt) of a split: the open token dataset and all its offsets.
+// Sentences between two stored offsets: an offset is found from the one before it and at most
+// kBlock - 1 lengths, so a side costs 2 bytes a sentence in memory (not the file's 8).
+constexpr int64_t kBlock = 64;
+constexpr int64_t kMaxLength = std::numeric_limits<uint16_t>::max() - 1;  // padded still fits
+constexpr uint64_t kOffsetsPerRead = uint64_t{1} << 20;  // offsets streamed 8 MiB at a time
+
+// One side (src or tgt) of a split: the open token dataset, each sentence's token count, and every
+// kBlock-th sentence's offset into the tokens.
 struct Side {
   h5::Handle tokens;
-  std::vector<int64_t> offsets;  // n + 1 entries
+  std::vector<uint16_t> lengths;       // n entries
+  std::vector<int64_t> block_offsets;  // offset of sentence k * kBlock, k = 0 .. n / kBlock
+
+  int64_t count() const { return static_cast<int64_t>(lengths.size()); }
+  int64_t offset(int64_t sentence) const {
+    int64_t offset = block_offsets[sentence / kBlock];
+    for (int64_t i = sentence - sentence % kBlock; i < sentence; ++i) offset += lengths[i];
+    return offset;
+  }
 };
 
 // File access for reading short token ranges at random places: HDF5's data sieve buffer would copy
@@ -30,15 +47,6 @@ h5::Handle random_access() {
   h5::Handle access(h5::check(H5Pcreate(H5P_FILE_ACCESS), "cannot create file access properties"));
   h5::check(H5Pset_sieve_buf_size(access.get(), 0), "cannot disable the sieve buffer");
   return access;
-}
-
-// Offsets must start at 0, never decrease and end at the token count, or reads go astray.
-bool offsets_consistent(const std::vector<int64_t>& offsets, uint64_t tokens) {
-  if (offsets.empty() || offsets.front() != 0) return false;
-  for (size_t i = 1; i < offsets.size(); ++i) {
-    if (offsets[i] < offsets[i - 1]) return false;
-  }
-  return static_cast<uint64_t>(offsets.back()) == tokens;
 }
 
 // The tokens of sentences `sorted` (ascending, distinct) on one side, each an id below
@@ -52,8 +60,8 @@ std::vector<std::vector<int32_t>> read_sentences(const Side& side,
   std::vector<h5::Range> ranges;
   uint64_t total = 0;
   for (const int64_t i : sorted) {
-    const auto count = static_cast<uint64_t>(side.offsets[i + 1] - side.offsets[i]);
-    if (count > 0) ranges.push_back({static_cast<uint64_t>(side.offsets[i]), count});
+    const uint64_t count = side.lengths[i];
+    if (count > 0) ranges.push_back({static_cast<uint64_t>(side.offset(i)), count});
     total += count;
   }
   std::vector<int32_t> flat(total);
@@ -67,19 +75,15 @@ std::vector<std::vector<int32_t>> read_sentences(const Side& side,
   std::vector<std::vector<int32_t>> sentences(sorted.size());
   auto next = flat.begin();
   for (size_t k = 0; k < sorted.size(); ++k) {
-    const int64_t count = side.offsets[sorted[k] + 1] - side.offsets[sorted[k]];
+    const int64_t count = side.lengths[sorted[k]];
     sentences[k].assign(next, next + count);
     next += count;
   }
   return sentences;
 }
 
-std::vector<int32_t> lengths_of(const std::vector<int64_t>& offsets) {
-  std::vector<int32_t> lengths(offsets.size() - 1);
-  for (size_t i = 0; i + 1 < offsets.size(); ++i) {
-    lengths[i] = static_cast<int32_t>(offsets[i + 1] - offsets[i]);
-  }
-  return lengths;
+std::vector<int32_t> lengths_of(const Side& side) {
+  return std::vector<int32_t>(side.lengths.begin(), side.lengths.end());
 }
 
 }  // namespace
@@ -89,6 +93,9 @@ struct Corpus::Impl {
   h5::Handle file;
   int64_t vocab_size = -1;                              // read with the first sentences
   std::map<std::string, std::pair<Side, Side>> splits;  // (src, tgt), loaded on first use
+  // Every call goes through reading(), one at a time: a loader's prefetch thread and validation
+  // on the training thread share one Corpus (HDF5 itself serialises calls anyway).
+  std::recursive_mutex mutex;
 
   std::invalid_argument bad(const std::string& what) const {
     return std::invalid_argument("corpus '" + path + "': " + what);
@@ -96,7 +103,8 @@ struct Corpus::Impl {
   // `read()`, with HDF5's failures to read the file (std::runtime_error) reported as what they
   // are: a damaged input file.
   template <class Read>
-  auto reading(const Read& read) const {
+  auto reading(const Read& read) {
+    const std::lock_guard<std::recursive_mutex> lock(mutex);
     try {
       return read();
     } catch (const std::invalid_argument&) {
@@ -117,10 +125,43 @@ Side Corpus::Impl::open_side(const std::string& split, const std::string& side) 
   if (!result.tokens.valid() || !offsets.valid()) {
     throw bad("missing " + prefix + "tokens or " + prefix + "offsets");
   }
-  result.offsets.resize(h5::dataset_length(offsets.get()));
-  h5::read_range(offsets.get(), H5T_NATIVE_INT64, 0, result.offsets.size(), result.offsets.data());
-  if (!offsets_consistent(result.offsets, h5::dataset_length(result.tokens.get()))) {
-    throw bad(prefix + "offsets do not match " + prefix + "tokens (corrupt file?)");
+  // Offsets are streamed: they must start at 0, never decrease and end at the token count, or
+  // reads go astray.
+  const uint64_t entries = h5::dataset_length(offsets.get());
+  const uint64_t tokens = h5::dataset_length(result.tokens.get());
+  const auto corrupt = [&](const std::string& why) {
+    return bad(prefix + "offsets do not match " + prefix + "tokens (" + why + "; corrupt file?)");
+  };
+  if (entries == 0) throw corrupt("no offsets");
+  result.lengths.reserve(entries - 1);
+  result.block_offsets.reserve((entries - 1) / kBlock + 1);
+  std::vector<int64_t> block;
+  int64_t previous = 0;
+  for (uint64_t begin = 0; begin < entries; begin += kOffsetsPerRead) {
+    block.resize(std::min(kOffsetsPerRead, entries - begin));
+    h5::read_range(offsets.get(), H5T_NATIVE_INT64, begin, block.size(), block.data());
+    for (size_t k = 0; k < block.size(); ++k) {
+      const uint64_t sentence = begin + k;  // the offset where this sentence starts
+      const int64_t offset = block[k];
+      if (sentence == 0) {
+        if (offset != 0) throw corrupt("the first offset is " + std::to_string(offset));
+      } else {
+        const int64_t length = offset - previous;
+        if (length < 0) throw corrupt("offset " + std::to_string(sentence) + " decreases");
+        if (length > kMaxLength) {
+          throw bad(prefix + " sentence " + std::to_string(sentence - 1) + " has " +
+                    std::to_string(length) + " tokens; at most " + std::to_string(kMaxLength) +
+                    " are supported (tandem-prep --max-len)");
+        }
+        result.lengths.push_back(static_cast<uint16_t>(length));
+      }
+      if (sentence % kBlock == 0) result.block_offsets.push_back(offset);
+      previous = offset;
+    }
+  }
+  if (static_cast<uint64_t>(previous) != tokens) {
+    throw corrupt("the last offset is " + std::to_string(previous) + " of " +
+                  std::to_string(tokens) + " tokens");
   }
   return result;
 }
@@ -133,7 +174,7 @@ const std::pair<Side, Side>& Corpus::Impl::split(const std::string& name) {
   }
   Side src = open_side(name, "src");
   Side tgt = open_side(name, "tgt");
-  if (src.offsets.size() != tgt.offsets.size()) {
+  if (src.count() != tgt.count()) {
     throw bad("split '" + name + "' has different sentence counts on its src and tgt sides");
   }
   return splits.emplace(name, std::make_pair(std::move(src), std::move(tgt))).first->second;
@@ -179,23 +220,35 @@ Vocab Corpus::vocab() const {
 
 bool Corpus::has_split(const std::string& split) const {
   h5::QuietErrors quiet;
-  return H5Lexists(impl_->file.get(), split.c_str(), H5P_DEFAULT) > 0;
+  return impl_->reading(
+      [&] { return H5Lexists(impl_->file.get(), split.c_str(), H5P_DEFAULT) > 0; });
 }
 
 int64_t Corpus::size(const std::string& split) const {
   h5::QuietErrors quiet;
-  return impl_->reading(
-      [&] { return static_cast<int64_t>(impl_->split(split).first.offsets.size()) - 1; });
+  return impl_->reading([&] { return impl_->split(split).first.count(); });
 }
 
 std::vector<int32_t> Corpus::src_lengths(const std::string& split) const {
   h5::QuietErrors quiet;
-  return impl_->reading([&] { return lengths_of(impl_->split(split).first.offsets); });
+  return impl_->reading([&] { return lengths_of(impl_->split(split).first); });
 }
 
 std::vector<int32_t> Corpus::tgt_lengths(const std::string& split) const {
   h5::QuietErrors quiet;
-  return impl_->reading([&] { return lengths_of(impl_->split(split).second.offsets); });
+  return impl_->reading([&] { return lengths_of(impl_->split(split).second); });
+}
+
+std::vector<uint16_t> Corpus::padded_lengths(const std::string& split) const {
+  h5::QuietErrors quiet;
+  return impl_->reading([&] {
+    const auto& [src, tgt] = impl_->split(split);
+    std::vector<uint16_t> padded(src.lengths.size());
+    for (size_t i = 0; i < padded.size(); ++i) {
+      padded[i] = static_cast<uint16_t>(std::max(src.lengths[i], tgt.lengths[i]) + 1);
+    }
+    return padded;
+  });
 }
 
 std::vector<SentencePair> Corpus::read(const std::string& split,
@@ -207,7 +260,7 @@ std::vector<SentencePair> Corpus::read(const std::string& split,
 std::vector<SentencePair> Corpus::read_pairs(const std::string& split,
                                              const std::vector<int64_t>& indices) const {
   const auto& [src, tgt] = impl_->split(split);
-  const int64_t count = static_cast<int64_t>(src.offsets.size()) - 1;
+  const int64_t count = src.count();
   for (const int64_t index : indices) {
     if (index < 0 || index >= count) {
       throw impl_->bad("sentence " + std::to_string(index) + " is out of range for split '" +

@@ -32,6 +32,8 @@ class Corpus {
   // Token counts per sentence (from the offsets), for the batch plan.
   std::vector<int32_t> src_lengths(const std::string& split) const;
   std::vector<int32_t> tgt_lengths(const std::string& split) const;
+  // max(src, tgt) + 1 per sentence (batch_plan.h's padded_length), 2 bytes a pair.
+  std::vector<uint16_t> padded_lengths(const std::string& split) const;
   // The pairs at `indices` (any order, repeats allowed), in that order.
   std::vector<SentencePair> read(const std::string& split, const std::vector<int64_t>& indices) const;
 

@@ -1,50 +1,228 @@
-// ShardedLoader: this rank's share of each step's global batches, and the data position.
+// ShardedLoader: this rank's share of each step's global batches, the data position, and the
+// prefetch thread. A StepReader turns a position into that step's batches; it is used by one
+// thread at a time: the prefetch thread while it runs, the caller otherwise.
 #include "data/loader.h"
 
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 namespace tandem::data {
+namespace {
+
+// One step as handed out: its micro-batches and the position after it.
+struct Step {
+  std::vector<Batch> batches;
+  DataPosition after;
+};
+
+class StepReader {
+ public:
+  StepReader(const Corpus& corpus, std::string split, BatchPlanOptions options, int rank,
+             int world_size)
+      : corpus_(corpus),
+        split_(std::move(split)),
+        options_(options),
+        rank_(rank),
+        world_size_(world_size) {}
+
+  // The step that starts at `at` (or at the next epoch's start if `at` used its epoch up).
+  Step read(DataPosition at, int64_t accum_steps) {
+    if (at.next_batch >= plan(at.epoch).size()) at = DataPosition{at.epoch + 1, 0};
+    const BatchPlan& batches = plan(at.epoch);
+    Step step;
+    for (int64_t m = 0; m < accum_steps; ++m) {
+      const int64_t index = at.next_batch + m * world_size_ + rank_;
+      step.batches.push_back(index < batches.size()
+                                 ? make_batch(corpus_.read(split_, batches.batch(index)))
+                                 : make_batch({}));
+    }
+    step.after = DataPosition{at.epoch, at.next_batch + accum_steps * world_size_};
+    return step;
+  }
+
+  // The epoch's plan, built when first asked for (one epoch's plan is held at a time); its size
+  // is remembered for batches_in_epoch, under a lock the caller may read it with.
+  const BatchPlan& plan(int64_t epoch) {
+    if (plan_epoch_ != epoch) {
+      plan_ = BatchPlan();  // the old plan goes before the new one is built: half the peak
+      plan_epoch_ = -1;
+      plan_ = make_batch_plan(corpus_.padded_lengths(split_), options_, epoch);
+      plan_epoch_ = epoch;
+      const std::lock_guard<std::mutex> lock(sizes_mutex_);
+      sizes_[epoch] = plan_.size();
+    }
+    return plan_;
+  }
+
+  std::optional<int64_t> known_size(int64_t epoch) {
+    const std::lock_guard<std::mutex> lock(sizes_mutex_);
+    const auto found = sizes_.find(epoch);
+    if (found == sizes_.end()) return std::nullopt;
+    return found->second;
+  }
+
+ private:
+  const Corpus& corpus_;
+  std::string split_;
+  BatchPlanOptions options_;
+  int rank_;
+  int world_size_;
+  int64_t plan_epoch_ = -1;
+  BatchPlan plan_;
+  std::mutex sizes_mutex_;
+  std::map<int64_t, int64_t> sizes_;  // batches per epoch, for every plan built
+};
+
+// A thread that reads the steps from `start` on into a queue of at most `depth`, until stopped
+// or an error (which is queued in place of the step it would have been).
+class Prefetcher {
+ public:
+  Prefetcher(StepReader& reader, DataPosition start, int64_t accum_steps, int64_t depth)
+      : accum_steps_(accum_steps), depth_(depth) {
+    thread_ = std::thread([this, &reader, start] { run(reader, start); });
+  }
+  ~Prefetcher() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  int64_t accum_steps() const { return accum_steps_; }
+
+  // The next step, waiting for it if the thread is behind; rethrows the thread's error.
+  Step next() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return !queue_.empty() || error_; });
+    if (queue_.empty()) std::rethrow_exception(error_);
+    Step step = std::move(queue_.front());
+    queue_.pop_front();
+    changed_.notify_all();
+    return step;
+  }
+
+  // Waits until the reader knows the size of `epoch` (the thread's first read builds that plan
+  // for the epoch it starts in) or the thread has failed.
+  int64_t size_of(StepReader& reader, int64_t epoch) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    std::optional<int64_t> size;
+    changed_.wait(lock, [&] { return (size = reader.known_size(epoch)) || error_ || done_; });
+    if (size) return *size;
+    if (error_) std::rethrow_exception(error_);
+    throw std::logic_error("loader: the prefetch thread never planned epoch " +
+                           std::to_string(epoch));
+  }
+
+ private:
+  void run(StepReader& reader, DataPosition cursor) {
+    try {
+      while (true) {
+        Step step = reader.read(cursor, accum_steps_);
+        cursor = step.after;
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.notify_all();  // a plan size may have become known
+        changed_.wait(lock,
+                      [this] { return stopping_ || static_cast<int64_t>(queue_.size()) < depth_; });
+        if (stopping_) break;
+        queue_.push_back(std::move(step));
+        changed_.notify_all();
+      }
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::current_exception();
+    }
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    changed_.notify_all();
+  }
+
+  const int64_t accum_steps_;
+  const int64_t depth_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Step> queue_;
+  std::exception_ptr error_;
+  bool stopping_ = false;
+  bool done_ = false;
+  std::thread thread_;  // last: started once everything it uses exists
+};
+
+}  // namespace
+
+struct ShardedLoader::Impl {
+  Impl(const Corpus& corpus, std::string split, BatchPlanOptions options, int rank, int world_size,
+       int64_t prefetch_steps)
+      : reader(corpus, std::move(split), options, rank, world_size),
+        prefetch_steps(prefetch_steps) {}
+
+  StepReader reader;
+  int64_t prefetch_steps;
+  DataPosition position;
+  std::unique_ptr<Prefetcher> prefetcher;  // running from `position` while set
+};
 
 ShardedLoader::ShardedLoader(const Corpus& corpus, std::string split, BatchPlanOptions options,
-                             int rank, int world_size)
-    : corpus_(corpus),
-      split_(std::move(split)),
-      options_(options),
-      rank_(rank),
-      world_size_(world_size) {
-  if (world_size_ < 1 || rank_ < 0 || rank_ >= world_size_) {
-    throw std::invalid_argument("loader: rank " + std::to_string(rank_) + " of world size " +
-                                std::to_string(world_size_) + "; expected 0 <= rank < world size");
+                             int rank, int world_size, int64_t prefetch_steps) {
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    throw std::invalid_argument("loader: rank " + std::to_string(rank) + " of world size " +
+                                std::to_string(world_size) + "; expected 0 <= rank < world size");
   }
-  src_lengths_ = corpus_.src_lengths(split_);
-  tgt_lengths_ = corpus_.tgt_lengths(split_);
-  if (src_lengths_.empty()) {
-    throw std::invalid_argument("corpus '" + corpus_.path() + "': split '" + split_ +
+  if (prefetch_steps < 0) {
+    throw std::invalid_argument("data.prefetch_steps " + std::to_string(prefetch_steps) +
+                                ": expected >= 0");
+  }
+  if (corpus.size(split) == 0) {
+    throw std::invalid_argument("corpus '" + corpus.path() + "': split '" + split +
                                 "' has no sentence pairs to train on");
   }
+  impl_ =
+      std::make_unique<Impl>(corpus, std::move(split), options, rank, world_size, prefetch_steps);
 }
+
+ShardedLoader::ShardedLoader(ShardedLoader&&) noexcept = default;
+ShardedLoader& ShardedLoader::operator=(ShardedLoader&&) noexcept = default;
+ShardedLoader::~ShardedLoader() = default;
 
 std::vector<Batch> ShardedLoader::next_step(int64_t accum_steps) {
   if (accum_steps < 1) {
     throw std::invalid_argument("train.accum_steps " + std::to_string(accum_steps) +
                                 ": expected >= 1");
   }
-  // The previous step used up the epoch: this step starts the next one (steps never span two).
-  if (position_.next_batch >= batches_in_epoch()) {
-    position_ = DataPosition{position_.epoch + 1, 0};
+  Impl& impl = *impl_;
+  Step step;
+  if (impl.prefetch_steps == 0) {
+    step = impl.reader.read(impl.position, accum_steps);
+  } else {
+    if (impl.prefetcher && impl.prefetcher->accum_steps() != accum_steps) impl.prefetcher.reset();
+    if (!impl.prefetcher) {
+      impl.prefetcher = std::make_unique<Prefetcher>(impl.reader, impl.position, accum_steps,
+                                                     impl.prefetch_steps);
+    }
+    try {
+      step = impl.prefetcher->next();
+    } catch (...) {
+      impl.prefetcher.reset();  // the next call starts again from the same position
+      throw;
+    }
   }
-  const auto& batches = plan();
-  const auto total = static_cast<int64_t>(batches.size());
-  std::vector<Batch> micro_batches;
-  for (int64_t m = 0; m < accum_steps; ++m) {
-    const int64_t index = position_.next_batch + m * world_size_ + rank_;
-    micro_batches.push_back(index < total ? make_batch(corpus_.read(split_, batches[index]))
-                                          : make_batch({}));
-  }
-  position_.next_batch += accum_steps * world_size_;
-  return micro_batches;
+  impl.position = step.after;
+  return std::move(step.batches);
 }
+
+DataPosition ShardedLoader::position() const { return impl_->position; }
 
 void ShardedLoader::set_position(const DataPosition& position) {
   if (position.epoch < 0 || position.next_batch < 0) {
@@ -52,17 +230,16 @@ void ShardedLoader::set_position(const DataPosition& position) {
                                 ", next batch " + std::to_string(position.next_batch) +
                                 "): expected both >= 0");
   }
-  position_ = position;
+  impl_->prefetcher.reset();
+  impl_->position = position;
 }
 
-int64_t ShardedLoader::batches_in_epoch() { return static_cast<int64_t>(plan().size()); }
-
-const std::vector<std::vector<int64_t>>& ShardedLoader::plan() {
-  if (plan_epoch_ != position_.epoch) {
-    plan_ = make_batch_plan(src_lengths_, tgt_lengths_, options_, position_.epoch);
-    plan_epoch_ = position_.epoch;
-  }
-  return plan_;
+int64_t ShardedLoader::batches_in_epoch() {
+  Impl& impl = *impl_;
+  const int64_t epoch = impl.position.epoch;
+  if (const auto size = impl.reader.known_size(epoch)) return *size;
+  if (impl.prefetcher) return impl.prefetcher->size_of(impl.reader, epoch);
+  return impl.reader.plan(epoch).size();
 }
 
 }  // namespace tandem::data

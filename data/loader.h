@@ -2,9 +2,15 @@
 // global batches of the current epoch: micro-step m on rank r takes batch next + m*world + r
 // (an empty Batch when the epoch has run out). A step never spans two epochs, so the position
 // (epoch, next global batch) means the same thing at any world size.
+//
+// With prefetch_steps > 0 a thread reads and assembles the next steps' batches while the current
+// step runs (a queue of at most that many steps). The batches and positions are the same as
+// without it: position() is always that after the last step handed out, so checkpoints stay
+// exact; an error on the thread is thrown by the next_step() that would have met it.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,30 +27,25 @@ struct DataPosition {
 
 class ShardedLoader {
  public:
-  // Reads the split's lengths once; tokens are read per batch from `corpus`.
+  // Memory: the corpus' 4 bytes a pair for the split's lengths, and 4 bytes a pair for the
+  // current epoch's plan. Tokens are read per batch from `corpus`, which must outlive the loader.
   ShardedLoader(const Corpus& corpus, std::string split, BatchPlanOptions options, int rank,
-                int world_size);
+                int world_size, int64_t prefetch_steps = 0);
+  ShardedLoader(ShardedLoader&&) noexcept;
+  ShardedLoader& operator=(ShardedLoader&&) noexcept;
+  ~ShardedLoader();  // stops the prefetch thread
 
   // This rank's accum_steps micro-batches of the next step; advances the position past the
   // step's world * accum_steps global batches (moving to the next epoch when the plan is used up).
   std::vector<Batch> next_step(int64_t accum_steps);
 
-  DataPosition position() const { return position_; }
-  void set_position(const DataPosition& position);
+  DataPosition position() const;
+  void set_position(const DataPosition& position);  // drops what was prefetched
   int64_t batches_in_epoch();  // size of the current epoch's global plan
 
  private:
-  const std::vector<std::vector<int64_t>>& plan();  // the current epoch's, cached
-  const Corpus& corpus_;
-  std::string split_;
-  BatchPlanOptions options_;
-  int rank_;
-  int world_size_;
-  std::vector<int32_t> src_lengths_;
-  std::vector<int32_t> tgt_lengths_;
-  DataPosition position_;
-  int64_t plan_epoch_ = -1;
-  std::vector<std::vector<int64_t>> plan_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace tandem::data

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 
 namespace tandem::data {
@@ -34,6 +35,13 @@ int64_t longest_in(const std::vector<int64_t>& batch, const Lengths& lengths) {
   return longest;
 }
 
+// The plan as lists of sentence indices, from per-side lengths.
+std::vector<std::vector<int64_t>> plan_of(const std::vector<int32_t>& src,
+                                          const std::vector<int32_t>& tgt,
+                                          const BatchPlanOptions& options, int64_t epoch) {
+  return make_batch_plan(padded_lengths(src, tgt), options, epoch).batches();
+}
+
 BatchPlanOptions options_with(int64_t max_tokens, uint64_t seed) {
   BatchPlanOptions options;
   options.max_tokens = max_tokens;
@@ -50,7 +58,7 @@ TEST(PaddedLength, IsLongerSidePlusOne) {
 
 TEST(BatchPlan, EverySentenceAppearsExactlyOnce) {
   const Lengths lengths = random_lengths(1000, 7);
-  const auto plan = make_batch_plan(lengths.src, lengths.tgt, options_with(300, 1), 0);
+  const auto plan = plan_of(lengths.src, lengths.tgt, options_with(300, 1), 0);
   std::vector<int> seen(1000, 0);
   for (const auto& batch : plan) {
     EXPECT_FALSE(batch.empty());
@@ -61,7 +69,7 @@ TEST(BatchPlan, EverySentenceAppearsExactlyOnce) {
 
 TEST(BatchPlan, BatchesRespectTheTokenBudget) {
   const Lengths lengths = random_lengths(1000, 11);
-  const auto plan = make_batch_plan(lengths.src, lengths.tgt, options_with(300, 3), 0);
+  const auto plan = plan_of(lengths.src, lengths.tgt, options_with(300, 3), 0);
   for (const auto& batch : plan) {
     EXPECT_LE(static_cast<int64_t>(batch.size()) * longest_in(batch, lengths), 300);
   }
@@ -69,7 +77,7 @@ TEST(BatchPlan, BatchesRespectTheTokenBudget) {
 
 TEST(BatchPlan, SortingInsidePoolsKeepsPaddingLow) {
   const Lengths lengths = random_lengths(2000, 5);
-  const auto plan = make_batch_plan(lengths.src, lengths.tgt, options_with(600, 1), 0);
+  const auto plan = plan_of(lengths.src, lengths.tgt, options_with(600, 1), 0);
   int64_t real = 0, padded = 0;
   for (const auto& batch : plan) {
     padded += static_cast<int64_t>(batch.size()) * longest_in(batch, lengths);
@@ -82,7 +90,7 @@ TEST(BatchPlan, SortingInsidePoolsKeepsPaddingLow) {
 TEST(BatchPlan, OversizedSentenceGetsABatchOfItsOwn) {
   Lengths lengths = random_lengths(200, 3);
   lengths.src[17] = 500;
-  const auto plan = make_batch_plan(lengths.src, lengths.tgt, options_with(300, 1), 0);
+  const auto plan = plan_of(lengths.src, lengths.tgt, options_with(300, 1), 0);
   int found = 0;
   for (const auto& batch : plan) {
     if (std::find(batch.begin(), batch.end(), 17) == batch.end()) continue;
@@ -94,16 +102,16 @@ TEST(BatchPlan, OversizedSentenceGetsABatchOfItsOwn) {
 
 TEST(BatchPlan, SameSeedAndEpochGiveTheSamePlan) {
   const Lengths lengths = random_lengths(500, 9);
-  const auto a = make_batch_plan(lengths.src, lengths.tgt, options_with(256, 42), 3);
-  const auto b = make_batch_plan(lengths.src, lengths.tgt, options_with(256, 42), 3);
+  const auto a = plan_of(lengths.src, lengths.tgt, options_with(256, 42), 3);
+  const auto b = plan_of(lengths.src, lengths.tgt, options_with(256, 42), 3);
   EXPECT_EQ(a, b);
 }
 
 TEST(BatchPlan, DiffersByEpochAndBySeed) {
   const Lengths lengths = random_lengths(500, 9);
-  const auto base = make_batch_plan(lengths.src, lengths.tgt, options_with(256, 42), 0);
-  EXPECT_NE(base, make_batch_plan(lengths.src, lengths.tgt, options_with(256, 42), 1));
-  EXPECT_NE(base, make_batch_plan(lengths.src, lengths.tgt, options_with(256, 43), 0));
+  const auto base = plan_of(lengths.src, lengths.tgt, options_with(256, 42), 0);
+  EXPECT_NE(base, plan_of(lengths.src, lengths.tgt, options_with(256, 42), 1));
+  EXPECT_NE(base, plan_of(lengths.src, lengths.tgt, options_with(256, 43), 0));
 }
 
 // Pinned output: a change here means plans (and so resumed runs) differ from earlier builds.
@@ -116,19 +124,95 @@ TEST(BatchPlan, PlanIsPinnedAcrossMachines) {
   options.pool_batches = 2;  // pools of 4 sentences (20 / mean padded length 7 = 2 per batch)
   // Pools {2,3,4,5} and {0,1,6,7} sort to padded 6,6,7,7 and 8,8,9,9; 3 x 7 > 20 cuts them in two.
   const std::vector<std::vector<int64_t>> expected = {{3, 4}, {7, 0}, {2, 5}, {6, 1}};
-  EXPECT_EQ(make_batch_plan(src, tgt, options, 0), expected);
+  EXPECT_EQ(plan_of(src, tgt, options, 0), expected);
 }
 
 TEST(BatchPlan, EmptyCorpusGivesAnEmptyPlan) {
-  EXPECT_TRUE(make_batch_plan({}, {}, BatchPlanOptions{}, 0).empty());
+  EXPECT_TRUE(plan_of({}, {}, BatchPlanOptions{}, 0).empty());
 }
 
 TEST(BatchPlan, MismatchedSidesAreRejected) {
-  EXPECT_THROW(make_batch_plan({1, 2}, {1}, BatchPlanOptions{}, 0), std::invalid_argument);
+  EXPECT_THROW(plan_of({1, 2}, {1}, BatchPlanOptions{}, 0), std::invalid_argument);
 }
 
 TEST(BatchPlan, NonPositiveBudgetIsRejected) {
-  EXPECT_THROW(make_batch_plan({1}, {1}, options_with(0, 1), 0), std::invalid_argument);
+  EXPECT_THROW(plan_of({1}, {1}, options_with(0, 1), 0), std::invalid_argument);
+}
+
+// The plan as it was computed before it was stored compactly (vectors of 64-bit indices, batches
+// shuffled as vectors), written out naively here: the compact plan must be the same, so runs and
+// checkpoints from earlier builds see the same batches.
+std::vector<std::vector<int64_t>> reference_plan(const Lengths& lengths,
+                                                 const BatchPlanOptions& options, int64_t epoch) {
+  struct Rng {
+    uint64_t state;
+    uint64_t next() {
+      uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      return z ^ (z >> 31);
+    }
+    uint64_t below(uint64_t bound) {
+      const uint64_t threshold = (0 - bound) % bound;
+      for (uint64_t r = next();; r = next()) {
+        if (r >= threshold) return r % bound;
+      }
+    }
+  };
+  Rng epoch_hash{static_cast<uint64_t>(epoch) ^ 0xD1B54A32D192ED03ull};
+  Rng rng{options.seed ^ epoch_hash.next()};
+  const size_t n = lengths.src.size();
+  std::vector<int64_t> padded(n);
+  int64_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    padded[i] = std::max(lengths.src[i], lengths.tgt[i]) + 1;
+    total += padded[i];
+  }
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  for (size_t i = n; i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  const int64_t per_batch =
+      std::max<int64_t>(1, options.max_tokens / std::max<int64_t>(1, total / n));
+  const auto pool = static_cast<size_t>(per_batch * options.pool_batches);
+  std::vector<std::vector<int64_t>> batches;
+  for (size_t begin = 0; begin < n; begin += pool) {
+    std::vector<int64_t> members(order.begin() + begin, order.begin() + std::min(n, begin + pool));
+    std::stable_sort(members.begin(), members.end(),
+                     [&](int64_t a, int64_t b) { return padded[a] < padded[b]; });
+    std::vector<int64_t> batch;
+    int64_t longest = 0;
+    for (const int64_t sentence : members) {
+      const int64_t longer = std::max(longest, padded[sentence]);
+      if (!batch.empty() && static_cast<int64_t>(batch.size() + 1) * longer > options.max_tokens) {
+        batches.push_back(batch);
+        batch.clear();
+        longest = 0;
+      }
+      batch.push_back(sentence);
+      longest = std::max(longest, padded[sentence]);
+    }
+    if (!batch.empty()) batches.push_back(batch);
+  }
+  for (size_t i = batches.size(); i > 1; --i) std::swap(batches[i - 1], batches[rng.below(i)]);
+  return batches;
+}
+
+TEST(BatchPlan, CompactPlanEqualsTheNaiveComputation) {
+  const Lengths lengths = random_lengths(20000, 11);
+  for (const int64_t epoch : {0, 1, 7}) {
+    for (const BatchPlanOptions& options :
+         {options_with(300, 1), options_with(2048, 99), BatchPlanOptions{}}) {
+      const auto plan = make_batch_plan(padded_lengths(lengths.src, lengths.tgt), options, epoch);
+      EXPECT_EQ(plan.batches(), reference_plan(lengths, options, epoch))
+          << "epoch " << epoch << " max_tokens " << options.max_tokens;
+      EXPECT_EQ(plan.batch(plan.size() - 1), plan.batches().back());
+    }
+  }
+}
+
+TEST(BatchPlan, PairsTooLongForSixteenBitsAreRejected) {
+  EXPECT_NO_THROW(padded_lengths({65534}, {3}));
+  EXPECT_THROW(padded_lengths({65535}, {3}), std::invalid_argument);
 }
 
 }  // namespace

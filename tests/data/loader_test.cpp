@@ -35,9 +35,10 @@ TEST(MakeBatch, NoPairsGiveAnEmptyBatch) {
   EXPECT_EQ(batch.tgt_out.numel(), 0);
 }
 
-// A 300-pair corpus, a budget that cuts it into a few dozen batches, and a way back from a
-// batch's rows to sentence indices (synthetic sources are unique).
-class Loader : public ::testing::Test {
+// Every loader test runs without prefetching (0) and with it. A 300-pair corpus, a budget that cuts
+// it into a few dozen batches, and a way back from a batch's rows to sentence indices (synthetic
+// sources are unique).
+class Loader : public ::testing::TestWithParam<int64_t> {  // prefetch_steps
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir();
@@ -63,8 +64,7 @@ class Loader : public ::testing::Test {
     return options;
   }
   static std::vector<std::vector<int64_t>> plan(int64_t epoch) {
-    return make_batch_plan(corpus_->src_lengths("train"), corpus_->tgt_lengths("train"),
-                           plan_options(), epoch);
+    return make_batch_plan(corpus_->padded_lengths("train"), plan_options(), epoch).batches();
   }
   // Sentence indices of a batch's rows, read back from its src tensor (tokens up to EOS).
   static std::vector<int64_t> sentences_of(const Batch& batch) {
@@ -79,7 +79,7 @@ class Loader : public ::testing::Test {
     return sentences;
   }
   ShardedLoader loader(int rank, int world) const {
-    return ShardedLoader(*corpus_, "train", plan_options(), rank, world);
+    return ShardedLoader(*corpus_, "train", plan_options(), rank, world, GetParam());
   }
 
   static testing::TempDir* dir_;
@@ -91,7 +91,7 @@ testing::TempDir* Loader::dir_ = nullptr;
 Corpus* Loader::corpus_ = nullptr;
 std::map<std::vector<int32_t>, int64_t> Loader::index_of_;
 
-TEST_F(Loader, RankTakesPlanEntryNextPlusMicroStepTimesWorldPlusRank) {
+TEST_P(Loader, RankTakesPlanEntryNextPlusMicroStepTimesWorldPlusRank) {
   const auto expected_plan = plan(0);
   const int world = 3;
   const int64_t accum = 2;
@@ -117,7 +117,7 @@ TEST_F(Loader, RankTakesPlanEntryNextPlusMicroStepTimesWorldPlusRank) {
   }
 }
 
-TEST_F(Loader, RanksOfWorldTwoTogetherCoverTheEpochPlan) {
+TEST_P(Loader, RanksOfWorldTwoTogetherCoverTheEpochPlan) {
   const auto expected_plan = plan(0);
   ShardedLoader rank0 = loader(0, 2), rank1 = loader(1, 2);
   std::vector<std::vector<int64_t>> seen;
@@ -130,7 +130,7 @@ TEST_F(Loader, RanksOfWorldTwoTogetherCoverTheEpochPlan) {
   EXPECT_EQ(seen, expected_plan);
 }
 
-TEST_F(Loader, RestoredPositionYieldsTheSameBatches) {
+TEST_P(Loader, RestoredPositionYieldsTheSameBatches) {
   ShardedLoader original = loader(1, 2);
   const int64_t steps_per_epoch = (original.batches_in_epoch() + 1) / 2;
   for (int64_t s = 0; s < steps_per_epoch - 2; ++s) original.next_step(1);
@@ -146,7 +146,7 @@ TEST_F(Loader, RestoredPositionYieldsTheSameBatches) {
   EXPECT_EQ(original.position().epoch, 1);
 }
 
-TEST_F(Loader, PositionFromWorldTwoContinuedAtWorldOneCoversTheRestOfTheEpoch) {
+TEST_P(Loader, PositionFromWorldTwoContinuedAtWorldOneCoversTheRestOfTheEpoch) {
   ShardedLoader rank0 = loader(0, 2), rank1 = loader(1, 2);
   std::vector<int> times_seen(corpus_->size("train"), 0);
   auto count = [&](const Batch& batch) {
@@ -165,6 +165,38 @@ TEST_F(Loader, PositionFromWorldTwoContinuedAtWorldOneCoversTheRestOfTheEpoch) {
   EXPECT_EQ(single.position().epoch, 0);
   for (size_t s = 0; s < times_seen.size(); ++s) EXPECT_EQ(times_seen[s], 1) << "sentence " << s;
 }
+
+TEST_P(Loader, PrefetchingChangesNoBatchNorPosition) {
+  ShardedLoader plain(*corpus_, "train", plan_options(), 1, 2, 0);
+  ShardedLoader ahead = loader(1, 2);
+  for (int step = 0; step < 40; ++step) {  // over two epochs; accum changes on the way
+    const int64_t accum = step < 25 ? 2 : 3;
+    const auto expected = plain.next_step(accum);
+    const auto got = ahead.next_step(accum);
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t m = 0; m < got.size(); ++m) {
+      EXPECT_EQ(sentences_of(got[m]), sentences_of(expected[m])) << "step " << step;
+    }
+    EXPECT_EQ(ahead.position().epoch, plain.position().epoch) << "step " << step;
+    EXPECT_EQ(ahead.position().next_batch, plain.position().next_batch) << "step " << step;
+    EXPECT_EQ(ahead.batches_in_epoch(), plain.batches_in_epoch()) << "step " << step;
+  }
+  EXPECT_GE(plain.position().epoch, 2);
+}
+
+TEST_P(Loader, AnErrorWhileReadingIsThrownByNextStep) {
+  BatchPlanOptions bad = plan_options();
+  bad.max_tokens = 0;  // make_batch_plan throws, on the prefetch thread when there is one
+  ShardedLoader shard(*corpus_, "train", bad, 0, 1, GetParam());
+  EXPECT_THROW(shard.next_step(1), std::invalid_argument);
+  EXPECT_THROW(shard.next_step(1), std::invalid_argument);  // and again: nothing hangs
+  EXPECT_EQ(shard.position().next_batch, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(PrefetchSteps, Loader, ::testing::Values(0, 2),
+                         [](const ::testing::TestParamInfo<int64_t>& info) {
+                           return "prefetch" + std::to_string(info.param);
+                         });
 
 }  // namespace
 }  // namespace tandem::data

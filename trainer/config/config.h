@@ -60,6 +60,7 @@ struct DataConfig {
   int64_t max_tokens = 4096;    // per rank per batch: sentences x max(src, tgt) padded length
   uint64_t seed = 1;            // seed of the global batch plan (shuffles per epoch)
   int64_t pool_batches = 100;   // sort-by-length pool, in batches' worth of sentences
+  int64_t prefetch_steps = 2;   // steps of batches read ahead on a thread; 0 reads in the step
 };
 
 struct TrainConfig {

@@ -76,6 +76,8 @@ void validate_data(const DataConfig& d) {
   }
   require(d.max_tokens > 0, "data.max_tokens", d.max_tokens, "a positive integer");
   require(d.pool_batches > 0, "data.pool_batches", d.pool_batches, "a positive integer");
+  require(d.prefetch_steps >= 0, "data.prefetch_steps", d.prefetch_steps,
+          "a non-negative integer (0 turns prefetching off)");
 }
 
 void validate_train(const TrainConfig& t) {
