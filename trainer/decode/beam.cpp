@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "trainer/decode/top_log_probs.h"
+
 namespace tandem::decode {
 namespace {
 
@@ -53,11 +55,10 @@ struct Beams {
 // the parent within its sentence). One transfer, so the host waits once per step.
 torch::Tensor best_candidates(const torch::Tensor& logits, const Beams& beams, int64_t beam) {
   const auto sentences = static_cast<int64_t>(beams.sentence.size());
-  auto logp = torch::log_softmax(logits, -1);  // [sentences * width, vocab]
-  const int64_t per_row = std::min<int64_t>(2 * beam, logp.size(1));
+  const int64_t per_row = std::min<int64_t>(2 * beam, logits.size(1));
   // Only a row's own 2K best tokens can be among its sentence's 2K best candidates.
-  auto [row_logp, row_token] = logp.topk(per_row, -1);
-  auto prior = torch::tensor(beams.scores, torch::kDouble).to(logits.device()).unsqueeze(1);
+  auto [row_logp, row_token] = top_log_probs(logits, per_row);  // [sentences * width, 2K]
+  auto prior = torch::tensor(beams.scores, torch::kDouble).to(row_logp.device()).unsqueeze(1);
   // Scores are sums of per-step float log-probabilities, added in double in step order.
   auto total = (prior + row_logp.to(torch::kDouble)).view({sentences, -1});
   auto [best, flat] = total.topk(std::min<int64_t>(2 * beam, total.size(1)), -1);

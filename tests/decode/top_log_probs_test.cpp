@@ -1,0 +1,89 @@
+// The fused per-row candidates against LibTorch's log_softmax + topk.
+#include "trainer/decode/top_log_probs.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace tandem::decode {
+namespace {
+
+// Expects (values, tokens) to be log_softmax(logits).topk(k): the same tokens, values within
+// float rounding of the normaliser.
+void expect_matches_reference(const torch::Tensor& logits, int64_t k) {
+  auto [value, token] = top_log_probs(logits, k);
+  auto [want_value, want_token] = torch::log_softmax(logits.to(torch::kDouble), -1).topk(k, -1);
+  ASSERT_EQ(value.sizes(), want_value.sizes());
+  EXPECT_TRUE(torch::equal(token, want_token));
+  EXPECT_TRUE(torch::allclose(value.to(torch::kDouble), want_value, /*rtol=*/1e-5, /*atol=*/1e-5))
+      << (value.to(torch::kDouble) - want_value).abs().max().item<double>();
+}
+
+TEST(TopLogProbs, EqualsLogSoftmaxThenTopk) {
+  torch::manual_seed(7);
+  // Widths around the 64-entry blocks, the vocabulary sizes of the presets, and k from 1 to 16.
+  for (const int64_t vocab : {1, 5, 63, 64, 65, 200, 8000}) {
+    for (const int64_t k : {1, 2, 8, 16}) {
+      if (k > vocab) continue;
+      SCOPED_TRACE("vocab " + std::to_string(vocab) + ", k " + std::to_string(k));
+      expect_matches_reference(torch::randn({37, vocab}) * 4, k);
+    }
+  }
+}
+
+TEST(TopLogProbs, LargeLogitsDoNotOverflow) {
+  auto logits = torch::randn({4, 300}) + 1e4;  // exp(x) alone would be inf
+  expect_matches_reference(logits, 8);
+}
+
+TEST(TopLogProbs, TiesGoToTheLowerToken) {
+  auto logits = torch::zeros({2, 100});
+  logits[0][40] = 3;
+  logits[0][10] = 3;
+  logits[0][70] = 3;
+  logits[1][99] = 1;
+  auto [value, token] = top_log_probs(logits, 4);
+  EXPECT_EQ(token[0][0].item<int64_t>(), 10);
+  EXPECT_EQ(token[0][1].item<int64_t>(), 40);
+  EXPECT_EQ(token[0][2].item<int64_t>(), 70);
+  EXPECT_EQ(token[0][3].item<int64_t>(), 0);  // the first of the zeros
+  EXPECT_EQ(token[1][0].item<int64_t>(), 99);
+  EXPECT_EQ(token[1][1].item<int64_t>(), 0);
+  // log_softmax of the row by hand: three entries e^3, 97 entries e^0.
+  const double normaliser = std::log(3 * std::exp(3.0) + 97);
+  EXPECT_NEAR(value[0][0].item<float>(), 3 - normaliser, 1e-5);
+  EXPECT_NEAR(value[0][3].item<float>(), -normaliser, 1e-5);
+}
+
+TEST(TopLogProbs, OtherLayoutsAndTypesTakeTheTensorPath) {
+  torch::manual_seed(3);
+  expect_matches_reference(torch::randn({50, 9}).t(), 3);  // not contiguous: [9, 50]
+  expect_matches_reference(torch::randn({6, 120}, torch::kDouble), 5);
+}
+
+TEST(TopLogProbs, RejectsABadK) {
+  EXPECT_THROW(top_log_probs(torch::zeros({2, 5}), 6), std::invalid_argument);
+  EXPECT_THROW(top_log_probs(torch::zeros({2, 5}), 0), std::invalid_argument);
+  EXPECT_THROW(top_log_probs(torch::zeros({5}), 1), std::invalid_argument);
+}
+
+TEST(TopLogProbs, NonFiniteLogitsAreNamed) {
+  auto logits = torch::zeros({3, 70});
+  logits[1][5] = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(
+      {
+        try {
+          top_log_probs(logits, 2);
+        } catch (const std::runtime_error& e) {
+          EXPECT_NE(std::string(e.what()).find("row 1"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      std::runtime_error);
+}
+
+}  // namespace
+}  // namespace tandem::decode

@@ -1,0 +1,19 @@
+// A beam step's per-row candidates without the full log-softmax: for each row of the logits its
+// k largest entries, as log-probabilities. One pass finds them with the row's maximum, a second
+// sums exp(x - max) (vectorized); [rows, vocab] is read twice and never written.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <utility>
+
+namespace tandem::decode {
+
+// logits [rows, vocab] float or double, on any device → (log-probabilities [rows, k] float,
+// tokens [rows, k] int64), each row best first; equal to log_softmax(logits).topk(k) up to the
+// rounding of the normaliser's sum (its terms are added in another order), ties going to the
+// lower token. Contiguous CPU float logits take the fused loop, anything else LibTorch's ops.
+std::pair<torch::Tensor, torch::Tensor> top_log_probs(const torch::Tensor& logits, int64_t k);
+
+}  // namespace tandem::decode
