@@ -78,10 +78,13 @@ TEST_F(Pipeline, PrepWritesEverySplitAndPrintsASummary) {
 TEST_F(Pipeline, ResumedRunContinuesTheUninterruptedLossCurveExactly) {
   const std::string straight = file("run-straight");
   const std::string split = file("run-split");
+  // The uninterrupted run reads its batches in the step; the split one from the prefetch thread,
+  // three steps ahead, and stops mid-epoch (an epoch here is far more than 8 steps).
   const auto a = run_command(mpirun(2) + tool("tandem-train") + " --config " +
-                             write_config("straight.yaml", straight));
+                             write_config("straight.yaml", straight) +
+                             " --set data.prefetch_steps=0");
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  const auto cfg = write_config("split.yaml", split);
+  const auto cfg = write_config("split.yaml", split) + " --set data.prefetch_steps=3";
   const auto first = run_command(mpirun(2) + tool("tandem-train") + " --config " + cfg +
                                  " --set train.max_steps=4");
   ASSERT_EQ(first.exit_code, 0) << first.output;
@@ -101,6 +104,8 @@ TEST_F(Pipeline, ResumedRunContinuesTheUninterruptedLossCurveExactly) {
   }
   const auto p = checkpoint::load(straight + "/last.h5");
   const auto q = checkpoint::load(split + "/last.h5");
+  EXPECT_EQ(q.data_epoch, 0);
+  EXPECT_EQ(q.data_next_batch, p.data_next_batch);
   ASSERT_EQ(p.model.size(), q.model.size());
   for (size_t i = 0; i < p.model.size(); ++i) {
     EXPECT_TRUE(torch::equal(p.model[i].second, q.model[i].second)) << p.model[i].first;
