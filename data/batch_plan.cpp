@@ -137,10 +137,43 @@ std::vector<uint16_t> padded_lengths(const std::vector<int32_t>& src_lengths,
 }
 
 std::vector<int64_t> BatchPlan::batch(int64_t index) const {
-  const uint32_t cut_batch = order_.at(static_cast<size_t>(index));
+  if (index < first_ || index >= size_ || (index - first_) % stride_ != 0) {
+    throw std::out_of_range("batch plan: batch " + std::to_string(index) + " of " +
+                            std::to_string(size_) + " is not among those kept (" +
+                            std::to_string(first_) + " + k * " + std::to_string(stride_) + ")");
+  }
+  const uint32_t cut_batch = order_[static_cast<size_t>((index - first_) / stride_)];
   return std::vector<int64_t>(
       sentences_.begin() + static_cast<std::ptrdiff_t>(starts_[cut_batch]),
       sentences_.begin() + static_cast<std::ptrdiff_t>(starts_[cut_batch + 1]));
+}
+
+void BatchPlan::keep_share(int64_t first, int64_t stride) {
+  if (first_ != 0 || stride_ != 1 || first < 0 || stride < 1) {
+    throw std::invalid_argument("batch plan: cannot keep share " + std::to_string(first) +
+                                " + k * " + std::to_string(stride) +
+                                " of a plan that is already a share");
+  }
+  // The kept batches' sentences, in epoch order, into exactly sized new arrays.
+  std::vector<uint64_t> starts{0};
+  for (int64_t index = first; index < size_; index += stride) {
+    const uint32_t cut_batch = order_[static_cast<size_t>(index)];
+    starts.push_back(starts.back() + starts_[cut_batch + 1] - starts_[cut_batch]);
+  }
+  std::vector<uint32_t> sentences(starts.back());
+  for (int64_t index = first, j = 0; index < size_; index += stride, ++j) {
+    const uint32_t cut_batch = order_[static_cast<size_t>(index)];
+    std::copy(sentences_.begin() + static_cast<std::ptrdiff_t>(starts_[cut_batch]),
+              sentences_.begin() + static_cast<std::ptrdiff_t>(starts_[cut_batch + 1]),
+              sentences.begin() + static_cast<std::ptrdiff_t>(starts[j]));
+  }
+  sentences_ = std::move(sentences);
+  starts_ = std::move(starts);
+  order_.resize(starts_.size() - 1);
+  order_.shrink_to_fit();
+  std::iota(order_.begin(), order_.end(), 0u);
+  first_ = first;
+  stride_ = stride;
 }
 
 std::vector<std::vector<int64_t>> BatchPlan::batches() const {
@@ -178,6 +211,7 @@ BatchPlan make_batch_plan(const std::vector<uint16_t>& padded, const BatchPlanOp
   plan.order_.resize(plan.starts_.size() - 1);
   std::iota(plan.order_.begin(), plan.order_.end(), 0u);
   shuffle(plan.order_, rng);  // the same draws as shuffling the batches themselves
+  plan.size_ = static_cast<int64_t>(plan.order_.size());
   return plan;
 }
 

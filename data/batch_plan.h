@@ -37,18 +37,27 @@ std::vector<std::vector<int64_t>> sorted_batches(const std::vector<int64_t>& pad
 
 // One epoch's batches, each a list of sentence indices, stored in 4 bytes a sentence (plus 12 a
 // batch): the cut sentences back to back, where each batch starts, and the shuffled batch order.
+// A rank keeps only its share (keep_share): the batches it will read, 4 / world bytes a sentence.
 class BatchPlan {
  public:
-  int64_t size() const { return static_cast<int64_t>(order_.size()); }  // batches
-  bool empty() const { return order_.empty(); }
-  std::vector<int64_t> batch(int64_t index) const;    // the index-th batch of the epoch
-  std::vector<std::vector<int64_t>> batches() const;  // all of them, in order (small plans)
+  int64_t size() const { return size_; }  // batches of the epoch, kept or not
+  bool empty() const { return size_ == 0; }
+  // The index-th batch of the epoch; std::out_of_range past the end or outside the kept share.
+  std::vector<int64_t> batch(int64_t index) const;
+  std::vector<std::vector<int64_t>> batches() const;  // all of them, in order (whole plans)
+
+  // Keeps only batches first, first + stride, first + 2 stride, … (a rank's batches when each
+  // step starts at a multiple of stride away from first - rank) and frees the others' sentences.
+  // Once only: a share of a share is std::invalid_argument (0, 1 keeps the whole plan).
+  void keep_share(int64_t first, int64_t stride);
 
  private:
   friend BatchPlan make_batch_plan(const std::vector<uint16_t>&, const BatchPlanOptions&, int64_t);
   std::vector<uint32_t> sentences_;  // cut batches back to back, in cut order
   std::vector<uint64_t> starts_;     // cut batch b is sentences_[starts_[b], starts_[b + 1])
-  std::vector<uint32_t> order_;      // the epoch's k-th batch is cut batch order_[k]
+  std::vector<uint32_t> order_;      // the j-th kept batch is cut batch order_[j]
+  int64_t size_ = 0;
+  int64_t first_ = 0, stride_ = 1;  // the epoch's batch first + j * stride is the j-th kept one
 };
 
 // The batches of `epoch` (0-based) over sentences of these padded lengths. Every sentence appears

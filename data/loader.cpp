@@ -34,8 +34,8 @@ class StepReader {
 
   // The step that starts at `at` (or at the next epoch's start if `at` used its epoch up).
   Step read(DataPosition at, int64_t accum_steps) {
-    if (at.next_batch >= plan(at.epoch).size()) at = DataPosition{at.epoch + 1, 0};
-    const BatchPlan& batches = plan(at.epoch);
+    if (at.next_batch >= plan(at).size()) at = DataPosition{at.epoch + 1, 0};
+    const BatchPlan& batches = plan(at);
     Step step;
     for (int64_t m = 0; m < accum_steps; ++m) {
       const int64_t index = at.next_batch + m * world_size_ + rank_;
@@ -47,16 +47,22 @@ class StepReader {
     return step;
   }
 
-  // The epoch's plan, built when first asked for (one epoch's plan is held at a time); its size
-  // is remembered for batches_in_epoch, under a lock the caller may read it with.
-  const BatchPlan& plan(int64_t epoch) {
-    if (plan_epoch_ != epoch) {
+  // This rank's share of the plan of the epoch `at` is in, built when first asked for (one is
+  // held at a time); the epoch's size is remembered for batches_in_epoch, under a lock the caller
+  // may read it with. Steps move on by multiples of the world size, so within an epoch this rank
+  // reads batches at + rank + k * world only: the share kept (a resume at another world size may
+  // start elsewhere, which builds the share again).
+  const BatchPlan& plan(DataPosition at) {
+    const int64_t first = (at.next_batch + rank_) % world_size_;
+    if (plan_epoch_ != at.epoch || plan_first_ != first) {
       plan_ = BatchPlan();  // the old plan goes before the new one is built: half the peak
       plan_epoch_ = -1;
-      plan_ = make_batch_plan(corpus_.padded_lengths(split_), options_, epoch);
-      plan_epoch_ = epoch;
+      plan_ = make_batch_plan(corpus_.padded_lengths(split_), options_, at.epoch);
+      plan_.keep_share(first, world_size_);
+      plan_epoch_ = at.epoch;
+      plan_first_ = first;
       const std::lock_guard<std::mutex> lock(sizes_mutex_);
-      sizes_[epoch] = plan_.size();
+      sizes_[at.epoch] = plan_.size();
     }
     return plan_;
   }
@@ -74,7 +80,7 @@ class StepReader {
   BatchPlanOptions options_;
   int rank_;
   int world_size_;
-  int64_t plan_epoch_ = -1;
+  int64_t plan_epoch_ = -1, plan_first_ = 0;
   BatchPlan plan_;
   std::mutex sizes_mutex_;
   std::map<int64_t, int64_t> sizes_;  // batches per epoch, for every plan built
@@ -239,7 +245,7 @@ int64_t ShardedLoader::batches_in_epoch() {
   const int64_t epoch = impl.position.epoch;
   if (const auto size = impl.reader.known_size(epoch)) return *size;
   if (impl.prefetcher) return impl.prefetcher->size_of(impl.reader, epoch);
-  return impl.reader.plan(epoch).size();
+  return impl.reader.plan(impl.position).size();
 }
 
 }  // namespace tandem::data

@@ -210,6 +210,30 @@ TEST(BatchPlan, CompactPlanEqualsTheNaiveComputation) {
   }
 }
 
+TEST(BatchPlan, AShareKeepsExactlyItsBatchesOfTheWholePlan) {
+  const Lengths lengths = random_lengths(5000, 5);
+  const auto padded = padded_lengths(lengths.src, lengths.tgt);
+  const auto whole = make_batch_plan(padded, options_with(300, 1), 2).batches();
+  ASSERT_GT(whole.size(), 20u);
+  for (const auto& [first, stride] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, 1}, {0, 2}, {1, 2}, {2, 3}, {3, 4}, {5, 7}, {0, 100000}}) {
+    auto share = make_batch_plan(padded, options_with(300, 1), 2);
+    share.keep_share(first, stride);
+    EXPECT_EQ(share.size(), static_cast<int64_t>(whole.size()));
+    for (int64_t index = 0; index < share.size(); ++index) {
+      if (index >= first && (index - first) % stride == 0) {
+        EXPECT_EQ(share.batch(index), whole[index]) << first << " + k * " << stride;
+      } else {
+        EXPECT_THROW(share.batch(index), std::out_of_range) << index;
+      }
+    }
+    EXPECT_THROW(share.batch(share.size()), std::out_of_range);
+    if (stride > 1) {
+      EXPECT_THROW(share.keep_share(0, 1), std::invalid_argument);  // a share of a share
+    }
+  }
+}
+
 TEST(BatchPlan, PairsTooLongForSixteenBitsAreRejected) {
   EXPECT_NO_THROW(padded_lengths({65534}, {3}));
   EXPECT_THROW(padded_lengths({65535}, {3}), std::invalid_argument);
