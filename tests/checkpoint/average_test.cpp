@@ -26,9 +26,10 @@ class AverageTest : public ::testing::Test {
 
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
-  // A full training checkpoint of a three-tensor "model" whose values depend on `seed`.
+  // A full training checkpoint of a three-tensor "model" whose values depend on `seed`, with a
+  // moving average of the weights when `ema`.
   std::string save_checkpoint(const std::string& name, int64_t step, uint64_t seed,
-                              int64_t rows = 3) {
+                              int64_t rows = 3, bool ema = false) {
     torch::manual_seed(seed);
     CheckpointData d;
     d.step = step;
@@ -36,6 +37,11 @@ class AverageTest : public ::testing::Test {
     d.model = {{"embed.weight", torch::randn({rows, 4})},
                {"proj.bias", torch::randn({5}, torch::kFloat64)},
                {"norm.scale", torch::randn({})}};
+    if (ema) {
+      d.ema = {{"embed.weight", torch::randn({rows, 4})},
+               {"proj.bias", torch::randn({5})},
+               {"norm.scale", torch::randn({})}};
+    }
     d.optimizer["exp_avg"] = {{"embed.weight", torch::ones({rows, 4})}};
     d.optimizer_step = step;
     d.rng = {"r0", "r1"};
@@ -75,6 +81,22 @@ TEST_F(AverageTest, TwoCheckpointsAverageToTheElementwiseMeanInTheirOwnDtype) {
     EXPECT_TRUE(torch::equal(tensor, naive_mean(a.model[i].second, b.model[i].second))) << name;
     EXPECT_FALSE(torch::equal(tensor, a.model[i].second)) << name;  // the inputs do differ
   }
+}
+
+TEST_F(AverageTest, MovingAveragesAreAveragedWhenEveryInputHasOne) {
+  const std::string older = save_checkpoint("a.h5", 100, 1, 3, /*ema=*/true);
+  const std::string newer = save_checkpoint("b.h5", 200, 2, 3, /*ema=*/true);
+  const CheckpointData a = load(older), b = load(newer);
+  const CheckpointData mean = average({older, newer});
+  ASSERT_EQ(mean.ema.size(), 3u);
+  for (size_t i = 0; i < mean.ema.size(); ++i) {
+    EXPECT_EQ(mean.ema[i].first, a.ema[i].first);
+    EXPECT_TRUE(torch::equal(mean.ema[i].second, naive_mean(a.ema[i].second, b.ema[i].second)))
+        << mean.ema[i].first;
+  }
+  const std::string plain = save_checkpoint("c.h5", 300, 3);
+  EXPECT_TRUE(average({older, plain, newer}).ema.empty());  // one input without: none
+  EXPECT_TRUE(average({plain}).ema.empty());
 }
 
 TEST_F(AverageTest, MetadataComesFromTheNewestInputAndTheOptimizerIsDropped) {

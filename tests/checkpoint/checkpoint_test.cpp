@@ -52,6 +52,7 @@ CheckpointData make_data() {
              {"mask", torch::tensor({0, 255, 1}, torch::kUInt8)},
              {"empty", torch::zeros({0, 4})},
              {"scale", torch::tensor(2.5f)}};  // 0-d
+  d.ema = {{kWeight, torch::randn({3, 4})}, {"scale", torch::tensor(2.25f)}};
   d.optimizer["exp_avg"] = {{kWeight, torch::randn({3, 4})}, {"counts", torch::ones({5})}};
   d.optimizer["exp_avg_sq"] = {{kWeight, torch::rand({3, 4})}, {"counts", torch::zeros({5})}};
   d.optimizer_step = 17;
@@ -102,6 +103,7 @@ TEST_F(CheckpointTest, RoundTripPreservesEveryFieldBitwise) {
   EXPECT_EQ(loaded.step, 500);
   EXPECT_EQ(loaded.world_size, 3);
   expect_same_tensors(saved.model, loaded.model);
+  expect_same_tensors(saved.ema, loaded.ema);
   ASSERT_EQ(loaded.optimizer.size(), 2u);
   expect_same_tensors(saved.optimizer.at("exp_avg"), loaded.optimizer.at("exp_avg"));
   expect_same_tensors(saved.optimizer.at("exp_avg_sq"), loaded.optimizer.at("exp_avg_sq"));
@@ -142,6 +144,7 @@ TEST_F(CheckpointTest, EmptyOptimizerAndStringsRoundTrip) {
   EXPECT_TRUE(loaded.optimizer.at("exp_avg").empty());
   EXPECT_TRUE(loaded.schedule.empty());
   EXPECT_TRUE(loaded.rng.empty());
+  EXPECT_TRUE(loaded.ema.empty());  // a run without an average writes no /ema
   EXPECT_EQ(loaded.config_yaml, "");
   EXPECT_EQ(loaded.vocab, "");
   d.optimizer.clear();
@@ -154,6 +157,7 @@ TEST_F(CheckpointTest, LoadModelOnlySkipsTrainingState) {
   save(path_, saved);
   const CheckpointData loaded = load_model_only(path_);
   expect_same_tensors(saved.model, loaded.model);
+  expect_same_tensors(saved.ema, loaded.ema);  // eval and decode use the average
   EXPECT_EQ(loaded.step, 500);
   EXPECT_EQ(loaded.config_yaml, saved.config_yaml);
   EXPECT_EQ(loaded.vocab, saved.vocab);

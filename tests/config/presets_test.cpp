@@ -74,7 +74,7 @@ TEST(Presets, TinyWritesEveryKeyWithAComment) {
     EXPECT_EQ(commented.count(key), 1u) << key;
     ++count;
   }
-  EXPECT_EQ(count, 45);  // every key of config.h
+  EXPECT_EQ(count, 46);  // every key of config.h
 }
 
 TEST(Presets, BaseIsThePapersBaseModel) {
@@ -90,6 +90,7 @@ TEST(Presets, BaseIsThePapersBaseModel) {
   EXPECT_EQ(c.train.lr, 7e-4);
   EXPECT_EQ(c.train.label_smoothing, 0.1);
   EXPECT_EQ(c.train.adam_beta2, 0.98);
+  EXPECT_EQ(c.train.ema_decay, 0.9999);
 }
 
 TEST(Presets, BigIsThePapersBigModel) {

@@ -64,6 +64,8 @@ TEST(Validate, EachRuleNamesKeyValueAndExpectation) {
       {[](Config& c) { c.train.clip_norm = -1; }, "train.clip_norm: expected >= 0"},
       {[](Config& c) { c.train.label_smoothing = 1; },
        "train.label_smoothing: expected a number in [0, 1)"},
+      {[](Config& c) { c.train.ema_decay = 1; },
+       "train.ema_decay: expected a number in [0, 1) (0 disables), got 1.0"},
       {[](Config& c) { c.train.accum_steps = 0; }, "train.accum_steps: expected >= 1, got 0"},
       {[](Config& c) { c.train.threads = 0; }, "train.threads: expected >= 1, got 0"},
       {[](Config& c) { c.train.onednn_cache = -1; },

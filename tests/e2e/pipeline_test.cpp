@@ -79,12 +79,14 @@ TEST_F(Pipeline, ResumedRunContinuesTheUninterruptedLossCurveExactly) {
   const std::string straight = file("run-straight");
   const std::string split = file("run-split");
   // The uninterrupted run reads its batches in the step; the split one from the prefetch thread,
-  // three steps ahead, and stops mid-epoch (an epoch here is far more than 8 steps).
+  // three steps ahead, and stops mid-epoch (an epoch here is far more than 8 steps). Both keep a
+  // moving average of the weights.
   const auto a = run_command(mpirun(2) + tool("tandem-train") + " --config " +
                              write_config("straight.yaml", straight) +
-                             " --set data.prefetch_steps=0");
+                             " --set data.prefetch_steps=0 --set train.ema_decay=0.9");
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  const auto cfg = write_config("split.yaml", split) + " --set data.prefetch_steps=3";
+  const auto cfg =
+      write_config("split.yaml", split) + " --set data.prefetch_steps=3 --set train.ema_decay=0.9";
   const auto first = run_command(mpirun(2) + tool("tandem-train") + " --config " + cfg +
                                  " --set train.max_steps=4");
   ASSERT_EQ(first.exit_code, 0) << first.output;
@@ -110,6 +112,60 @@ TEST_F(Pipeline, ResumedRunContinuesTheUninterruptedLossCurveExactly) {
   for (size_t i = 0; i < p.model.size(); ++i) {
     EXPECT_TRUE(torch::equal(p.model[i].second, q.model[i].second)) << p.model[i].first;
   }
+  ASSERT_EQ(p.ema.size(), p.model.size());
+  ASSERT_EQ(q.ema.size(), p.model.size());
+  for (size_t i = 0; i < p.ema.size(); ++i) {
+    EXPECT_TRUE(torch::equal(p.ema[i].second, q.ema[i].second)) << p.ema[i].first;
+    EXPECT_FALSE(torch::equal(p.ema[i].second, p.model[i].second)) << p.ema[i].first;
+  }
+}
+
+// The average goes on from the checkpoint's at another world size: one step later it is
+// d·average + (1 − d)·weights, d = (1 + 5) / (10 + 5) while warming up. Validation's scores, eval
+// and decode use it unless asked for the raw weights.
+TEST_F(Pipeline, MovingAverageContinuesAtAnotherWorldSizeAndIsWhatEvalTranslatesWith) {
+  const std::string run = file("run-ema");
+  const auto cfg = write_config("ema.yaml", run) + " --set train.ema_decay=0.999";
+  const auto two = run_command(mpirun(2) + tool("tandem-train") + " --config " + cfg +
+                               " --set train.max_steps=4");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  const auto one = run_command(mpirun(1) + tool("tandem-train") + " --config " + cfg +
+                               " --set train.max_steps=5");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto before = checkpoint::load(run + "/step-00000004.h5");
+  const auto after = checkpoint::load(run + "/last.h5");
+  ASSERT_EQ(after.step, 5);
+  ASSERT_EQ(after.world_size, 1);
+  ASSERT_EQ(before.ema.size(), before.model.size());
+  ASSERT_EQ(after.ema.size(), after.model.size());
+  const double d = 6.0 / 15.0;
+  for (size_t i = 0; i < after.ema.size(); ++i) {
+    const torch::Tensor expected = before.ema[i].second.to(torch::kFloat64) * d +
+                                   after.model[i].second.to(torch::kFloat64) * (1 - d);
+    EXPECT_TRUE(torch::allclose(after.ema[i].second.to(torch::kFloat64), expected, 1e-6, 1e-7))
+        << after.ema[i].first;
+  }
+
+  // A checkpoint whose weights are that average, and no average: what eval must score by default.
+  checkpoint::CheckpointData swapped = checkpoint::load(run + "/last.h5");
+  swapped.model = swapped.ema;
+  swapped.ema.clear();
+  checkpoint::save(file("ema-as-weights.h5"), swapped);
+  const auto eval = [&](const std::string& checkpoint, const std::string& flags) {
+    const auto r = run_command(tool("tandem-eval") + " --checkpoint " + checkpoint +
+                               " --split valid --beam 2 --json" + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output.substr(r.output.rfind('{')));
+  };
+  const auto averaged = eval(run + "/last.h5", "");
+  const auto raw = eval(run + "/last.h5", " --raw-weights");
+  const auto reference = eval(file("ema-as-weights.h5"), "");
+  EXPECT_EQ(averaged["weights"], "averaged");
+  EXPECT_EQ(raw["weights"], "raw");
+  EXPECT_EQ(reference["weights"], "raw");
+  EXPECT_EQ(averaged["loss"].get<double>(), reference["loss"].get<double>());
+  EXPECT_EQ(averaged["bleu"].get<double>(), reference["bleu"].get<double>());
+  EXPECT_NE(averaged["loss"].get<double>(), raw["loss"].get<double>());
 }
 
 TEST_F(Pipeline, KilledWithSigkillThenResumedEqualsTheUninterruptedRun) {

@@ -1,6 +1,7 @@
 // Saving a training run's state (CheckpointWriter) and resuming it on every rank (load_everywhere):
 // rank 0 writes and reads the file, and every rank ends with its parameters, optimizer state,
-// data position, its own RNG stream and the keep-best state. Run at np 1 and np 2.
+// data position, its own RNG stream, the weights' moving average and the keep-best state. Run at
+// np 1 and np 2.
 #include "trainer/train/resume.h"
 
 #include <gtest/gtest.h>
@@ -43,7 +44,8 @@ class SharedCorpus {
   std::unique_ptr<data::Corpus> corpus_;
 };
 
-// A small model and its optimizer, initialised from `seed`, after `steps` Adam updates.
+// A small model, its optimizer and the weights' moving average, initialised from `seed`, after
+// `steps` Adam updates.
 struct SmallRun {
   SmallRun(int64_t vocab, uint64_t seed, int steps) {
     torch::manual_seed(seed);
@@ -56,13 +58,16 @@ struct SmallRun {
     o.d_ff = 32;
     model = model::Transformer(o);
     adam = std::make_unique<optim::Adam>(named_parameters(model), optim::AdamOptions{});
+    ema = std::make_unique<optim::Ema>(named_parameters(model), 0.9);
     for (int s = 0; s < steps; ++s) {
       for (auto p : adam->parameters()) p.mutable_grad() = torch::sin(p.detach() * (s + 2));
       adam->step(1e-2);
+      ema->update(s + 1);
     }
   }
   model::Transformer model{nullptr};
   std::unique_ptr<optim::Adam> adam;
+  std::unique_ptr<optim::Ema> ema;
 };
 
 bool equal_tensors(const checkpoint::NamedTensors& a, const checkpoint::NamedTensors& b) {
@@ -107,14 +112,20 @@ TEST(Resume, EveryRankGetsRankZerosCheckpoint) {
   torch::manual_seed(100 + comm.rank());  // every rank's own stream, as dropout leaves it
   const std::string my_rng = cpu_rng_state();
   const CheckpointWriter writer(config, vocab.bytes(), comm.rank() == 0);
-  writer.save(RunState{7, saved.model, *saved.adam, 0.25, {2, 13}, keep_best_state()}, comm);
+  writer.save(
+      RunState{7, saved.model, *saved.adam, saved.ema.get(), 0.25, {2, 13}, keep_best_state()},
+      comm);
 
   SmallRun resumed(vocab.size(), 50 + comm.rank(), 1);  // other weights and moments on every rank
   ASSERT_FALSE(equal_tensors(named_parameters(resumed.model), named_parameters(saved.model)));
-  const auto point = load_everywhere(writer.step_path(7), {},
-                                     {resumed.model, *resumed.adam, shared.corpus()}, comm, comm);
+  ASSERT_FALSE(equal_tensors(resumed.ema->averages(), saved.ema->averages()));
+  const auto point = load_everywhere(
+      writer.step_path(7), {}, {resumed.model, *resumed.adam, resumed.ema.get(), shared.corpus()},
+      comm, comm);
   EXPECT_TRUE(equal_tensors(named_parameters(resumed.model), named_parameters(saved.model)));
   EXPECT_TRUE(equal_state(*resumed.adam, *saved.adam));
+  EXPECT_TRUE(equal_tensors(resumed.ema->averages(), saved.ema->averages()));
+  EXPECT_FALSE(equal_tensors(resumed.ema->averages(), named_parameters(saved.model)));
   EXPECT_EQ(point.step, 7);
   EXPECT_EQ(point.world_size, comm.size());
   EXPECT_EQ(point.position.epoch, 2);
@@ -142,14 +153,17 @@ TEST(Resume, ResetOptimizerKeepsTheFreshMomentsAndAnotherWorldReseedsDropout) {
   if (comm.rank() == 0) std::filesystem::create_directories(config.checkpoint.dir);
   SmallRun saved(vocab.size(), 1, 2);
   CheckpointWriter(config, vocab.bytes(), comm.rank() == 0)
-      .save(RunState{4, saved.model, *saved.adam, 0.1, {}, ""}, comm);
+      .save(RunState{4, saved.model, *saved.adam, saved.ema.get(), 0.1, {}, ""}, comm);
 
   SmallRun fresh(vocab.size(), 9, 0);
   ResumeOptions options;
   options.reset_optimizer = true;
-  auto point = load_everywhere(config.checkpoint.dir + "/last.h5", options,
-                               {fresh.model, *fresh.adam, shared.corpus()}, comm, comm);
+  auto point =
+      load_everywhere(config.checkpoint.dir + "/last.h5", options,
+                      {fresh.model, *fresh.adam, fresh.ema.get(), shared.corpus()}, comm, comm);
   EXPECT_TRUE(equal_tensors(named_parameters(fresh.model), named_parameters(saved.model)));
+  // Fine-tuning: the average restarts from the weights it starts from.
+  EXPECT_TRUE(equal_tensors(fresh.ema->averages(), named_parameters(saved.model)));
   EXPECT_TRUE(equal_state(*fresh.adam, *SmallRun(vocab.size(), 9, 0).adam));  // zeros, step 0
   EXPECT_EQ(point.validation, "");
 
@@ -179,7 +193,7 @@ TEST(Resume, RefusesAnotherVocabularyAndAMissingOptimizerState) {
   data.vocab = "another vocabulary";
   const std::string other = shared.run_dir() + "/other.h5";
   checkpoint::save(other, data);
-  const ResumeTarget target{run.model, *run.adam, shared.corpus()};
+  const ResumeTarget target{run.model, *run.adam, nullptr, shared.corpus()};
   try {
     load_everywhere(averaged, {}, target, comm, comm);
     ADD_FAILURE() << "resumed without optimizer state";
@@ -204,7 +218,7 @@ TEST(CheckpointWriter, KeepsTheNewestStepFilesAndPointsBestAtAStep) {
   SmallRun run(vocab.size(), 1, 1);
   const CheckpointWriter writer(config, vocab.bytes(), comm.rank() == 0);
   for (int64_t step : {10, 20, 30})
-    writer.save(RunState{step, run.model, *run.adam, 0, {}, ""}, comm);
+    writer.save(RunState{step, run.model, *run.adam, nullptr, 0, {}, ""}, comm);
   if (comm.rank() != 0) return;
   writer.link_best(20);
   EXPECT_EQ(checkpoint::step_files(config.checkpoint.dir),

@@ -20,8 +20,30 @@ torch::Tensor mean_as(const torch::Tensor& sum, int64_t count, torch::ScalarType
   return mean.to(dtype);
 }
 
-// The averaged checkpoint: the newest input's metadata around the means of `sums`.
-CheckpointData averaged(CheckpointData newest, const std::map<std::string, torch::Tensor>& sums,
+using Sums = std::map<std::string, torch::Tensor>;
+
+// Adds `tensors` to `sums` (float64), starting them on the first input; later inputs must have the
+// first one's names and shapes (`first`, which the first input fills).
+void accumulate(const std::vector<std::string>& paths, size_t i, const NamedTensors& tensors,
+                Sums& sums, NamedTensors& first) {
+  if (i == 0) {
+    for (const auto& [name, tensor] : tensors) {
+      sums[name] = tensor.to(torch::kFloat64, /*non_blocking=*/false, /*copy=*/true);
+      first.emplace_back(name, sums[name]);
+    }
+    return;
+  }
+  try {
+    check_compatible(paths[i], tensors, first);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("cannot average with '" + paths[0] + "': " + e.what());
+  }
+  for (const auto& [name, tensor] : tensors) sums[name].add_(tensor.to(torch::kFloat64));
+}
+
+// The averaged checkpoint: the newest input's metadata around the means of `sums` (and of
+// `ema_sums`, when every input had a moving average).
+CheckpointData averaged(CheckpointData newest, const Sums& sums, const Sums& ema_sums,
                         const std::vector<std::string>& paths) {
   CheckpointData out;
   out.step = newest.step;
@@ -32,6 +54,9 @@ CheckpointData averaged(CheckpointData newest, const std::map<std::string, torch
   const auto count = static_cast<int64_t>(paths.size());
   for (const auto& [name, tensor] : newest.model) {
     out.model.emplace_back(name, mean_as(sums.at(name), count, tensor.scalar_type()));
+    if (!ema_sums.empty()) {
+      out.ema.emplace_back(name, mean_as(ema_sums.at(name), count, torch::kFloat32));
+    }
   }
   return out;
 }
@@ -59,27 +84,22 @@ std::vector<std::string> last_step_files(const std::string& dir, int64_t count) 
 
 CheckpointData average(const std::vector<std::string>& paths) {
   if (paths.empty()) throw std::invalid_argument("average: no checkpoints given");
-  std::map<std::string, torch::Tensor> sums;
-  NamedTensors first;  // the first input's names with its sums' shapes, for check_compatible
+  Sums sums, ema_sums;
+  NamedTensors first, first_ema;  // the first input's names with its sums' shapes
+  bool every_input_has_ema = true;
   CheckpointData newest;
   for (size_t i = 0; i < paths.size(); ++i) {
     CheckpointData input = load_model_only(paths[i]);
-    if (i == 0) {
-      for (const auto& [name, tensor] : input.model) {
-        sums[name] = tensor.to(torch::kFloat64, /*non_blocking=*/false, /*copy=*/true);
-        first.emplace_back(name, sums[name]);
-      }
+    accumulate(paths, i, input.model, sums, first);
+    every_input_has_ema = every_input_has_ema && !input.ema.empty();
+    if (every_input_has_ema) {
+      accumulate(paths, i, input.ema, ema_sums, first_ema);
     } else {
-      try {
-        check_compatible(paths[i], input.model, first);
-      } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument("cannot average with '" + paths[0] + "': " + e.what());
-      }
-      for (const auto& [name, tensor] : input.model) sums[name].add_(tensor.to(torch::kFloat64));
+      ema_sums.clear();
     }
     if (i == 0 || input.step >= newest.step) newest = std::move(input);
   }
-  return averaged(std::move(newest), sums, paths);
+  return averaged(std::move(newest), sums, ema_sums, paths);
 }
 
 }  // namespace tandem::checkpoint

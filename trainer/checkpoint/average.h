@@ -19,8 +19,10 @@ std::vector<std::string> last_step_files(const std::string& dir, int64_t count);
 // each /model tensor summed in float64, divided by the count and stored in the dtype it has in the
 // newest input (integer tensors rounded to nearest). Step, world size, config and vocabulary come
 // from the newest input (highest step; the later one in `paths` on a tie); no optimizer, RNG or
-// data position; averaged_from = `paths`. std::invalid_argument for no paths, an unreadable input
-// (load's one-line error) or names and shapes that differ from the first input's (naming both).
+// data position; averaged_from = `paths`. When every input holds a moving average (/ema), those are
+// averaged alike (float32); otherwise the result has none. std::invalid_argument for no paths, an
+// unreadable input (load's one-line error) or names and shapes that differ from the first input's
+// (naming both).
 CheckpointData average(const std::vector<std::string>& paths);
 
 }  // namespace tandem::checkpoint

@@ -155,6 +155,7 @@ void write_root_attributes(hid_t file, const CheckpointData& data) {
 void write_contents(hid_t file, const CheckpointData& data) {
   write_root_attributes(file, data);
   write_tensors(file, "model", data.model);
+  if (!data.ema.empty()) write_tensors(file, "ema", data.ema);
   Handle optimizer = h5::create_group(file, "optimizer", h5::LinkOrder::kCreation);
   h5::write_attribute(optimizer.get(), "step", data.optimizer_step);
   for (const auto& [group, tensors] : data.optimizer)
@@ -217,6 +218,7 @@ double content_bytes(const CheckpointData& data) {
       bytes += static_cast<double>(t.numel() * t.element_size());
   };
   add(data.model);
+  add(data.ema);
   for (const auto& [group, tensors] : data.optimizer) add(tensors);
   for (const auto& state : data.rng) bytes += static_cast<double>(state.size());
   return bytes;
@@ -367,6 +369,9 @@ void read_model_part(hid_t file, CheckpointData& data) {
     for (std::string path; std::getline(paths, path);) data.averaged_from.push_back(path);
   }
   data.model = read_tensors(require_group(file, "model").get(), "/model");
+  if (H5Lexists(file, "ema", H5P_DEFAULT) > 0) {
+    data.ema = read_tensors(require_group(file, "ema").get(), "/ema");
+  }
   const std::optional<std::string> config = h5::read_string_dataset(file, "config");
   if (!config) throw std::invalid_argument("string dataset /config is missing or unreadable");
   data.config_yaml = *config;

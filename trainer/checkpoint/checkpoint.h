@@ -1,5 +1,7 @@
 // One self-describing HDF5 file per checkpoint (DESIGN.md › Checkpoints):
 //   /model/<param name>          float32 datasets, Fletcher32-checksummed (dotted names as-is)
+//   /ema/<param name>            the exponential moving average of each parameter (float32); absent
+//                                when the run kept none (train.ema_decay 0)
 //   /optimizer/<group>/<param>   optimizer state tensors (e.g. exp_avg, exp_avg_sq); attribute step
 //   /schedule                    attributes of the LR schedule state
 //   /data                        attributes epoch, next_batch
@@ -33,6 +35,7 @@ struct CheckpointData {
   int64_t step = 0;
   int64_t world_size = 1;
   NamedTensors model;                        // parameter name → tensor (CPU, any float/int dtype)
+  NamedTensors ema;                          // parameter name → its moving average; empty if none
   std::map<std::string, NamedTensors> optimizer;  // group ("exp_avg", ...) → param name → tensor
   int64_t optimizer_step = 0;
   std::map<std::string, double> schedule;    // LR schedule state, e.g. {"last_lr": ...}
@@ -56,7 +59,7 @@ void save(const std::string& path, const CheckpointData& data);
 // checksum failure (Fletcher32), missing datasets.
 CheckpointData load(const std::string& path);
 
-// Only what eval/decode need (model, config, vocab, step); same errors.
+// Only what eval/decode need (model, EMA, config, vocab, step); same errors.
 CheckpointData load_model_only(const std::string& path);
 
 // Compares names and shapes with the model's; throws std::invalid_argument listing the first few

@@ -75,6 +75,9 @@ struct TrainConfig {
   double adam_eps = 1e-9;       // Adam denominator epsilon
   double clip_norm = 1.0;       // clip the global gradient norm to this; 0 disables
   double label_smoothing = 0.0; // label smoothing of the cross-entropy; 0 disables
+  // Exponential moving average of the weights (optim/ema.h), used by validation, eval and decode;
+  // 0 disables. Each step the average keeps this fraction of itself (less while warming up).
+  double ema_decay = 0.0;
   int64_t accum_steps = 1;      // batches per rank accumulated into one optimizer step
   uint64_t seed = 1;            // seed of parameter init and dropout
   int64_t threads = 1;          // intra-op threads per rank

@@ -37,6 +37,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("train", "adam_eps", c.train.adam_eps);
   visit("train", "clip_norm", c.train.clip_norm);
   visit("train", "label_smoothing", c.train.label_smoothing);
+  visit("train", "ema_decay", c.train.ema_decay);
   visit("train", "accum_steps", c.train.accum_steps);
   visit("train", "seed", c.train.seed);
   visit("train", "threads", c.train.threads);

@@ -96,6 +96,8 @@ void validate_train(const TrainConfig& t) {
   require(t.clip_norm >= 0, "train.clip_norm", t.clip_norm, ">= 0 (0 disables)");
   require(t.label_smoothing >= 0 && t.label_smoothing < 1, "train.label_smoothing",
           t.label_smoothing, "a number in [0, 1)");
+  require(t.ema_decay >= 0 && t.ema_decay < 1, "train.ema_decay", t.ema_decay,
+          "a number in [0, 1) (0 disables)");
   require(t.accum_steps >= 1, "train.accum_steps", t.accum_steps, ">= 1");
   require(t.threads >= 1, "train.threads", t.threads, ">= 1");
   require(t.onednn_cache >= 0, "train.onednn_cache", t.onednn_cache, ">= 0 (0 caches none)");

@@ -1,10 +1,12 @@
 // The decoding flags tandem-decode and tandem-eval share, so both translate with the same options
-// and defaults (those of decode::DecodeOptions) and describe them alike in --help.
+// and defaults (those of decode::DecodeOptions) and describe them alike in --help; and the choice
+// of a checkpoint's weights.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include "trainer/decode/beam.h"
+#include "trainer/train/model_io.h"
 
 namespace tandem::tools {
 
@@ -26,6 +28,14 @@ inline void add_decode_flags(CLI::App& app, decode::DecodeOptions& options) {
                  "length counts its EOS)")
       ->capture_default_str();
   app.add_option("--max-len-b", options.max_len_b, "see --max-len-a")->capture_default_str();
+}
+
+// --raw-weights: the checkpoint's weights as training left them rather than their moving average.
+inline void add_weights_flag(CLI::App& app, train::Weights& weights) {
+  app.add_flag_callback(
+      "--raw-weights", [&weights] { weights = train::Weights::kRaw; },
+      "translate with the weights as the last training step left them, not their exponential "
+      "moving average (the default when the checkpoint holds one: train.ema_decay > 0)");
 }
 
 }  // namespace tandem::tools

@@ -61,6 +61,8 @@ int main(int argc, char** argv) {
   Output output;
   app.add_option("--checkpoint", checkpoint, "checkpoint file (*.h5)")->required();
   tandem::tools::add_decode_flags(app, options);
+  tandem::train::Weights weights = tandem::train::Weights::kAverage;
+  tandem::tools::add_weights_flag(app, weights);
   auto* nbest = app.add_option("--nbest", options.nbest,
                                "write the N best translations per line, as INDEX ||| TRANSLATION ||| SCORE (N <= --beam)")
                     ->check(CLI::PositiveNumber);
@@ -86,7 +88,7 @@ int main(int argc, char** argv) {
     } else {
       tandem::train::tune_allocator(Workload::kDecoding);
     }
-    auto m = tandem::train::load_for_inference(checkpoint);
+    auto m = tandem::train::load_for_inference(checkpoint, weights);
     std::vector<std::string> lines;
     for (std::string line; std::getline(std::cin, line);) {
       if (!line.empty() && line.back() == '\r') line.pop_back();

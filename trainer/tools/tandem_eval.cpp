@@ -31,6 +31,7 @@ struct Args {
   int threads = 0;
   bool json = false;
   tandem::decode::DecodeOptions decode;
+  tandem::train::Weights weights = tandem::train::Weights::kAverage;
 };
 
 void print_scores(const tandem::train::BleuScore& bleu, double chrf, nlohmann::json& record) {
@@ -84,18 +85,20 @@ void load_pairs(const Args& args, const tandem::train::InferenceModel& m,
 }
 
 int evaluate_checkpoint(const Args& args) {
-  auto m = tandem::train::load_for_inference(args.checkpoint);
+  auto m = tandem::train::load_for_inference(args.checkpoint, args.weights);
   std::vector<tandem::data::SentencePair> pairs;
   std::vector<std::string> refs;
   std::string source;
   load_pairs(args, m, pairs, refs, source);
   const auto result =
       tandem::train::evaluate(m.model, m.vocab, pairs, refs, args.max_tokens, args.decode);
-  std::printf("checkpoint %s (step %lld) on %s: %zu sentences\n", args.checkpoint.c_str(),
-              static_cast<long long>(m.step), source.c_str(), pairs.size());
+  std::printf("checkpoint %s (step %lld, %s weights) on %s: %zu sentences\n",
+              args.checkpoint.c_str(), static_cast<long long>(m.step),
+              m.averaged ? "averaged" : "raw", source.c_str(), pairs.size());
   std::printf("loss %.4f | perplexity %.2f | token accuracy %.2f%%\n", result.forced.loss,
               result.forced.perplexity, 100.0 * result.forced.accuracy);
   nlohmann::json record{{"step", m.step},
+                        {"weights", m.averaged ? "averaged" : "raw"},
                         {"sentences", pairs.size()},
                         {"loss", result.forced.loss},
                         {"ppl", result.forced.perplexity},
@@ -121,6 +124,7 @@ int main(int argc, char** argv) {
   app.add_option("--output", args.output, "write the checkpoint's translations here");
   app.add_option("--max-tokens", args.max_tokens, "padded tokens per batch for the loss")->check(CLI::PositiveNumber);
   tandem::tools::add_decode_flags(app, args.decode);
+  tandem::tools::add_weights_flag(app, args.weights);
   app.add_option("--threads", args.threads, "intra-op threads (0: LibTorch's default)");
   app.add_flag("--json", args.json, "also print the scores as one JSON line");
   app.footer(kExamples);

@@ -46,6 +46,7 @@ void CheckpointWriter::save(const RunState& state, parallel::Communicator& comm)
   data.step = state.step;
   data.world_size = comm.size();
   data.model = named_parameters(state.model);
+  if (state.ema) data.ema = state.ema->averages();
   data.optimizer = state.adam.state();
   data.optimizer_step = state.adam.step_count();
   data.schedule = {{"lr", state.lr}};

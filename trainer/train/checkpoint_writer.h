@@ -1,4 +1,5 @@
-// Checkpoint assembly during training: what a run saves at a step (parameters, optimizer state,
+// Checkpoint assembly during training: what a run saves at a step (parameters, their moving
+// average when kept, optimizer state,
 // learning rate, data position, every rank's RNG state, the resolved config, the keep-best state,
 // the vocabulary), written by rank 0 as step-<step>.h5 with last.h5 pointing at it and older step
 // files pruned; and best.h5, pointed at the best validated step's file. Rank 0's writer owns the
@@ -14,6 +15,7 @@
 #include "trainer/config/config.h"
 #include "trainer/model/transformer.h"
 #include "trainer/optim/adam.h"
+#include "trainer/optim/ema.h"
 #include "trainer/parallel/communicator.h"
 
 namespace tandem::train {
@@ -23,6 +25,7 @@ struct RunState {
   int64_t step = 0;
   const model::Transformer& model;
   const optim::Adam& adam;
+  const optim::Ema* ema;  // null when the run keeps no average
   double lr = 0;  // the schedule's learning rate at `step`
   data::DataPosition position;
   std::string validation;  // KeepBest::to_json()

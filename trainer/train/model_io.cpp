@@ -36,12 +36,13 @@ void load_parameters(model::Transformer& model, const checkpoint::NamedTensors& 
   for (auto& [name, tensor] : own) tensor.copy_(by_name.at(name));
 }
 
-InferenceModel load_for_inference(const std::string& checkpoint_path) {
+InferenceModel load_for_inference(const std::string& checkpoint_path, Weights weights) {
   auto data = checkpoint::load_model_only(checkpoint_path);
   InferenceModel out{config::parse_config(data.config_yaml, checkpoint_path + " /config"),
                      data::Vocab::from_bytes(data.vocab), nullptr, data.step};
   out.model = model::Transformer(model_options(out.config.model, out.vocab.size()));
-  load_parameters(out.model, data.model, checkpoint_path);
+  out.averaged = weights == Weights::kAverage && !data.ema.empty();
+  load_parameters(out.model, out.averaged ? data.ema : data.model, checkpoint_path);
   out.model->eval();
   return out;
 }

@@ -21,13 +21,19 @@ checkpoint::NamedTensors named_parameters(const model::Transformer& model);
 void load_parameters(model::Transformer& model, const checkpoint::NamedTensors& params,
                      const std::string& path);
 
+// Which of a checkpoint's weights to translate with: the moving average when it holds one (the
+// default, as validation during training used it), or the weights as the last step left them.
+enum class Weights { kAverage, kRaw };
+
 // A model ready for evaluation or decoding (eval mode), with its config and vocabulary.
 struct InferenceModel {
   config::Config config;
   data::Vocab vocab;
   model::Transformer model{nullptr};
   int64_t step = 0;
+  bool averaged = false;  // the weights are the checkpoint's moving average (/ema)
 };
-InferenceModel load_for_inference(const std::string& checkpoint_path);
+InferenceModel load_for_inference(const std::string& checkpoint_path,
+                                  Weights weights = Weights::kAverage);
 
 }  // namespace tandem::train

@@ -56,6 +56,15 @@ ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
                                 "it with --reset-optimizer");
   }
   if (!options.reset_optimizer) target.adam.load_state(data.optimizer, data.optimizer_step);
+  if (target.ema) {
+    if (!options.reset_optimizer && !data.ema.empty()) {
+      target.ema->load(data.ema, path);
+    } else {
+      target.ema->reset();
+      log::info(std::string("the weights' moving average starts from the checkpoint's weights (") +
+                (data.ema.empty() ? "it holds no average" : "optimizer reset") + ")");
+    }
+  }
   return ResumePoint{
       data.step,           data.world_size,     {data.data_epoch, data.data_next_batch},
       data.optimizer_step, std::move(data.rng), std::move(data.validation)};
@@ -66,6 +75,12 @@ void broadcast_tensors(const ResumeTarget& target, const ResumePoint& point, boo
                        parallel::Communicator& tensors) {
   torch::NoGradGuard no_grad;
   for (auto& [name, p] : named_parameters(target.model)) tensors.broadcast(p, 0);
+  if (target.ema) {
+    for (const auto& named : target.ema->averages()) {
+      torch::Tensor average = named.second;  // the live buffer
+      tensors.broadcast(average, 0);
+    }
+  }
   if (reset_optimizer) return;
   auto state = target.adam.state();  // live buffers: broadcast in place, then adopt the step
   for (auto& [group_name, group] : state) {

@@ -12,6 +12,7 @@
 #include "data/loader.h"
 #include "trainer/model/transformer.h"
 #include "trainer/optim/adam.h"
+#include "trainer/optim/ema.h"
 #include "trainer/parallel/communicator.h"
 
 namespace tandem::train {
@@ -36,13 +37,15 @@ struct ResumePoint {
 struct ResumeTarget {
   model::Transformer& model;
   optim::Adam& adam;
+  optim::Ema* ema;  // null when the run keeps no average
   const data::Corpus& corpus;
 };
 
 // Collective: afterwards every rank holds the checkpoint's parameters and, unless
-// options.reset_optimizer, its optimizer state. Rank 0 throws std::invalid_argument naming the
-// file for a checkpoint of another vocabulary, or without optimizer state (an averaged one) when
-// the optimizer is not reset.
+// options.reset_optimizer, its optimizer state. A kept average continues from the checkpoint's, or
+// restarts from its parameters when the checkpoint has none or the optimizer is reset
+// (fine-tuning). Rank 0 throws std::invalid_argument naming the file for a checkpoint of another
+// vocabulary, or without optimizer state (an averaged one) when the optimizer is not reset.
 ResumePoint load_everywhere(const std::string& path, const ResumeOptions& options,
                             const ResumeTarget& target, parallel::Communicator& host,
                             parallel::Communicator& tensors);

@@ -89,6 +89,9 @@ void Trainer::build_model() {
   const auto named = named_parameters(model_);
   check_same_layout(named, group_.cpu());
   adam_ = std::make_unique<optim::Adam>(named, adam_options(config_.train));
+  if (config_.train.ema_decay > 0) {
+    ema_ = std::make_unique<optim::Ema>(named, config_.train.ema_decay);
+  }
   reducer_ = std::make_unique<parallel::GradientReducer>(
       adam_->parameters(), tensor_comm(), config_.dist.bucket_mb, config_.dist.first_bucket_mb);
 }
@@ -97,13 +100,15 @@ void Trainer::start_fresh() {
   // Rank 0's initial parameters are everyone's, whatever the ranks' RNGs did.
   torch::NoGradGuard no_grad;
   for (auto p : adam_->parameters()) tensor_comm().broadcast(p, 0);
+  if (ema_) ema_->reset();  // the average starts at those parameters
   torch::manual_seed(dropout_seed(config_.train.seed, group_.rank()));  // CPU and CUDA streams
   log::info("starting from scratch in " + config_.checkpoint.dir);
 }
 
 void Trainer::resume_from(const std::string& path, const ResumeOptions& options) {
-  const ResumePoint point = load_everywhere(path, options, ResumeTarget{model_, *adam_, corpus_},
-                                            group_.cpu(), tensor_comm());
+  const ResumePoint point =
+      load_everywhere(path, options, ResumeTarget{model_, *adam_, ema_.get(), corpus_},
+                      group_.cpu(), tensor_comm());
   step_ = point.step;
   cadence_.record_resume(step_);
   if (!options.reset_data) loader_.set_position(point.position);
@@ -137,7 +142,7 @@ StepStats Trainer::train_step() {
   const double tokens = agreed.totals.tgt_tokens;
   reducer_->finish(tokens > 0 ? 1.0 / tokens : 0.0);
   ++step_;
-  // Clip and update.
+  // Clip, update, and move the weights' average.
   return update(agreed.totals);
 }
 
@@ -153,6 +158,7 @@ StepStats Trainer::update(const StepTotals& totals) {
   }
   optim::clip_grads(params, stats.grad_norm, config_.train.clip_norm);
   adam_->step(stats.lr);
+  if (ema_) ema_->update(step_);
   return stats;
 }
 
@@ -194,7 +200,11 @@ void Trainer::after_step(ProgressMeter& meter) {
 }
 
 void Trainer::validate() {
-  const ValidationOutcome outcome = validation_.run(model_, step_);
+  ValidationOutcome outcome;
+  {
+    const optim::AveragedWeights averaged(ema_.get());  // what eval and decode will use
+    outcome = validation_.run(model_, step_);
+  }
   model_->train();
   if (outcome.verdict.improved && !cadence_.saved_at(step_)) save_checkpoint();
   if (group_.rank() != 0) return;
@@ -205,9 +215,10 @@ void Trainer::validate() {
 
 void Trainer::save_checkpoint() {
   cadence_.record_save(step_);
-  checkpoints_.save(RunState{step_, model_, *adam_, optim::learning_rate(schedule_, step_),
-                             loader_.position(), validation_.keep_best().to_json()},
-                    group_.cpu());
+  checkpoints_.save(
+      RunState{step_, model_, *adam_, ema_.get(), optim::learning_rate(schedule_, step_),
+               loader_.position(), validation_.keep_best().to_json()},
+      group_.cpu());
 }
 
 int64_t Trainer::completed_epochs() {

@@ -4,7 +4,7 @@
 // One optimizer step, on every rank (train_step):
 //   next batches → forward/backward per micro-batch (gradient buckets all-reduced as they fill,
 //   during the last micro-batch's backward) → agree across ranks on the totals and the stop/save
-//   votes → finish the gradient reduction → clip → update.
+//   votes → finish the gradient reduction → clip → update → move the weights' average.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include "trainer/config/config.h"
 #include "trainer/model/transformer.h"
 #include "trainer/optim/adam.h"
+#include "trainer/optim/ema.h"
 #include "trainer/optim/schedule.h"
 #include "trainer/parallel/gradient_reducer.h"
 #include "trainer/parallel/process_group.h"
@@ -67,6 +68,7 @@ class Trainer {
   data::ShardedLoader loader_;
   model::Transformer model_{nullptr};
   std::unique_ptr<optim::Adam> adam_;
+  std::unique_ptr<optim::Ema> ema_;  // train.ema_decay > 0
   std::unique_ptr<parallel::GradientReducer> reducer_;
   optim::ScheduleOptions schedule_;
   Validation validation_;

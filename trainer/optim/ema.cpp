@@ -1,0 +1,70 @@
+#include "trainer/optim/ema.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+namespace tandem::optim {
+
+Ema::Ema(const NamedTensors& params, double decay) : decay_(decay) {
+  if (!(decay > 0 && decay < 1)) {
+    throw std::invalid_argument("EMA decay must be in (0, 1), got " + std::to_string(decay));
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, p] : params) {
+    params_.emplace_back(name, p);
+    averages_.emplace_back(name, p.detach().to(torch::kFloat32, /*non_blocking=*/false,
+                                               /*copy=*/true));
+  }
+}
+
+double Ema::decay_at(double decay, int64_t step) {
+  return std::min(decay, (1.0 + static_cast<double>(step)) / (10.0 + static_cast<double>(step)));
+}
+
+void Ema::update(int64_t step) {
+  torch::NoGradGuard no_grad;
+  const double weight = 1.0 - decay_at(decay_, step);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    averages_[i].second.lerp_(params_[i].second.detach().to(torch::kFloat32), weight);
+  }
+}
+
+void Ema::reset() {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) averages_[i].second.copy_(params_[i].second);
+}
+
+void Ema::load(const NamedTensors& saved, const std::string& path) {
+  std::map<std::string, torch::Tensor> by_name(saved.begin(), saved.end());
+  for (const auto& [name, average] : averages_) {
+    const auto found = by_name.find(name);
+    if (found == by_name.end()) {
+      throw std::invalid_argument("checkpoint '" + path + "': /ema has no " + name);
+    }
+    if (!found->second.sizes().equals(average.sizes())) {
+      throw std::invalid_argument("checkpoint '" + path + "': /ema/" + name +
+                                  " has another shape than the parameter");
+    }
+  }
+  if (by_name.size() != averages_.size()) {
+    throw std::invalid_argument("checkpoint '" + path + "': /ema holds " +
+                                std::to_string(by_name.size()) + " tensors, the model " +
+                                std::to_string(averages_.size()) + " parameters");
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [name, average] : averages_) average.copy_(by_name.at(name));
+}
+
+void Ema::swap_with_parameters() {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor& p = params_[i].second;
+    torch::Tensor& average = averages_[i].second;
+    const torch::Tensor held = p.detach().clone();
+    p.copy_(average);
+    average.copy_(held);
+  }
+}
+
+}  // namespace tandem::optim

@@ -1,0 +1,72 @@
+// An exponential moving average of the parameters (Polyak averaging), the smoothed weights that
+// Marian keeps with --exponential-smoothing and fairseq with --ema-decay. After every update
+//   average ← d·average + (1 − d)·parameter,   d = min(decay, (1 + t) / (10 + t)),
+// with t the number of optimizer steps taken: the second term lets the first steps count while the
+// average is young (as TensorFlow's ExponentialMovingAverage does with num_updates), so a short run
+// is not dominated by its random initialisation. Every rank holds the same parameters after a step,
+// so every rank keeps the same average without communicating. Averages are fp32, on the
+// parameters' device.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tandem::optim {
+
+class Ema {
+ public:
+  using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+  // Starts as a copy of `params` (which it keeps references to and follows); decay in (0, 1).
+  Ema(const NamedTensors& params, double decay);
+
+  // The weight d of the old average after `step` optimizer steps.
+  static double decay_at(double decay, int64_t step);
+
+  // Moves the averages towards the parameters after optimizer step `step` (1 for the first).
+  void update(int64_t step);
+
+  // The averages restart from the parameters' current values.
+  void reset();
+
+  // The averages, parameter name → tensor, in the parameters' order. The tensors are the live
+  // buffers: a broadcast into them changes the average.
+  const NamedTensors& averages() const { return averages_; }
+
+  // Copies saved averages in after checking that names and shapes match the parameters; throws
+  // std::invalid_argument naming `path` and the first difference otherwise.
+  void load(const NamedTensors& saved, const std::string& path);
+
+  // Exchanges the parameters' values with the averages (bit for bit; twice restores both).
+  void swap_with_parameters();
+
+  double decay() const { return decay_; }
+
+ private:
+  NamedTensors params_;
+  NamedTensors averages_;
+  double decay_;
+};
+
+// The model holds the averages for as long as this lives (validation with the smoothed weights);
+// does nothing with a null Ema.
+class AveragedWeights {
+ public:
+  explicit AveragedWeights(Ema* ema) : ema_(ema) {
+    if (ema_) ema_->swap_with_parameters();
+  }
+  ~AveragedWeights() {
+    if (ema_) ema_->swap_with_parameters();
+  }
+  AveragedWeights(const AveragedWeights&) = delete;
+  AveragedWeights& operator=(const AveragedWeights&) = delete;
+
+ private:
+  Ema* ema_;
+};
+
+}  // namespace tandem::optim
