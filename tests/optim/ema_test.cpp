@@ -64,16 +64,12 @@ TEST(Ema, SwappingTwiceRestoresBothBitForBit) {
   EXPECT_TRUE(torch::equal(ema.averages()[0].second, averages));
 }
 
-TEST(Ema, LoadChecksNamesAndShapes) {
+TEST(Ema, LoadAndResetSetTheAveragesOnly) {
   torch::Tensor w = torch::zeros({2, 3});
   Ema ema({{"w", w}}, 0.9);
-  ema.load({{"w", torch::ones({2, 3})}}, "a.h5");
+  ema.load({{"w", torch::ones({2, 3})}});
   EXPECT_TRUE(torch::equal(ema.averages()[0].second, torch::ones({2, 3})));
   EXPECT_TRUE(torch::equal(w, torch::zeros({2, 3})));  // the parameters are not touched
-  EXPECT_THROW(ema.load({{"v", torch::ones({2, 3})}}, "a.h5"), std::invalid_argument);
-  EXPECT_THROW(ema.load({{"w", torch::ones({3, 2})}}, "a.h5"), std::invalid_argument);
-  EXPECT_THROW(ema.load({{"w", torch::ones({2, 3})}, {"x", torch::ones({1})}}, "a.h5"),
-               std::invalid_argument);
   ema.reset();
   EXPECT_TRUE(torch::equal(ema.averages()[0].second, w));
   EXPECT_THROW(Ema({{"w", w}}, 1.0), std::invalid_argument);

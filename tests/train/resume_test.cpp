@@ -176,7 +176,7 @@ TEST(Resume, ResetOptimizerKeepsTheFreshMomentsAndAnotherWorldReseedsDropout) {
 
 // Errors are raised on rank 0, which reads the file; the job then ends (tandem-train aborts
 // every rank), so they are checked in a world of one.
-TEST(Resume, RefusesAnotherVocabularyAndAMissingOptimizerState) {
+TEST(Resume, RefusesAnotherVocabularyAMissingOptimizerStateAndAMisfitAverage) {
   auto& comm = test::process_group().cpu();
   if (comm.size() != 1) GTEST_SKIP() << "rank 0's errors end the whole job; checked at np 1";
   SharedCorpus shared;
@@ -190,6 +190,12 @@ TEST(Resume, RefusesAnotherVocabularyAndAMissingOptimizerState) {
   const std::string averaged = shared.run_dir() + "/averaged.h5";
   checkpoint::save(averaged, data);
   data.optimizer = run.adam->state();
+  data.ema = named_parameters(run.model);
+  data.ema.pop_back();                                // one parameter's average missing
+  data.ema.emplace_back("extra", torch::zeros({2}));  // and one the model does not have
+  const std::string misfit = shared.run_dir() + "/misfit.h5";
+  checkpoint::save(misfit, data);
+  data.ema.clear();
   data.vocab = "another vocabulary";
   const std::string other = shared.run_dir() + "/other.h5";
   checkpoint::save(other, data);
@@ -199,6 +205,15 @@ TEST(Resume, RefusesAnotherVocabularyAndAMissingOptimizerState) {
     ADD_FAILURE() << "resumed without optimizer state";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--reset-optimizer"), std::string::npos) << e.what();
+  }
+  try {
+    load_everywhere(misfit, {}, {run.model, *run.adam, run.ema.get(), shared.corpus()}, comm, comm);
+    ADD_FAILURE() << "resumed with an average that does not fit the model";
+  } catch (const std::invalid_argument& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find(misfit + " /ema"), std::string::npos) << message;
+    EXPECT_NE(message.find("missing in the checkpoint"), std::string::npos) << message;
+    EXPECT_NE(message.find("not in the model: extra"), std::string::npos) << message;
   }
   try {
     load_everywhere(other, {}, target, comm, comm);

@@ -35,23 +35,8 @@ void Ema::reset() {
   for (size_t i = 0; i < params_.size(); ++i) averages_[i].second.copy_(params_[i].second);
 }
 
-void Ema::load(const NamedTensors& saved, const std::string& path) {
-  std::map<std::string, torch::Tensor> by_name(saved.begin(), saved.end());
-  for (const auto& [name, average] : averages_) {
-    const auto found = by_name.find(name);
-    if (found == by_name.end()) {
-      throw std::invalid_argument("checkpoint '" + path + "': /ema has no " + name);
-    }
-    if (!found->second.sizes().equals(average.sizes())) {
-      throw std::invalid_argument("checkpoint '" + path + "': /ema/" + name +
-                                  " has another shape than the parameter");
-    }
-  }
-  if (by_name.size() != averages_.size()) {
-    throw std::invalid_argument("checkpoint '" + path + "': /ema holds " +
-                                std::to_string(by_name.size()) + " tensors, the model " +
-                                std::to_string(averages_.size()) + " parameters");
-  }
+void Ema::load(const NamedTensors& saved) {
+  const std::map<std::string, torch::Tensor> by_name(saved.begin(), saved.end());
   torch::NoGradGuard no_grad;
   for (auto& [name, average] : averages_) average.copy_(by_name.at(name));
 }

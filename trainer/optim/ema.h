@@ -37,9 +37,9 @@ class Ema {
   // buffers: a broadcast into them changes the average.
   const NamedTensors& averages() const { return averages_; }
 
-  // Copies saved averages in after checking that names and shapes match the parameters; throws
-  // std::invalid_argument naming `path` and the first difference otherwise.
-  void load(const NamedTensors& saved, const std::string& path);
+  // Copies saved averages in by name; they must have the parameters' names and shapes (callers
+  // reading a checkpoint check with checkpoint::check_compatible first).
+  void load(const NamedTensors& saved);
 
   // Exchanges the parameters' values with the averages (bit for bit; twice restores both).
   void swap_with_parameters();

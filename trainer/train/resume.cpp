@@ -58,7 +58,8 @@ ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
   if (!options.reset_optimizer) target.adam.load_state(data.optimizer, data.optimizer_step);
   if (target.ema) {
     if (!options.reset_optimizer && !data.ema.empty()) {
-      target.ema->load(data.ema, path);
+      checkpoint::check_compatible(path + " /ema", data.ema, target.ema->averages());
+      target.ema->load(data.ema);
     } else {
       target.ema->reset();
       log::info(std::string("the weights' moving average starts from the checkpoint's weights (") +
