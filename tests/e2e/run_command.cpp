@@ -1,20 +1,24 @@
 #include "tests/e2e/run_command.h"
 
+#include <poll.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
-
+#include <algorithm>
 #include <array>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -130,12 +134,21 @@ int BackgroundCommand::rank_pid(int rank) const {
 }
 
 bool wait_until_ended(int pid, std::chrono::steady_clock::time_point deadline) {
-  for (;;) {
-    const auto state = proc_state(pid);
-    if (!state || state->first == 'Z') return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a poll interval, not a guess
+  // A pidfd turns readable when its process ends, whether or not it is our child.
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) {
+    if (errno == ESRCH) return true;  // gone (reaped) already
+    throw std::runtime_error("pidfd_open(" + std::to_string(pid) + "): " + std::strerror(errno));
   }
+  pollfd ready{fd, POLLIN, 0};
+  int status;
+  do {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    status = poll(&ready, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
+  } while (status < 0 && errno == EINTR);
+  close(fd);
+  return status > 0;
 }
 
 bool BackgroundCommand::wait_for_line(const std::string& text) {

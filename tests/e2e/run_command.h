@@ -45,7 +45,7 @@ class BackgroundCommand {
   size_t scanned_ = 0;  // output_ before this offset holds no complete unmatched line
 };
 
-// Waits until process `pid` has ended (gone, or a zombie waiting to be reaped), polling; false
+// Waits until process `pid` has ended (gone, or a zombie waiting to be reaped), on a pidfd; false
 // if it still runs at `deadline`. For processes that are not the caller's children.
 bool wait_until_ended(int pid, std::chrono::steady_clock::time_point deadline);
 
