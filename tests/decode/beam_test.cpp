@@ -1,7 +1,8 @@
 // Tests of batched beam search: beam 1 is greedy decoding; results equal a naive beam search that
 // re-runs the full decoder for every hypothesis; n-best lists are sorted, distinct and normalised
-// as documented; a wider beam finds better-scoring translations; batching and input order do not
-// change results; the length limit holds.
+// as documented; a wider beam finds better-scoring translations; batching, input order and threads
+// do not change results; the length limit holds. Ensembles: a model with itself is the model
+// alone, bit for bit; two models equal the naive search over their weighted log-probabilities.
 #include "trainer/decode/beam.h"
 
 #include <gtest/gtest.h>
@@ -40,15 +41,15 @@ DecodeOptions beam_options(int64_t beam, int64_t nbest, double alpha) {
 
 // beam_search on `sentences` as one batch must equal naive_beam on each; returns how many of the
 // hypotheses ended by EOS and how many at the limit, so callers can check both were exercised.
-std::pair<int, int> expect_equals_naive(model::Transformer& model,
+std::pair<int, int> expect_equals_naive(const Ensemble& ensemble,
                                         const std::vector<std::vector<int32_t>>& sentences,
                                         const DecodeOptions& options) {
-  auto lists = beam_search(model, source_batch(sentences), options);
+  auto lists = beam_search(ensemble, source_batch(sentences), options);
   EXPECT_EQ(lists.size(), sentences.size());
   std::pair<int, int> ends{0, 0};
   for (size_t i = 0; i < sentences.size(); ++i) {
-    auto limit = step_limit(sentences[i].size(), options, model->options().max_positions);
-    auto expected = naive_beam(model, sentences[i], options, limit);
+    auto limit = step_limit(sentences[i].size(), options, ensemble.max_positions());
+    auto expected = naive_beam(ensemble, sentences[i], options, limit);
     EXPECT_EQ(lists[i].size(), expected.size()) << "sentence " << i;
     if (lists[i].size() != expected.size()) continue;
     for (size_t n = 0; n < expected.size(); ++n) {
@@ -208,6 +209,92 @@ TEST(BeamSearch, InvalidOptionsThrow) {
   expect_throw(beam_options(4, 0, 0.6));
   expect_throw(beam_options(4, 5, 0.6));
   expect_throw(beam_options(4, 1, std::nan("")));
+}
+
+TEST(BeamSearch, ThreadsTranslateTheSameBatchesToTheSameResults) {
+  auto model = tiny_model(2.0);
+  torch::manual_seed(9);
+  auto sentences = random_sentences({5, 1, 8, 0, 3, 8, 2, 6, 4, 7, 9, 3, 5, 2, 6, 1});
+  auto options = beam_options(4, 2, 0.6);
+  options.batch_tokens = 12;  // many small batches for the threads to share
+  const auto one = translate_nbest(model, sentences, options);
+  for (const int64_t threads : {2, 3, 64}) {
+    options.threads = threads;
+    const auto many = translate_nbest(model, sentences, options);
+    ASSERT_EQ(many.size(), one.size());
+    for (size_t i = 0; i < one.size(); ++i) {
+      ASSERT_EQ(many[i].size(), one[i].size());
+      for (size_t n = 0; n < one[i].size(); ++n) {
+        EXPECT_EQ(many[i][n].tokens, one[i][n].tokens) << threads << " threads, sentence " << i;
+        EXPECT_EQ(many[i][n].score, one[i][n].score) << threads << " threads, sentence " << i;
+      }
+    }
+  }
+}
+
+TEST(Ensemble, AModelWithItselfTranslatesExactlyAsTheModelAlone) {
+  torch::manual_seed(10);
+  auto sentences = random_sentences({2, 8, 5, 3, 6, 4, 7, 1});
+  for (auto model : {tiny_model(2.5), trained_model()}) {
+    const Ensemble twice({model, model}, {1.0, 1.0});
+    for (const int64_t beam : {1, 5}) {
+      const auto options = beam_options(beam, beam, 0.6);
+      const auto alone = translate_nbest(model, sentences, options);
+      const auto both = translate_nbest(twice, sentences, options);
+      for (size_t i = 0; i < sentences.size(); ++i) {
+        ASSERT_EQ(both[i].size(), alone[i].size());
+        for (size_t n = 0; n < alone[i].size(); ++n) {
+          EXPECT_EQ(both[i][n].tokens, alone[i][n].tokens) << "beam " << beam << ", sentence " << i;
+          EXPECT_EQ(both[i][n].score, alone[i][n].score) << "beam " << beam << ", sentence " << i;
+          EXPECT_EQ(both[i][n].ended, alone[i][n].ended);
+        }
+      }
+    }
+  }
+}
+
+TEST(Ensemble, TwoModelsEqualTheNaiveSearchOverTheirWeightedLogProbabilities) {
+  torch::manual_seed(11);
+  auto sentences = random_sentences({2, 8, 5, 3, 6, 4});
+  // A trained model and a random one disagree, so the weights decide what wins.
+  for (const double weight : {1.0, 3.0}) {
+    const Ensemble ensemble({trained_model(), tiny_model(2.0)}, {weight, 1.0});
+    EXPECT_DOUBLE_EQ(ensemble.weights()[0], weight / (weight + 1.0));
+    auto [by_eos, at_limit] = expect_equals_naive(ensemble, sentences, beam_options(3, 3, 0.6));
+    EXPECT_GE(by_eos + at_limit, 18);
+  }
+  // And its translations differ from each model's alone (the combination does something).
+  const Ensemble ensemble({trained_model(), tiny_model(2.0)}, {1.0, 1.0});
+  const auto options = beam_options(3, 1, 0.6);
+  const auto mixed = translate_nbest(ensemble, sentences, options);
+  const auto first = translate_nbest(trained_model(), sentences, options);
+  const auto second = translate_nbest(tiny_model(2.0), sentences, options);
+  int differ_first = 0, differ_second = 0;
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    differ_first += mixed[i][0].tokens != first[i][0].tokens;
+    differ_second += mixed[i][0].tokens != second[i][0].tokens;
+  }
+  EXPECT_GE(differ_first, 1);
+  EXPECT_GE(differ_second, 1);
+}
+
+TEST(Ensemble, RefusesMismatchedWeightsAndVocabularies) {
+  auto model = tiny_model(0.0);
+  EXPECT_THROW(Ensemble({model, model}, {1.0}), std::invalid_argument);
+  EXPECT_THROW(Ensemble({model, model}, {1.0, 0.0}), std::invalid_argument);
+  EXPECT_THROW(Ensemble({model, model}, {1.0, std::nan("")}), std::invalid_argument);
+  EXPECT_THROW(Ensemble({}, {}), std::invalid_argument);
+  auto options = tiny_options();
+  options.vocab_size = kVocab + 1;
+  model::Transformer other(options);
+  try {
+    Ensemble({model, other}, {1.0, 1.0});
+    ADD_FAILURE() << "models with different vocabularies were accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("model 2 has 25 output tokens, model 1 has 24"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

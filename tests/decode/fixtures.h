@@ -128,6 +128,17 @@ inline torch::Tensor next_logp(model::Transformer& model, const torch::Tensor& s
   return torch::log_softmax(model->forward(src, tgt)[0][-1], -1).to(torch::kDouble);
 }
 
+// An ensemble's scores of the token after `prefix`: the weighted sum of its models' next_logp.
+inline torch::Tensor ensemble_next_logp(const Ensemble& ensemble, const torch::Tensor& src,
+                                        const std::vector<int32_t>& prefix) {
+  torch::Tensor sum = torch::zeros({ensemble.vocab_size()}, torch::kDouble);
+  for (size_t i = 0; i < ensemble.models().size(); ++i) {
+    auto model = ensemble.models()[i];
+    sum += next_logp(model, src, prefix) * ensemble.weights()[i];
+  }
+  return sum;
+}
+
 // The obvious greedy algorithm: argmax of the last position until EOS or max_steps steps.
 inline Hypothesis naive_greedy(model::Transformer& model, const std::vector<int32_t>& sentence,
                                int64_t max_steps) {
@@ -150,8 +161,9 @@ inline Hypothesis naive_greedy(model::Transformer& model, const std::vector<int3
 // Beam search as DecodeOptions documents it, for one sentence, written for clarity: every
 // (hypothesis, token) pair is scored and sorted; EOS among the first K finish (up to K in all),
 // the first K others live on; done at K finished or at max_steps, where the live ones finish
-// unterminated; the n best by score / length^alpha.
-inline std::vector<Hypothesis> naive_beam(model::Transformer& model,
+// unterminated; the n best by score / length^alpha. An ensemble scores a token by the weighted sum
+// of its models' log-probabilities.
+inline std::vector<Hypothesis> naive_beam(const Ensemble& ensemble,
                                           const std::vector<int32_t>& sentence,
                                           const DecodeOptions& options, int64_t max_steps) {
   torch::NoGradGuard no_grad;
@@ -161,7 +173,7 @@ inline std::vector<Hypothesis> naive_beam(model::Transformer& model,
   for (int64_t step = 1; step <= max_steps && finished.size() < k; ++step) {
     std::vector<Hypothesis> candidates;
     for (const auto& hyp : live) {
-      auto logp = next_logp(model, src, hyp.tokens);
+      auto logp = ensemble_next_logp(ensemble, src, hyp.tokens);
       for (int64_t token = 0; token < logp.size(0); ++token) {
         Hypothesis c = hyp;
         c.score += logp[token].item<double>();

@@ -1,12 +1,15 @@
-// The fused per-row candidates against LibTorch's log_softmax + topk.
+// The fused per-row candidates against LibTorch's log_softmax + topk, for one model and for an
+// ensemble's weighted sum of log-probabilities.
 #include "trainer/decode/top_log_probs.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace tandem::decode {
 namespace {
@@ -83,6 +86,46 @@ TEST(TopLogProbs, NonFiniteLogitsAreNamed) {
         }
       },
       std::runtime_error);
+}
+
+TEST(TopLogProbs, AnEnsembleRanksByTheWeightedSumOfItsLogProbabilities) {
+  torch::manual_seed(12);
+  for (const int64_t vocab : {5, 65, 8000}) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab));
+    const std::vector<torch::Tensor> logits = {
+        torch::randn({9, vocab}) * 3, torch::randn({9, vocab}) * 3, torch::randn({9, vocab}) * 3};
+    const std::vector<double> weights = {0.5, 0.3, 0.2};
+    auto want = torch::zeros({9, vocab}, torch::kDouble);
+    for (size_t i = 0; i < logits.size(); ++i) {
+      want += torch::log_softmax(logits[i].to(torch::kDouble), -1) * weights[i];
+    }
+    auto [want_value, want_token] = want.topk(std::min<int64_t>(vocab, 4), -1);
+    for (const bool contiguous : {true, false}) {  // the fused loop and the tensor path
+      std::vector<torch::Tensor> given;
+      for (const auto& one : logits) {
+        given.push_back(contiguous ? one : one.t().contiguous().t());
+      }
+      auto [value, token] = top_log_probs(given, weights, std::min<int64_t>(vocab, 4));
+      EXPECT_TRUE(torch::equal(token, want_token)) << "contiguous " << contiguous;
+      EXPECT_TRUE(torch::allclose(value.to(torch::kDouble), want_value, 1e-5, 1e-5))
+          << (value.to(torch::kDouble) - want_value).abs().max().item<double>();
+    }
+  }
+}
+
+TEST(TopLogProbs, AnEnsembleOfOneModelTwiceIsThatModelBitForBit) {
+  torch::manual_seed(13);
+  const auto logits = torch::randn({37, 8000}) * 4;
+  auto [alone_value, alone_token] = top_log_probs(logits, 8);
+  auto [both_value, both_token] = top_log_probs({logits, logits}, {0.5, 0.5}, 8);
+  EXPECT_TRUE(torch::equal(both_token, alone_token));
+  EXPECT_TRUE(torch::equal(both_value, alone_value));
+}
+
+TEST(TopLogProbs, AnEnsembleNeedsOneWeightPerModelAndOneShape) {
+  const auto a = torch::zeros({2, 5}), b = torch::zeros({2, 6});
+  EXPECT_THROW(top_log_probs({a, a}, {1.0}, 2), std::invalid_argument);
+  EXPECT_THROW(top_log_probs({a, b}, {0.5, 0.5}, 2), std::invalid_argument);
 }
 
 }  // namespace

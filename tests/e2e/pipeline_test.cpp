@@ -340,6 +340,81 @@ TEST_F(Pipeline, LearnsToReverseAndEvalDecodeAgree) {
   EXPECT_NEAR(again["bleu"].get<double>(), record["bleu"].get<double>(), 1e-9);
 }
 
+TEST_F(Pipeline, CheckpointsOfARunTranslateAsAnEnsembleAndOneTwiceTranslatesAsItselfAlone) {
+  const std::string run = file("run-ensemble");
+  const auto cfg = write_config("ensemble.yaml", run);
+  const auto train = run_command(tool("tandem-train") + " --config " + cfg +
+                                 " --set train.max_steps=40 --set checkpoint.every_steps=20");
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const std::string last = run + "/last.h5", earlier = run + "/step-00000020.h5";
+  const std::string input = " < " + file("test.src") + " 2>/dev/null";
+
+  // A checkpoint with itself: the same n-best lists, scores included, as the checkpoint alone.
+  const std::string decode = tool("tandem-decode") + " --beam 4 --nbest 4 --threads 1";
+  const auto alone = run_command(decode + " --checkpoint " + last + input);
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  const auto twice =
+      run_command(decode + " --checkpoint " + last + " --checkpoint " + last + input);
+  ASSERT_EQ(twice.exit_code, 0) << twice.output;
+  EXPECT_EQ(twice.output, alone.output);
+
+  // Two threads share the batches and give the same lines.
+  const auto threaded = run_command(tool("tandem-decode") + " --beam 4 --nbest 4 --threads 2" +
+                                    " --checkpoint " + last + input);
+  ASSERT_EQ(threaded.exit_code, 0) << threaded.output;
+  EXPECT_EQ(threaded.output, alone.output);
+
+  // Two checkpoints of the run: scored by the normalised weighted geometric mean of their
+  // distributions, whose loss is at most the weighted mean of theirs (Hoelder's inequality).
+  auto eval = [&](const std::string& checkpoints) {
+    const auto r = run_command(tool("tandem-eval") + checkpoints + " --split test --json");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1));  // the last line
+  };
+  const auto late = eval(" --checkpoint " + last);
+  const auto early = eval(" --checkpoint " + earlier);
+  const auto both = eval(" --checkpoint " + last + " --checkpoint " + earlier);
+  ASSERT_EQ(both["checkpoints"].size(), 2u) << both.dump();
+  EXPECT_EQ(both["checkpoints"][0]["step"], 40);
+  EXPECT_EQ(both["checkpoints"][1]["step"], 20);
+  EXPECT_DOUBLE_EQ(both["checkpoints"][1]["ensemble_weight"].get<double>(), 0.5);
+  EXPECT_LE(both["loss"].get<double>(),
+            0.5 * (late["loss"].get<double>() + early["loss"].get<double>()) + 1e-6)
+      << late.dump() << "\n"
+      << early.dump() << "\n"
+      << both.dump();
+  EXPECT_NE(both["loss"].get<double>(), late["loss"].get<double>());
+  const auto weighted =
+      eval(" --checkpoint " + last + " --checkpoint " + earlier + " --weights 3 1");
+  EXPECT_DOUBLE_EQ(weighted["checkpoints"][0]["ensemble_weight"].get<double>(), 0.75);
+  EXPECT_LE(weighted["loss"].get<double>(),
+            0.75 * late["loss"].get<double>() + 0.25 * early["loss"].get<double>() + 1e-6);
+
+  // A checkpoint of another vocabulary, or a weight too many, is refused on one line (exit 2).
+  const auto prep =
+      run_command(tool("tandem-prep") + " --train-src " + file("valid.src") + " --train-tgt " +
+                  file("valid.tgt") + " --vocab-size 30 --out " + file("other-vocab.h5"));
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  const std::string other_run = file("run-other-vocab");
+  ASSERT_EQ(run_command(tool("tandem-train") + " --config " + cfg +
+                        " --set data.corpus=" + file("other-vocab.h5") +
+                        " --set checkpoint.dir=" + other_run + " --set train.max_steps=2")
+                .exit_code,
+            0);
+  const auto foreign = run_command(tool("tandem-decode") + " --checkpoint " + last +
+                                   " --checkpoint " + other_run + "/last.h5 < /dev/null");
+  EXPECT_EQ(foreign.exit_code, 2) << foreign.output;
+  EXPECT_NE(foreign.output.find("checkpoint '" + other_run +
+                                "/last.h5' has another vocabulary than '" + last + "'"),
+            std::string::npos)
+      << foreign.output;
+  const auto extra =
+      run_command(tool("tandem-eval") + " --checkpoint " + last + " --weights 1 2 --split test");
+  EXPECT_EQ(extra.exit_code, 2) << extra.output;
+  EXPECT_NE(extra.output.find("--weights has 2 values for 1 --checkpoint"), std::string::npos)
+      << extra.output;
+}
+
 TEST_F(Pipeline, BadInputGetsExitCode2AndNamesTheCulprit) {
   struct Case {
     std::string command;

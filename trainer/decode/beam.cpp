@@ -21,11 +21,6 @@ void require(bool ok, const std::string& field, T value, const std::string& expe
   }
 }
 
-torch::Device model_device(model::Transformer& model) {
-  auto params = model->parameters();
-  return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
-}
-
 // Per row, the most decoding steps it may take: a * (non-pad source length) + b, at least 1 and
 // at most the model's position table.
 std::vector<int64_t> step_limits(const torch::Tensor& src, const DecodeOptions& options,
@@ -53,11 +48,13 @@ struct Beams {
 // One step's best continuations: per active sentence the 2K best (hypothesis, token) pairs by
 // summed score, best first, as [sentences, 3, 2K] double on the CPU holding (score, token, row of
 // the parent within its sentence). One transfer, so the host waits once per step.
-torch::Tensor best_candidates(const torch::Tensor& logits, const Beams& beams, int64_t beam) {
+torch::Tensor best_candidates(const std::vector<torch::Tensor>& logits,
+                              const std::vector<double>& weights, const Beams& beams,
+                              int64_t beam) {
   const auto sentences = static_cast<int64_t>(beams.sentence.size());
-  const int64_t per_row = std::min<int64_t>(2 * beam, logits.size(1));
+  const int64_t per_row = std::min<int64_t>(2 * beam, logits.front().size(1));
   // Only a row's own 2K best tokens can be among its sentence's 2K best candidates.
-  auto [row_logp, row_token] = top_log_probs(logits, per_row);  // [sentences * width, 2K]
+  auto [row_logp, row_token] = top_log_probs(logits, weights, per_row);  // [sentences * width, 2K]
   auto prior = torch::tensor(beams.scores, torch::kDouble).to(row_logp.device()).unsqueeze(1);
   // Scores are sums of per-step float log-probabilities, added in double in step order.
   auto total = (prior + row_logp.to(torch::kDouble)).view({sentences, -1});
@@ -147,22 +144,28 @@ void validate(const DecodeOptions& options, int64_t vocab_size) {
           "between 1 and beam_size = " + std::to_string(options.beam_size));
   require(std::isfinite(options.length_penalty), "length_penalty", options.length_penalty,
           "a finite number");
+  require(options.threads >= 1, "threads", options.threads, ">= 1");
 }
 
-std::vector<std::vector<Hypothesis>> beam_search(model::Transformer& model,
+std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
                                                  const torch::Tensor& src_in,
                                                  const DecodeOptions& options) {
-  validate(options, model->options().vocab_size);
+  validate(options, ensemble.vocab_size());
   torch::NoGradGuard no_grad;
   const int64_t batch = src_in.size(0);
   std::vector<std::vector<Hypothesis>> finished(batch);
   if (batch == 0) return finished;
-  auto src = src_in.to(model_device(model), torch::kLong);
-  const auto limits = step_limits(src, options, model->options().max_positions);
+  auto src = src_in.to(ensemble.device(), torch::kLong);
+  const auto limits = step_limits(src, options, ensemble.max_positions());
+  const int64_t longest = *std::max_element(limits.begin(), limits.end());
   // Encoder output and its cross-attention keys/values: once per sentence, shared by its K beam
   // rows. The self-attention caches are allocated once, for the longest sentence's limit.
-  auto state = model->start_decoding(model->encode(src), src);
-  state.reserve(batch * options.beam_size, *std::max_element(limits.begin(), limits.end()));
+  auto models = ensemble.models();
+  std::vector<model::DecoderState> states;
+  for (auto& model : models) {
+    states.push_back(model->start_decoding(model->encode(src), src));
+    states.back().reserve(batch * options.beam_size, longest);
+  }
   Beams beams;
   beams.sentence.resize(batch);
   std::iota(beams.sentence.begin(), beams.sentence.end(), 0);
@@ -170,10 +173,14 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Transformer& model,
   beams.scores.assign(batch, 0.0);
   auto tokens = torch::full({batch}, kBosId, src.options());
   for (int64_t step = 1; !beams.sentence.empty(); ++step) {
-    auto choice = best_candidates(model->decode_step(tokens, state), beams, options.beam_size);
+    std::vector<torch::Tensor> logits;
+    for (size_t i = 0; i < models.size(); ++i) {
+      logits.push_back(models[i]->decode_step(tokens, states[i]));
+    }
+    auto choice = best_candidates(logits, ensemble.weights(), beams, options.beam_size);
     auto rows = advance(beams, choice, step, limits, options.beam_size, finished);
     if (beams.sentence.empty()) break;
-    state.select(rows, beams.width);
+    for (auto& state : states) state.select(rows, beams.width);
     std::vector<int64_t> last;
     for (const auto& prefix : beams.tokens) last.push_back(prefix.back());
     tokens = torch::tensor(last, torch::kLong).to(src.device());

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "trainer/model/transformer.h"
+#include "trainer/decode/ensemble.h"
 
 namespace tandem::decode {
 
@@ -27,6 +27,9 @@ struct DecodeOptions {
   // --lenpen): 0 ranks by the summed log-probability, 1 by the mean per token.
   double length_penalty = 0.6;
   int64_t nbest = 1;  // hypotheses returned per sentence, best first; 1..beam_size
+  // Batches translated at once when translating many sentences, each on its own thread (one
+  // LibTorch intra-op thread each is what scales: see configure_cpu_runtime).
+  int64_t threads = 1;
 };
 
 struct Hypothesis {
@@ -46,7 +49,9 @@ inline int64_t hypothesis_length(const Hypothesis& h) {
 void validate(const DecodeOptions& options, int64_t vocab_size);
 
 // src [batch, src_len] int64 (tokens + EOS, padded with kPadId) → for every row its `nbest`
-// hypotheses, best normalised score first. Runs under NoGradGuard (the caller sets model->eval()).
+// hypotheses, best normalised score first. Runs under NoGradGuard (the caller sets eval mode).
+// An ensemble's models each keep their own decoder state; a candidate's log-probability is the
+// weighted sum of theirs (see Ensemble).
 //
 // Each step expands every live hypothesis of a sentence, takes the 2K best (hypothesis, token)
 // candidates by summed log-probability; those ending in EOS among the first K are finished, the
@@ -54,8 +59,7 @@ void validate(const DecodeOptions& options, int64_t vocab_size);
 // fed to the decoder again). A sentence is done when it has K finished hypotheses (fairseq's
 // rule) or at its length limit, where the live hypotheses join the finished ones unterminated.
 // With K = 1 this is exactly greedy decoding.
-std::vector<std::vector<Hypothesis>> beam_search(model::Transformer& model,
-                                                 const torch::Tensor& src,
+std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble, const torch::Tensor& src,
                                                  const DecodeOptions& options);
 
 }  // namespace tandem::decode

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "trainer/decode/ensemble.h"
 #include "trainer/decode/vector_math.h"
 
 namespace tandem::decode {
@@ -38,15 +39,34 @@ float top_of_row(const float* x, int64_t n, int64_t k, float* value, int64_t* to
   return top;
 }
 
-}  // namespace
+// For row `r` of logits `x` [.., n] with maximum `top`: log sum exp(x - top), so that
+// log_softmax(x)_j = (x_j - top) - log_sum. x_j - top is exact for the best entries, so large
+// logits keep their precision.
+float log_sum(const float* x, int64_t n, float top, int64_t r) {
+  if (!std::isfinite(top)) {
+    throw std::runtime_error("top_log_probs: row " + std::to_string(r) +
+                             " of the logits is not finite (maximum " + std::to_string(top) + ")");
+  }
+  return std::log(exp_sum(x, n, top));
+}
 
-std::pair<torch::Tensor, torch::Tensor> top_log_probs(const torch::Tensor& logits, int64_t k) {
+void check_shape(const torch::Tensor& logits, int64_t k) {
   if (logits.dim() != 2 || k < 1 || k > logits.size(1)) {
     throw std::invalid_argument("top_log_probs: k = " + std::to_string(k) +
                                 " for logits of shape " + std::to_string(logits.dim()) +
                                 "-d [.., " + std::to_string(logits.size(-1)) + "]");
   }
-  if (!logits.is_cpu() || logits.scalar_type() != torch::kFloat || !logits.is_contiguous()) {
+}
+
+bool fused(const torch::Tensor& logits) {
+  return logits.is_cpu() && logits.scalar_type() == torch::kFloat && logits.is_contiguous();
+}
+
+}  // namespace
+
+std::pair<torch::Tensor, torch::Tensor> top_log_probs(const torch::Tensor& logits, int64_t k) {
+  check_shape(logits, k);
+  if (!fused(logits)) {
     auto [value, token] = torch::log_softmax(logits, -1).topk(k, -1);
     return {value.to(torch::kFloat), token};
   }
@@ -58,16 +78,55 @@ std::pair<torch::Tensor, torch::Tensor> top_log_probs(const torch::Tensor& logit
   int64_t* t = token.data_ptr<int64_t>();
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * n;
+    // The k best logits are the k best log-probabilities; the normaliser's pass comes after.
     const float top = top_of_row(row, n, k, v + r * k, t + r * k);
-    if (!std::isfinite(top)) {
-      throw std::runtime_error("top_log_probs: row " + std::to_string(r) +
-                               " of the logits is not finite (maximum " + std::to_string(top) +
-                               ")");
+    const float norm = log_sum(row, n, top, r);
+    for (int64_t i = 0; i < k; ++i) v[r * k + i] = (v[r * k + i] - top) - norm;
+  }
+  return {value, token};
+}
+
+std::pair<torch::Tensor, torch::Tensor> top_log_probs(const std::vector<torch::Tensor>& logits,
+                                                      const std::vector<double>& weights,
+                                                      int64_t k) {
+  if (logits.empty() || logits.size() != weights.size()) {
+    throw std::invalid_argument("top_log_probs: " + std::to_string(logits.size()) +
+                                " logits tensors with " + std::to_string(weights.size()) +
+                                " weights");
+  }
+  if (logits.size() == 1) return top_log_probs(logits.front(), k);
+  bool all_fused = true;
+  for (const auto& one : logits) {
+    check_shape(one, k);
+    if (!one.sizes().equals(logits.front().sizes())) {
+      throw std::invalid_argument("top_log_probs: an ensemble's logits differ in shape");
     }
-    // log_softmax(x)_j = (x_j - max) - log sum exp(x - max): x_j - max is exact for the best
-    // entries, so large logits keep their precision.
-    const float log_sum = std::log(exp_sum(row, n, top));
-    for (int64_t i = 0; i < k; ++i) v[r * k + i] = (v[r * k + i] - top) - log_sum;
+    all_fused = all_fused && fused(one);
+  }
+  if (!all_fused) {
+    auto [value, token] = combine_log_probs(logits, weights).topk(k, -1);
+    return {value, token};
+  }
+  const int64_t rows = logits.front().size(0), n = logits.front().size(1);
+  auto value = torch::empty({rows, k}, torch::kFloat);
+  auto token = torch::empty({rows, k}, torch::kLong);
+  std::vector<float> combined(n);
+  float* v = value.data_ptr<float>();
+  int64_t* t = token.data_ptr<int64_t>();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const float* row = logits[i].data_ptr<float>() + r * n;
+      const float top = max_of(row, n);
+      const float norm = log_sum(row, n, top, r);
+      const auto weight = static_cast<float>(weights[i]);
+      float* out = combined.data();
+      if (i == 0) {
+        for (int64_t j = 0; j < n; ++j) out[j] = weight * ((row[j] - top) - norm);
+      } else {
+        for (int64_t j = 0; j < n; ++j) out[j] += weight * ((row[j] - top) - norm);
+      }
+    }
+    top_of_row(combined.data(), n, k, v + r * k, t + r * k);
   }
   return {value, token};
 }

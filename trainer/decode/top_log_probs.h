@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 namespace tandem::decode {
 
@@ -15,5 +16,13 @@ namespace tandem::decode {
 // rounding of the normaliser's sum (its terms are added in another order), ties going to the
 // lower token. Contiguous CPU float logits take the fused loop, anything else LibTorch's ops.
 std::pair<torch::Tensor, torch::Tensor> top_log_probs(const torch::Tensor& logits, int64_t k);
+
+// An ensemble's k best continuations per row: the largest entries of
+// sum_i weights[i] * log_softmax(logits[i]) (not renormalised), each model's term computed as the
+// one-model function computes it, so weights 0.5/0.5 over one model's logits twice give exactly
+// its log-probabilities. One model takes the function above (its weight is taken as 1).
+std::pair<torch::Tensor, torch::Tensor> top_log_probs(const std::vector<torch::Tensor>& logits,
+                                                      const std::vector<double>& weights,
+                                                      int64_t k);
 
 }  // namespace tandem::decode

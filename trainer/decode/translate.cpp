@@ -1,6 +1,9 @@
 #include "trainer/decode/translate.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
 
 #include "data/batch_plan.h"
 
@@ -26,29 +29,58 @@ torch::Tensor make_batch(const std::vector<std::vector<int32_t>>& sources,
 }  // namespace
 
 std::vector<std::vector<Hypothesis>> translate_nbest(
-    model::Transformer& model, const std::vector<std::vector<int32_t>>& sources,
+    const Ensemble& ensemble, const std::vector<std::vector<int32_t>>& sources,
     const DecodeOptions& options) {
-  validate(options, model->options().vocab_size);
+  validate(options, ensemble.vocab_size());
   // Similar lengths batch together, so little compute goes to padding: rows x padded width (EOS
   // included) stays within batch_tokens.
   std::vector<int64_t> padded(sources.size());
   for (size_t i = 0; i < sources.size(); ++i)
     padded[i] = static_cast<int64_t>(sources[i].size()) + 1;
+  const auto batches = data::sorted_batches(padded, options.batch_tokens);
   std::vector<std::vector<Hypothesis>> results(sources.size());
-  for (const auto& rows : data::sorted_batches(padded, options.batch_tokens)) {
-    auto hyps = beam_search(model, make_batch(sources, rows), options);
-    for (size_t i = 0; i < rows.size(); ++i) results[rows[i]] = std::move(hyps[i]);
+  // Each thread takes the next batch when it is done with one, longest sentences first, so that
+  // the threads finish close together.
+  std::atomic<size_t> taken{0};
+  auto work = [&] {
+    for (size_t n; (n = taken.fetch_add(1)) < batches.size();) {
+      const auto& rows = batches[batches.size() - 1 - n];
+      auto hyps = beam_search(ensemble, make_batch(sources, rows), options);
+      for (size_t i = 0; i < rows.size(); ++i) results[rows[i]] = std::move(hyps[i]);
+    }
+  };
+  const auto threads = std::min(static_cast<size_t>(options.threads), batches.size());
+  if (threads <= 1) {
+    work();
+    return results;
+  }
+  std::vector<std::exception_ptr> errors(threads);
+  std::vector<std::thread> workers;
+  for (size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      try {
+        work();
+      } catch (...) {
+        errors[t] = std::current_exception();
+        taken = batches.size();  // the others stop after their current batch
+      }
+    });
+  }
+  for (auto& worker : workers) worker.join();
+  for (const auto& error : errors) {
+    if (error) std::rethrow_exception(error);
   }
   return results;
 }
 
-std::vector<Hypothesis> translate(model::Transformer& model,
+std::vector<Hypothesis> translate(const Ensemble& ensemble,
                                   const std::vector<std::vector<int32_t>>& sources,
                                   const DecodeOptions& options) {
   DecodeOptions best = options;
   best.nbest = 1;
   std::vector<Hypothesis> out;
-  for (auto& hyps : translate_nbest(model, sources, best)) out.push_back(std::move(hyps.front()));
+  for (auto& hyps : translate_nbest(ensemble, sources, best))
+    out.push_back(std::move(hyps.front()));
   return out;
 }
 

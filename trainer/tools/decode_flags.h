@@ -1,11 +1,16 @@
 // The decoding flags tandem-decode and tandem-eval share, so both translate with the same options
-// and defaults (those of decode::DecodeOptions) and describe them alike in --help; and the choice
-// of a checkpoint's weights.
+// and defaults (those of decode::DecodeOptions) and describe them alike in --help: the checkpoints
+// (one, or an ensemble), the choice of their weights, and the decoding threads.
 #pragma once
 
+#include <torch/torch.h>
+
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 #include "trainer/decode/beam.h"
+#include "trainer/train/cpu_runtime.h"
 #include "trainer/train/model_io.h"
 
 namespace tandem::tools {
@@ -36,6 +41,48 @@ inline void add_weights_flag(CLI::App& app, train::Weights& weights) {
       "--raw-weights", [&weights] { weights = train::Weights::kRaw; },
       "translate with the weights as the last training step left them, not their exponential "
       "moving average (the default when the checkpoint holds one: train.ema_decay > 0)");
+}
+
+// --checkpoint (repeatable: an ensemble) and --weights, one per checkpoint.
+struct ModelFlags {
+  std::vector<std::string> checkpoints;
+  std::vector<double> weights;
+  train::Weights which = train::Weights::kAverage;
+  int threads = 0;  // --threads; 0 = one per core
+};
+
+// Returns the --checkpoint option (tandem-decode requires it).
+inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags) {
+  auto* checkpoint = app.add_option(
+      "--checkpoint", flags.checkpoints,
+      "checkpoint file (*.h5); repeat it to translate with an ensemble of checkpoints "
+      "(they must share one vocabulary), whose log-probabilities are averaged at every "
+      "step");
+  app.add_option("--weights", flags.weights,
+                 "the ensemble's weights, one per --checkpoint in the same order (scaled to sum "
+                 "to 1); equal by default")
+      ->check(CLI::PositiveNumber);
+  add_weights_flag(app, flags.which);
+  app.add_option("--threads", flags.threads,
+                 "sentence batches translated at once, each on its own thread (0: one per core)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  return checkpoint;
+}
+
+// Loads the checkpoints and sets the process up for decoding: `--threads` workers with one
+// intra-op thread each (more threads in one batch's matrix products scale poorly on CPUs).
+inline train::InferenceEnsemble load_models(const ModelFlags& flags,
+                                            decode::DecodeOptions& options) {
+  if (flags.checkpoints.empty()) throw std::invalid_argument("give --checkpoint; see --help");
+  if (!flags.weights.empty() && flags.weights.size() != flags.checkpoints.size()) {
+    throw std::invalid_argument("--weights has " + std::to_string(flags.weights.size()) +
+                                " values for " + std::to_string(flags.checkpoints.size()) +
+                                " --checkpoint; give one per checkpoint");
+  }
+  options.threads = flags.threads > 0 ? flags.threads : torch::get_num_threads();
+  train::configure_cpu_runtime({1, 0, train::Workload::kDecoding});
+  return train::load_ensemble(flags.checkpoints, flags.weights, flags.which);
 }
 
 }  // namespace tandem::tools

@@ -1,11 +1,12 @@
 // tandem-bench-decode: decoding speed of one checkpoint on one input file, measured in one run for
-//   beam 1  Tandem's cached incremental decoding, length-sorted batches (what tandem-decode does);
-//   beam K  the same with beam search (K = --beam-k, 4 by default);
-//   seeds   with --seeds, the seeds' algorithm: greedy, batches of 32 in input order, the whole
-//           decoder re-run over the full prefix at every step (no cache).
+// every beam size of --beams (1 and 5 by default) on every thread count of --threads (1 and 2), as
+// tandem-decode decodes (cached incremental decoding, length-sorted batches, one intra-op thread
+// per decoding thread); with --seeds also the seeds' algorithm: greedy, batches of 32 in input
+// order, the whole decoder re-run over the full prefix at every step (no cache).
 // Prints for each the median wall time of --repeat runs with that run's user and system CPU
-// seconds, output words/s (whitespace-separated words of the detokenized translations) and target
-// tokens/s (generated tokens, EOS excluded), then one JSON line with the same figures.
+// seconds, output words/s (whitespace-separated words of the detokenized translations), target
+// tokens/s (generated tokens, EOS excluded) and, given --ref, BLEU; then each thread count's
+// speed-up over the first, and one JSON line with the same figures.
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -19,6 +20,7 @@
 #include "trainer/decode/translate.h"
 #include "trainer/tools/tool_main.h"
 #include "trainer/train/cpu_runtime.h"
+#include "trainer/train/metrics.h"
 #include "trainer/train/model_io.h"
 
 namespace {
@@ -26,8 +28,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Sentences = std::vector<std::vector<int32_t>>;
 
-constexpr const char* kExamples = R"(Example:
-  tandem-bench-decode --checkpoint runs/tiny/last.h5 --input work/bible/test.en --threads 1)";
+constexpr const char* kExamples = R"(Examples:
+  tandem-bench-decode --checkpoint runs/tiny/last.h5 --input work/bible/test.en --ref work/bible/test.es
+  tandem-bench-decode --checkpoint runs/tiny/last.h5 --input work/bible/test.en --beams 1 4 --threads 1)";
 
 // src + EOS rows [begin, end) padded → [rows, longest + 1].
 torch::Tensor source_batch(const Sentences& sources, size_t begin, size_t end) {
@@ -75,7 +78,7 @@ Sentences seeds_greedy(tandem::model::Transformer& model, const Sentences& sourc
   return outputs;
 }
 
-Sentences cached(tandem::model::Transformer& model, const Sentences& sources,
+Sentences cached(const tandem::decode::Ensemble& model, const Sentences& sources,
                  const tandem::decode::DecodeOptions& options) {
   Sentences outputs;
   for (auto& h : tandem::decode::translate(model, sources, options)) {
@@ -90,6 +93,7 @@ struct Timing {
   int64_t tokens = 0;
   int64_t words = 0;
   double wall = 0, user = 0, sys = 0;
+  std::vector<std::string> text;  // the detokenized translations
   double words_per_second() const { return wall > 0 ? words / wall : 0; }
   double tokens_per_second() const { return wall > 0 ? tokens / wall : 0; }
   nlohmann::json json() const {
@@ -119,7 +123,8 @@ Timing timed(const tandem::data::Vocab& vocab, int repeat, Decode&& decode) {
     t.sys = cpu_seconds(after.ru_stime) - cpu_seconds(before.ru_stime);
     for (const auto& tokens : outputs) {
       t.tokens += static_cast<int64_t>(tokens.size());
-      std::istringstream text(vocab.decode(tokens));
+      t.text.push_back(vocab.decode(tokens));
+      std::istringstream text(t.text.back());
       for (std::string word; text >> word;) ++t.words;
     }
     runs.push_back(t);
@@ -129,31 +134,49 @@ Timing timed(const tandem::data::Vocab& vocab, int repeat, Decode&& decode) {
   return runs[runs.size() / 2];
 }
 
-void print_row(const std::string& name, const Timing& t) {
-  std::printf("%-10s %8.2f %8.2f %7.2f %9.1f %10.1f\n", name.c_str(), t.wall, t.user, t.sys,
-              t.words_per_second(), t.tokens_per_second());
+void print_row(const std::string& name, const Timing& t, const std::string& bleu) {
+  std::printf("%-22s %8.2f %8.2f %7.2f %9.1f %10.1f %7s\n", name.c_str(), t.wall, t.user, t.sys,
+              t.words_per_second(), t.tokens_per_second(), bleu.c_str());
 }
+
+// One measured configuration.
+struct Row {
+  int threads = 1;
+  int64_t beam = 1;
+  Timing timing;
+  double bleu = -1;  // -1: no references
+  std::string name() const {
+    return "beam " + std::to_string(beam) + ", " + std::to_string(threads) + " thread" +
+           (threads > 1 ? "s" : "");
+  }
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Decoding speed of a checkpoint: beam 1 and beam K (and the seeds' decoder)."};
-  std::string checkpoint, input;
-  int threads = 1;
+  CLI::App app{
+      "Decoding speed of a checkpoint: beam sizes x thread counts (and the seeds' decoder)."};
+  std::string checkpoint, input, ref;
+  std::vector<int> thread_counts = {1, 2};
+  std::vector<int64_t> beams = {1, 5};
   int repeat = 1;
-  int64_t beam = 4;
   size_t max_lines = 0;
   bool seeds = false;
   tandem::decode::DecodeOptions options;
   app.add_option("--checkpoint", checkpoint, "checkpoint file (*.h5)")->required();
   app.add_option("--input", input, "source sentences, one per line")->required();
-  app.add_option("--threads", threads, "intra-op threads")
+  app.add_option("--ref", ref, "reference translations of --input, for the BLEU of each row");
+  app.add_option("--threads", thread_counts,
+                 "decoding thread counts to measure (one intra-op thread each)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--beam-k", beam, "the beam size measured besides beam 1")
+  app.add_option("--beams", beams, "beam sizes to measure")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--repeat", repeat, "runs per decoder; the median wall time is reported")
+  app.add_option("--batch-tokens", options.batch_tokens, "source tokens per decoding batch")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--repeat", repeat, "runs per row; the median wall time is reported")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--max-lines", max_lines, "use the first N lines; 0 = all")->capture_default_str();
@@ -166,32 +189,70 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : tandem::kExitUsage;
   }
   return tandem::tools::run_tool("tandem-bench-decode", [&] {
-    tandem::train::configure_cpu_runtime({threads, 0, tandem::train::Workload::kDecoding});
+    tandem::train::configure_cpu_runtime({1, 0, tandem::train::Workload::kDecoding});
     auto m = tandem::train::load_for_inference(checkpoint);
     auto lines = tandem::tools::read_lines(input, "--input");
     if (max_lines > 0 && lines.size() > max_lines) lines.resize(max_lines);
+    std::vector<std::string> refs;
+    if (!ref.empty()) {
+      refs = tandem::tools::read_lines(ref, "--ref");
+      if (refs.size() < lines.size()) {
+        throw std::invalid_argument("--ref '" + ref + "' has " + std::to_string(refs.size()) +
+                                    " lines but --input has " + std::to_string(lines.size()));
+      }
+      refs.resize(lines.size());
+    }
     Sentences sources;
     for (const auto& line : lines) sources.push_back(m.vocab.encode(line));
-    options.beam_size = 1;
-    const auto greedy = timed(m.vocab, repeat, [&] { return cached(m.model, sources, options); });
-    options.beam_size = beam;
-    const auto wide = timed(m.vocab, repeat, [&] { return cached(m.model, sources, options); });
-    std::printf("%zu sentences, %d thread(s), median of %d run(s)\n", sources.size(), threads,
-                repeat);
-    std::printf("%-10s %8s %8s %7s %9s %10s\n", "decoder", "wall s", "user s", "sys s", "words/s",
-                "tokens/s");
-    print_row("beam 1", greedy);
-    print_row("beam " + std::to_string(beam), wide);
-    nlohmann::json record{
-        {"sentences", sources.size()}, {"threads", threads},  {"repeat", repeat}, {"beam_k", beam},
-        {"beam1", greedy.json()},      {"beamk", wide.json()}};
+    std::vector<Row> rows;
+    for (const int threads : thread_counts) {
+      for (const int64_t beam : beams) {
+        Row row;
+        row.threads = threads;
+        row.beam = beam;
+        options.threads = threads;
+        options.beam_size = beam;
+        row.timing = timed(m.vocab, repeat, [&] { return cached(m.model, sources, options); });
+        if (!refs.empty()) row.bleu = tandem::train::corpus_bleu(row.timing.text, refs).score;
+        rows.push_back(std::move(row));
+      }
+    }
+    std::printf("%zu sentences, fp32, median of %d run(s)\n", sources.size(), repeat);
+    std::printf("%-22s %8s %8s %7s %9s %10s %7s\n", "decoder", "wall s", "user s", "sys s",
+                "words/s", "tokens/s", "BLEU");
+    nlohmann::json record{{"sentences", sources.size()}, {"repeat", repeat}, {"rows", {}}};
+    for (const auto& row : rows) {
+      char bleu[16] = "-";
+      if (row.bleu >= 0) std::snprintf(bleu, sizeof bleu, "%.2f", row.bleu);
+      print_row(row.name(), row.timing, bleu);
+      auto entry = row.timing.json();
+      entry["precision"] = "fp32";
+      entry["threads"] = row.threads;
+      entry["beam"] = row.beam;
+      if (row.bleu >= 0) entry["bleu"] = row.bleu;
+      record["rows"].push_back(entry);
+    }
+    // Each thread count against the first, beam by beam (rows are threads-major).
+    for (size_t t = 1; t < thread_counts.size(); ++t) {
+      for (size_t b = 0; b < beams.size(); ++b) {
+        const auto& base = rows[b].timing;
+        const auto& more = rows[t * beams.size() + b].timing;
+        std::printf("beam %lld: %d threads decode %.2fx the target tokens/s of %d\n",
+                    static_cast<long long>(beams[b]), thread_counts[t],
+                    more.tokens_per_second() / base.tokens_per_second(), thread_counts[0]);
+      }
+    }
     if (seeds) {
+      options.threads = 1;
       options.beam_size = 1;
       const auto slow =
           timed(m.vocab, repeat, [&] { return seeds_greedy(m.model, sources, options); });
-      print_row("seeds", slow);
-      std::printf("beam 1 is %.1fx the seeds' greedy decoder\n",
-                  greedy.tokens_per_second() / slow.tokens_per_second());
+      print_row("seeds (1 thread)", slow, "-");
+      for (const auto& row : rows) {
+        if (row.beam != 1 || row.threads != 1) continue;
+        std::printf("beam 1 is %.1fx the seeds' greedy decoder\n",
+                    row.timing.tokens_per_second() / slow.tokens_per_second());
+      }
       record["seeds"] = slow.json();
     }
     std::printf("%s\n", record.dump().c_str());

@@ -7,7 +7,6 @@
 #include "trainer/common/error.h"
 #include "trainer/tools/decode_flags.h"
 #include "trainer/tools/tool_main.h"
-#include "trainer/train/cpu_runtime.h"
 #include "trainer/train/evaluate.h"
 #include "trainer/train/model_io.h"
 
@@ -19,6 +18,8 @@ constexpr const char* kExamples = R"(Examples:
   tandem-decode --checkpoint runs/tiny/last.h5 < test.en > hyp.es
   tandem-decode --checkpoint runs/tiny/last.h5 --beam 1 < test.en > hyp.es      # greedy
   tandem-decode --checkpoint runs/tiny/last.h5 --beam 8 --nbest 4 < test.en > nbest.txt
+  tandem-decode --checkpoint runs/tiny/last.h5 --checkpoint runs/tiny/best.h5 < test.en  # ensemble
+  tandem-decode --checkpoint a.h5 --checkpoint b.h5 --weights 2 1 < test.en              # weighted
 
 With --nbest N, each input line gives N lines, best first:
   INDEX ||| TRANSLATION ||| SCORE
@@ -32,12 +33,14 @@ struct Output {
 };
 
 // Translates a chunk of lines and writes them, so output streams while input is still arriving.
-void flush_chunk(tandem::train::InferenceModel& m, std::vector<std::string>& lines,
+void flush_chunk(const tandem::train::InferenceEnsemble& models, std::vector<std::string>& lines,
                  const tandem::decode::DecodeOptions& options, Output& output) {
+  const auto& vocab = models.members.front().vocab;
   std::vector<std::vector<int32_t>> sources;
   sources.reserve(lines.size());
-  for (const auto& line : lines) sources.push_back(m.vocab.encode(line));
-  for (const auto& list : tandem::train::translate_tokens_nbest(m.model, m.vocab, sources, options)) {
+  for (const auto& line : lines) sources.push_back(vocab.encode(line));
+  for (const auto& list :
+       tandem::train::translate_tokens_nbest(models.ensemble, vocab, sources, options)) {
     if (!output.nbest) std::cout << list.front().text << '\n';
     for (size_t i = 0; output.nbest && i < list.size(); ++i) {
       char score[32];
@@ -54,20 +57,19 @@ void flush_chunk(tandem::train::InferenceModel& m, std::vector<std::string>& lin
 
 int main(int argc, char** argv) {
   CLI::App app{"Translate standard input with a Tandem checkpoint (beam search, batched; in order)."};
-  std::string checkpoint;
+  tandem::tools::ModelFlags flags;
   tandem::decode::DecodeOptions options;
   size_t chunk_lines = 500;
-  int threads = 0;
   Output output;
-  app.add_option("--checkpoint", checkpoint, "checkpoint file (*.h5)")->required();
+  tandem::tools::add_model_flags(app, flags)->required();
   tandem::tools::add_decode_flags(app, options);
-  tandem::train::Weights weights = tandem::train::Weights::kAverage;
-  tandem::tools::add_weights_flag(app, weights);
   auto* nbest = app.add_option("--nbest", options.nbest,
                                "write the N best translations per line, as INDEX ||| TRANSLATION ||| SCORE (N <= --beam)")
                     ->check(CLI::PositiveNumber);
-  app.add_option("--chunk-lines", chunk_lines, "lines read before translating and writing them")->check(CLI::PositiveNumber);
-  app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
+  auto* chunk = app.add_option("--chunk-lines", chunk_lines,
+                               "lines read before translating and writing them (default: 500 per "
+                               "thread)")
+                    ->check(CLI::PositiveNumber);
   app.footer(kExamples);
   app.failure_message(tandem::tools::usage_error_line("tandem-decode"));
   try {
@@ -82,20 +84,16 @@ int main(int argc, char** argv) {
                                   std::to_string(options.beam_size) +
                                   ": an n-best list holds at most beam size hypotheses");
     }
-    using tandem::train::Workload;
-    if (threads > 0) {
-      tandem::train::configure_cpu_runtime({threads, 0, Workload::kDecoding});
-    } else {
-      tandem::train::tune_allocator(Workload::kDecoding);
-    }
-    auto m = tandem::train::load_for_inference(checkpoint, weights);
+    const auto models = tandem::tools::load_models(flags, options);
+    // Enough batches in a chunk for every thread to have some.
+    if (chunk->count() == 0) chunk_lines *= static_cast<size_t>(options.threads);
     std::vector<std::string> lines;
     for (std::string line; std::getline(std::cin, line);) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       lines.push_back(std::move(line));
-      if (lines.size() >= chunk_lines) flush_chunk(m, lines, options, output);
+      if (lines.size() >= chunk_lines) flush_chunk(models, lines, options, output);
     }
-    if (!lines.empty()) flush_chunk(m, lines, options, output);
+    if (!lines.empty()) flush_chunk(models, lines, options, output);
     return 0;
   });
 }

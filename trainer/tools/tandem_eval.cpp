@@ -11,7 +11,6 @@
 #include "trainer/common/error.h"
 #include "trainer/tools/decode_flags.h"
 #include "trainer/tools/tool_main.h"
-#include "trainer/train/cpu_runtime.h"
 #include "trainer/train/evaluate.h"
 #include "trainer/train/metrics.h"
 #include "trainer/train/model_io.h"
@@ -23,15 +22,15 @@ constexpr const char* kExamples = R"(Examples:
   tandem-eval --checkpoint runs/tiny/last.h5 --split valid --corpus other.h5
   tandem-eval --checkpoint runs/tiny/last.h5 --split test --beam 1      # greedy
   tandem-eval --checkpoint runs/tiny/last.h5 --src test.en --ref test.es --output hyp.es
+  tandem-eval --checkpoint runs/tiny/last.h5 --checkpoint runs/tiny/best.h5 --split test  # ensemble
   tandem-eval --hyp hyp.es --ref test.es)";
 
 struct Args {
-  std::string checkpoint, split, corpus, src, ref, hyp, output;
+  tandem::tools::ModelFlags models;
+  std::string split, corpus, src, ref, hyp, output;
   int64_t max_tokens = 4096;
-  int threads = 0;
   bool json = false;
   tandem::decode::DecodeOptions decode;
-  tandem::train::Weights weights = tandem::train::Weights::kAverage;
 };
 
 void print_scores(const tandem::train::BleuScore& bleu, double chrf, nlohmann::json& record) {
@@ -84,25 +83,56 @@ void load_pairs(const Args& args, const tandem::train::InferenceModel& m,
   source = args.src + " / " + args.ref;
 }
 
-int evaluate_checkpoint(const Args& args) {
-  auto m = tandem::train::load_for_inference(args.checkpoint, args.weights);
+// "PATH (step N, averaged weights)" for each checkpoint, joined by " + ", with the ensemble weight
+// of each when there are several; `record` gets the same (step and weights at its top level for
+// one checkpoint, a "checkpoints" list for an ensemble).
+std::string describe(const Args& args, const tandem::train::InferenceEnsemble& models,
+                     nlohmann::json& record) {
+  std::string out;
+  const auto& members = models.members;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const auto& m = members[i];
+    const char* weights = m.averaged ? "averaged" : "raw";
+    char line[128];
+    std::snprintf(line, sizeof line, " (step %lld, %s weights", static_cast<long long>(m.step),
+                  weights);
+    out += (i > 0 ? " + " : "") + args.models.checkpoints[i] + line;
+    nlohmann::json entry{
+        {"checkpoint", args.models.checkpoints[i]}, {"step", m.step}, {"weights", weights}};
+    if (members.size() > 1) {
+      const double share = models.ensemble.weights()[i];
+      std::snprintf(line, sizeof line, ", ensemble weight %.3g", share);
+      out += line;
+      entry["ensemble_weight"] = share;
+      record["checkpoints"].push_back(entry);
+    } else {
+      record["step"] = m.step;
+      record["weights"] = weights;
+    }
+    out += ")";
+  }
+  return out;
+}
+
+int evaluate_checkpoint(Args args) {
+  const auto models = tandem::tools::load_models(args.models, args.decode);
+  const auto& first = models.members.front();
   std::vector<tandem::data::SentencePair> pairs;
   std::vector<std::string> refs;
   std::string source;
-  load_pairs(args, m, pairs, refs, source);
-  const auto result =
-      tandem::train::evaluate(m.model, m.vocab, pairs, refs, args.max_tokens, args.decode);
-  std::printf("checkpoint %s (step %lld, %s weights) on %s: %zu sentences\n",
-              args.checkpoint.c_str(), static_cast<long long>(m.step),
-              m.averaged ? "averaged" : "raw", source.c_str(), pairs.size());
+  load_pairs(args, first, pairs, refs, source);
+  const auto result = tandem::train::evaluate(models.ensemble, first.vocab, pairs, refs,
+                                              args.max_tokens, args.decode);
+  nlohmann::json record;
+  const auto which = describe(args, models, record);
+  std::printf("%s %s on %s: %zu sentences\n", models.members.size() > 1 ? "ensemble" : "checkpoint",
+              which.c_str(), source.c_str(), pairs.size());
   std::printf("loss %.4f | perplexity %.2f | token accuracy %.2f%%\n", result.forced.loss,
               result.forced.perplexity, 100.0 * result.forced.accuracy);
-  nlohmann::json record{{"step", m.step},
-                        {"weights", m.averaged ? "averaged" : "raw"},
-                        {"sentences", pairs.size()},
-                        {"loss", result.forced.loss},
-                        {"ppl", result.forced.perplexity},
-                        {"accuracy", result.forced.accuracy}};
+  record["sentences"] = pairs.size();
+  record["loss"] = result.forced.loss;
+  record["ppl"] = result.forced.perplexity;
+  record["accuracy"] = result.forced.accuracy;
   print_scores(result.bleu, result.chrf, record);
   if (!args.output.empty()) tandem::tools::write_lines(args.output, result.hypotheses, "--output");
   if (args.json) std::cout << record.dump() << "\n";
@@ -114,7 +144,7 @@ int evaluate_checkpoint(const Args& args) {
 int main(int argc, char** argv) {
   CLI::App app{"Evaluate a Tandem checkpoint (loss, perplexity, accuracy, BLEU, chrF2) or score a translation file."};
   Args args;
-  app.add_option("--checkpoint", args.checkpoint, "checkpoint file (*.h5) to evaluate");
+  tandem::tools::add_model_flags(app, args.models);
   app.add_option("--split", args.split, "corpus split to evaluate: valid or test")
       ->check(CLI::IsMember({"train", "valid", "test"}));
   app.add_option("--corpus", args.corpus, "corpus file (default: the one the checkpoint was trained on)");
@@ -124,8 +154,6 @@ int main(int argc, char** argv) {
   app.add_option("--output", args.output, "write the checkpoint's translations here");
   app.add_option("--max-tokens", args.max_tokens, "padded tokens per batch for the loss")->check(CLI::PositiveNumber);
   tandem::tools::add_decode_flags(app, args.decode);
-  tandem::tools::add_weights_flag(app, args.weights);
-  app.add_option("--threads", args.threads, "intra-op threads (0: LibTorch's default)");
   app.add_flag("--json", args.json, "also print the scores as one JSON line");
   app.footer(kExamples);
   app.failure_message(tandem::tools::usage_error_line("tandem-eval"));
@@ -135,17 +163,11 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : tandem::kExitUsage;
   }
   return tandem::tools::run_tool("tandem-eval", [&] {
-    using tandem::train::Workload;
-    if (args.threads > 0) {
-      tandem::train::configure_cpu_runtime({args.threads, 0, Workload::kDecoding});
-    } else {
-      tandem::train::tune_allocator(Workload::kDecoding);
-    }
     if (!args.hyp.empty()) {
       if (args.ref.empty()) throw std::invalid_argument("--hyp needs --ref");
       return score_file(args);
     }
-    if (args.checkpoint.empty())
+    if (args.models.checkpoints.empty())
       throw std::invalid_argument("give --checkpoint (or --hyp with --ref); see --help");
     if (args.split.empty() == (args.src.empty() || args.ref.empty())) {
       throw std::invalid_argument("give either --split valid|test or both --src and --ref");

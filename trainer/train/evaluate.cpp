@@ -25,8 +25,8 @@ std::vector<std::vector<int64_t>> length_batches(const std::vector<data::Sentenc
 
 // The position table bounds what the model can read: longer sequences are cut (BOS/EOS need one
 // slot) and counted, rather than failing a whole file for one line.
-size_t position_limit(const model::Transformer& model) {
-  return static_cast<size_t>(model->options().max_positions - 1);
+size_t position_limit(const decode::Ensemble& ensemble) {
+  return static_cast<size_t>(ensemble.max_positions() - 1);
 }
 
 int64_t truncate(std::vector<int32_t>& sequence, size_t limit) {
@@ -43,15 +43,15 @@ void warn_truncated(int64_t count, size_t limit) {
 
 }  // namespace
 
-TeacherForced teacher_forced(model::Transformer& model, std::vector<data::SentencePair> pairs,
-                             int64_t max_tokens) {
-  const size_t limit = position_limit(model);
+TeacherForced teacher_forced(const decode::Ensemble& ensemble,
+                             std::vector<data::SentencePair> pairs, int64_t max_tokens) {
+  const size_t limit = position_limit(ensemble);
   int64_t truncated = 0;
   for (auto& pair : pairs) truncated += truncate(pair.src, limit) + truncate(pair.tgt, limit);
   warn_truncated(truncated, limit);
   torch::NoGradGuard no_grad;
-  model->eval();
-  const torch::Device device = model->parameters().front().device();
+  ensemble.eval();
+  const torch::Device device = ensemble.device();
   double nll = 0;
   double correct = 0;
   double tokens = 0;
@@ -59,8 +59,12 @@ TeacherForced teacher_forced(model::Transformer& model, std::vector<data::Senten
     std::vector<data::SentencePair> chunk;
     for (int64_t i : indices) chunk.push_back(pairs[i]);
     const auto batch = data::make_batch(chunk);
-    const auto logits = model->forward(batch.src.to(device), batch.tgt_in.to(device));
-    const auto loss = model::token_loss(logits, batch.tgt_out.to(device), 0.0);
+    const auto src = batch.src.to(device), tgt_in = batch.tgt_in.to(device);
+    std::vector<torch::Tensor> logits;
+    for (auto member : ensemble.models()) logits.push_back(member->forward(src, tgt_in));
+    // token_loss normalises what it is given: for an ensemble, its weighted log-probabilities.
+    const auto loss = model::token_loss(decode::combine_log_probs(logits, ensemble.weights()),
+                                        batch.tgt_out.to(device), 0.0);
     nll += loss.nll_sum;
     correct += static_cast<double>(loss.correct);
     tokens += static_cast<double>(loss.tokens);
@@ -74,16 +78,16 @@ TeacherForced teacher_forced(model::Transformer& model, std::vector<data::Senten
 }
 
 std::vector<std::vector<Translation>> translate_tokens_nbest(
-    model::Transformer& model, const data::Vocab& vocab, std::vector<std::vector<int32_t>> sources,
-    const decode::DecodeOptions& options) {
-  model->eval();
-  const size_t limit = position_limit(model);
+    const decode::Ensemble& ensemble, const data::Vocab& vocab,
+    std::vector<std::vector<int32_t>> sources, const decode::DecodeOptions& options) {
+  ensemble.eval();
+  const size_t limit = position_limit(ensemble);
   int64_t truncated = 0;
   for (auto& source : sources) truncated += truncate(source, limit);
   warn_truncated(truncated, limit);
   std::vector<std::vector<Translation>> out;
   out.reserve(sources.size());
-  for (const auto& hypotheses : decode::translate_nbest(model, sources, options)) {
+  for (const auto& hypotheses : decode::translate_nbest(ensemble, sources, options)) {
     out.emplace_back();
     for (const auto& h : hypotheses) {
       out.back().push_back({vocab.decode(h.tokens), h.score, h.normalized});
@@ -92,29 +96,30 @@ std::vector<std::vector<Translation>> translate_tokens_nbest(
   return out;
 }
 
-std::vector<std::string> translate_tokens(model::Transformer& model, const data::Vocab& vocab,
+std::vector<std::string> translate_tokens(const decode::Ensemble& ensemble,
+                                          const data::Vocab& vocab,
                                           std::vector<std::vector<int32_t>> sources,
                                           const decode::DecodeOptions& options) {
   decode::DecodeOptions best = options;
   best.nbest = 1;
   std::vector<std::string> out;
   out.reserve(sources.size());
-  for (auto& translations : translate_tokens_nbest(model, vocab, std::move(sources), best)) {
+  for (auto& translations : translate_tokens_nbest(ensemble, vocab, std::move(sources), best)) {
     out.push_back(std::move(translations.front().text));
   }
   return out;
 }
 
-Evaluation evaluate(model::Transformer& model, const data::Vocab& vocab,
+Evaluation evaluate(const decode::Ensemble& ensemble, const data::Vocab& vocab,
                     const std::vector<data::SentencePair>& pairs,
                     const std::vector<std::string>& references, int64_t max_tokens,
                     const decode::DecodeOptions& options) {
   Evaluation out;
-  out.forced = teacher_forced(model, pairs, max_tokens);
+  out.forced = teacher_forced(ensemble, pairs, max_tokens);
   std::vector<std::vector<int32_t>> sources;
   sources.reserve(pairs.size());
   for (const auto& pair : pairs) sources.push_back(pair.src);
-  out.hypotheses = translate_tokens(model, vocab, sources, options);
+  out.hypotheses = translate_tokens(ensemble, vocab, sources, options);
   out.bleu = corpus_bleu(out.hypotheses, references);
   out.chrf = corpus_chrf(out.hypotheses, references);
   return out;

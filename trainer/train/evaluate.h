@@ -10,7 +10,6 @@
 #include "data/corpus.h"
 #include "data/vocab.h"
 #include "trainer/decode/translate.h"
-#include "trainer/model/transformer.h"
 #include "trainer/train/metrics.h"
 
 namespace tandem::train {
@@ -29,10 +28,11 @@ struct Evaluation {
   std::vector<std::string> hypotheses;  // detokenized, input order
 };
 
-// Batches of at most max_tokens padded tokens, no gradients, model in eval mode; sides longer than
-// the position table are truncated, with a warning.
-TeacherForced teacher_forced(model::Transformer& model, std::vector<data::SentencePair> pairs,
-                             int64_t max_tokens);
+// Batches of at most max_tokens padded tokens, no gradients, models in eval mode; sides longer than
+// the position table are truncated, with a warning. An ensemble is scored by its distribution:
+// log_softmax of the weighted sum of its models' log-probabilities.
+TeacherForced teacher_forced(const decode::Ensemble& ensemble,
+                             std::vector<data::SentencePair> pairs, int64_t max_tokens);
 
 // One translation of a sentence, with the scores beam search gave it.
 struct Translation {
@@ -44,16 +44,17 @@ struct Translation {
 // The options.nbest best translations of each token sequence, best first, in input order. Sources
 // longer than the model's position table are truncated, with a warning.
 std::vector<std::vector<Translation>> translate_tokens_nbest(
-    model::Transformer& model, const data::Vocab& vocab, std::vector<std::vector<int32_t>> sources,
-    const decode::DecodeOptions& options);
+    const decode::Ensemble& ensemble, const data::Vocab& vocab,
+    std::vector<std::vector<int32_t>> sources, const decode::DecodeOptions& options);
 
 // The best translation of each token sequence, detokenized (translate_tokens_nbest with nbest 1).
-std::vector<std::string> translate_tokens(model::Transformer& model, const data::Vocab& vocab,
+std::vector<std::string> translate_tokens(const decode::Ensemble& ensemble,
+                                          const data::Vocab& vocab,
                                           std::vector<std::vector<int32_t>> sources,
                                           const decode::DecodeOptions& options);
 
 // Everything at once; `references` are the detokenized reference sentences of `pairs`.
-Evaluation evaluate(model::Transformer& model, const data::Vocab& vocab,
+Evaluation evaluate(const decode::Ensemble& ensemble, const data::Vocab& vocab,
                     const std::vector<data::SentencePair>& pairs,
                     const std::vector<std::string>& references, int64_t max_tokens,
                     const decode::DecodeOptions& options);

@@ -1,5 +1,6 @@
 #include "trainer/train/model_io.h"
 
+#include <stdexcept>
 #include <utility>
 
 namespace tandem::train {
@@ -45,6 +46,31 @@ InferenceModel load_for_inference(const std::string& checkpoint_path, Weights we
   load_parameters(out.model, out.averaged ? data.ema : data.model, checkpoint_path);
   out.model->eval();
   return out;
+}
+
+InferenceEnsemble load_ensemble(const std::vector<std::string>& checkpoint_paths,
+                                std::vector<double> weights, Weights which) {
+  if (checkpoint_paths.empty()) throw std::invalid_argument("no checkpoint to load");
+  if (weights.empty()) weights.assign(checkpoint_paths.size(), 1.0);
+  if (weights.size() != checkpoint_paths.size()) {
+    throw std::invalid_argument(std::to_string(weights.size()) + " ensemble weights for " +
+                                std::to_string(checkpoint_paths.size()) +
+                                " checkpoints: give one weight per checkpoint");
+  }
+  std::vector<InferenceModel> members;
+  std::vector<model::Transformer> models;
+  for (const auto& path : checkpoint_paths) {
+    members.push_back(load_for_inference(path, which));
+    if (members.back().vocab.bytes() != members.front().vocab.bytes()) {
+      throw std::invalid_argument("checkpoint '" + path + "' has another vocabulary than '" +
+                                  checkpoint_paths.front() +
+                                  "': the checkpoints of an ensemble must share one "
+                                  "SentencePiece model");
+    }
+    models.push_back(members.back().model);
+  }
+  decode::Ensemble ensemble(std::move(models), std::move(weights));
+  return {std::move(members), std::move(ensemble)};
 }
 
 }  // namespace tandem::train

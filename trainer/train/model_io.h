@@ -3,10 +3,12 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "data/vocab.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
+#include "trainer/decode/ensemble.h"
 #include "trainer/model/transformer.h"
 
 namespace tandem::train {
@@ -35,5 +37,16 @@ struct InferenceModel {
 };
 InferenceModel load_for_inference(const std::string& checkpoint_path,
                                   Weights weights = Weights::kAverage);
+
+// Checkpoints that translate together (several --checkpoint in tandem-decode and tandem-eval):
+// each loaded as load_for_inference does, weighted by `weights` (one per checkpoint, scaled to sum
+// to 1; empty: equal). They must share one vocabulary, byte for byte: std::invalid_argument naming
+// both files otherwise. One checkpoint is an ensemble of one.
+struct InferenceEnsemble {
+  std::vector<InferenceModel> members;  // in the order given; members[0]'s vocabulary is all's
+  decode::Ensemble ensemble;
+};
+InferenceEnsemble load_ensemble(const std::vector<std::string>& checkpoint_paths,
+                                std::vector<double> weights, Weights which = Weights::kAverage);
 
 }  // namespace tandem::train
