@@ -364,6 +364,18 @@ TEST_F(Pipeline, CheckpointsOfARunTranslateAsAnEnsembleAndOneTwiceTranslatesAsIt
   ASSERT_EQ(threaded.exit_code, 0) << threaded.output;
   EXPECT_EQ(threaded.output, alone.output);
 
+  // int8: the same number of lines, most of them the same translation (scores differ a little).
+  const auto int8 = run_command(decode + " --precision int8 --checkpoint " + last + input);
+  ASSERT_EQ(int8.exit_code, 0) << int8.output;
+  std::istringstream float_lines(alone.output), int8_lines(int8.output);
+  int lines = 0, same = 0;
+  for (std::string a, b; std::getline(float_lines, a);) {
+    ASSERT_TRUE(std::getline(int8_lines, b)) << "int8 wrote fewer lines";
+    ++lines;
+    same += a.substr(0, a.rfind(" ||| ")) == b.substr(0, b.rfind(" ||| "));
+  }
+  EXPECT_GE(same, lines / 2) << same << " of " << lines << " n-best lines unchanged in int8";
+
   // Two checkpoints of the run: scored by the normalised weighted geometric mean of their
   // distributions, whose loss is at most the weighted mean of theirs (Hoelder's inequality).
   auto eval = [&](const std::string& checkpoints) {

@@ -13,13 +13,33 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& 
 // The parameters stay q_proj/k_proj/v_proj (checkpoint names); concatenating the small weights
 // each call costs far less than the separate products it saves.
 torch::Tensor MultiheadAttentionImpl::project_qkv(const torch::Tensor& x) {
+  if (int8_) return int8_->qkv(x);
   return linear_rows(x, torch::cat({q_proj_->weight, k_proj_->weight, v_proj_->weight}),
                      torch::cat({q_proj_->bias, k_proj_->bias, v_proj_->bias}));
 }
 
 torch::Tensor MultiheadAttentionImpl::project_kv(const torch::Tensor& memory) {
+  if (int8_) return int8_->kv(memory);
   return linear_rows(memory, torch::cat({k_proj_->weight, v_proj_->weight}),
                      torch::cat({k_proj_->bias, v_proj_->bias}));
+}
+
+torch::Tensor MultiheadAttentionImpl::project_q(const torch::Tensor& x) {
+  return int8_ ? int8_->q(x) : linear_rows(x, q_proj_->weight, q_proj_->bias);
+}
+
+torch::Tensor MultiheadAttentionImpl::project_out(const torch::Tensor& context) {
+  return int8_ ? int8_->out(context) : linear_rows(context, out_proj_->weight, out_proj_->bias);
+}
+
+void MultiheadAttentionImpl::quantize_int8() {
+  int8_ = std::make_shared<const Int8Projections>(
+      Int8Projections{Int8Linear(torch::cat({q_proj_->weight, k_proj_->weight, v_proj_->weight}),
+                                 torch::cat({q_proj_->bias, k_proj_->bias, v_proj_->bias})),
+                      Int8Linear(q_proj_->weight, q_proj_->bias),
+                      Int8Linear(torch::cat({k_proj_->weight, v_proj_->weight}),
+                                 torch::cat({k_proj_->bias, v_proj_->bias})),
+                      Int8Linear(out_proj_->weight, out_proj_->bias)});
 }
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
@@ -28,9 +48,8 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   const auto context =
       query.is_same(key_value)
           ? fused_attention(project_qkv(query), torch::Tensor(), options_.heads, mask)
-          : fused_attention(linear_rows(query, q_proj_->weight, q_proj_->bias),
-                            project_kv(key_value), options_.heads, mask);
-  return linear_rows(context, out_proj_->weight, out_proj_->bias);
+          : fused_attention(project_q(query), project_kv(key_value), options_.heads, mask);
+  return project_out(context);
 }
 
 torch::Tensor MultiheadAttentionImpl::step_self(const torch::Tensor& x, torch::Tensor& cache,
@@ -39,16 +58,16 @@ torch::Tensor MultiheadAttentionImpl::step_self(const torch::Tensor& x, torch::T
   const auto qkv = project_qkv(x);  // [rows, 3 d]
   cache.select(1, len).copy_(qkv.narrow(1, d, 2 * d));
   const auto context = cached_attention(qkv.narrow(1, 0, d), cache, len + 1, options_.heads);
-  return linear_rows(context, out_proj_->weight, out_proj_->bias);
+  return project_out(context);
 }
 
 torch::Tensor MultiheadAttentionImpl::step_cross(const torch::Tensor& x, const torch::Tensor& kv,
                                                  const torch::Tensor& pad, int64_t width) {
   const int64_t d = options_.d_model;
   // A sentence's rows are one query block against its keys: one product per sentence and head.
-  const auto q = linear_rows(x, q_proj_->weight, q_proj_->bias).view({-1, width, d});
+  const auto q = project_q(x).view({-1, width, d});
   const auto context = fused_attention(q, kv, options_.heads, AttentionMask{pad, false});
-  return linear_rows(context.view({-1, d}), out_proj_->weight, out_proj_->bias);
+  return project_out(context.view({-1, d}));
 }
 
 }  // namespace tandem::model

@@ -5,6 +5,9 @@
 
 #include <torch/torch.h>
 
+#include <memory>
+
+#include "trainer/model/int8_linear.h"
 #include "trainer/model/kernels.h"
 
 namespace tandem::model {
@@ -35,12 +38,24 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   torch::Tensor step_cross(const torch::Tensor& x, const torch::Tensor& kv,
                            const torch::Tensor& pad, int64_t width);
 
+  // From now on the projections run in int8 (Int8Linear) on the weights as they are now: for
+  // decoding, no gradients. The parameters themselves stay float.
+  void quantize_int8();
+
  private:
   // x [..., d_model] → q | k | v [..., 3 d_model], one product.
   torch::Tensor project_qkv(const torch::Tensor& x);
+  torch::Tensor project_q(const torch::Tensor& x);
+  torch::Tensor project_out(const torch::Tensor& context);
+
+  // The int8 projections, q | k | v and k | v fused as in float.
+  struct Int8Projections {
+    Int8Linear qkv, q, kv, out;
+  };
 
   MultiheadAttentionOptions options_;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, out_proj_{nullptr};
+  std::shared_ptr<const Int8Projections> int8_;  // null: float
 };
 TORCH_MODULE(MultiheadAttention);
 

@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "trainer/model/attention.h"
@@ -24,8 +26,13 @@ class FeedForwardImpl : public torch::nn::Module {
  public:
   explicit FeedForwardImpl(const FeedForwardOptions& options);
   torch::Tensor forward(const torch::Tensor& x);  // [batch, len, d_model] → same
+  // From now on fc1 and fc2 run in int8 (see MultiheadAttentionImpl::quantize_int8).
+  void quantize_int8();
 
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+
+ private:
+  std::shared_ptr<const std::pair<Int8Linear, Int8Linear>> int8_;  // fc1, fc2; null: float
 };
 TORCH_MODULE(FeedForward);
 

@@ -6,6 +6,9 @@
 
 #include <torch/torch.h>
 
+#include <memory>
+
+#include "trainer/model/int8_linear.h"
 #include "trainer/model/token_loss.h"
 
 namespace tandem::model {
@@ -28,6 +31,9 @@ class OutputProjectionImpl : public torch::nn::Module {
   // tensor: projected_token_loss of this layer's weight and bias.
   TokenLoss loss(const torch::Tensor& x, const torch::Tensor& tied_weight,
                  const torch::Tensor& targets, double label_smoothing);
+  // From now on forward() runs in int8 on the weight as it is now (see Int8Linear); loss() stays
+  // float (training).
+  void quantize_int8(const torch::Tensor& tied_weight);
 
  private:
   // Its own weight, or tied_weight when it has none.
@@ -36,6 +42,7 @@ class OutputProjectionImpl : public torch::nn::Module {
   }
 
   torch::Tensor weight_, bias_;
+  std::shared_ptr<const Int8Linear> int8_;  // null: float
 };
 TORCH_MODULE(OutputProjection);
 

@@ -73,6 +73,15 @@ void TransformerImpl::init_parameters() {
   }
 }
 
+void TransformerImpl::quantize_int8() {
+  for (const auto& module : modules()) {
+    if (auto* attention = module->as<MultiheadAttentionImpl>()) attention->quantize_int8();
+    if (auto* ffn = module->as<FeedForwardImpl>()) ffn->quantize_int8();
+  }
+  output_proj_->quantize_int8(tgt_weight());
+  int8_ = true;
+}
+
 const torch::Tensor& TransformerImpl::tgt_weight() const {
   return options_.tie_embeddings ? src_embed_->weight : tgt_embed_->weight;
 }

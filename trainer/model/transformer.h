@@ -64,6 +64,14 @@ class TransformerImpl : public torch::nn::Module {
   // Every fed token is attended to later (no padding mask on the cached steps).
   torch::Tensor decode_step(const torch::Tensor& tokens, DecoderState& state);
 
+  // Decoding in int8 on CPUs: every matrix product of the encoder, the decoder and the output
+  // layer runs on int8 copies of the weights as they are now (Int8Linear); embeddings, LayerNorm,
+  // attention's softmax and products of activations stay float. For inference only: no
+  // gradients, and later changes to the parameters are not seen. std::runtime_error when
+  // LibTorch has no int8 engine here.
+  void quantize_int8();
+  bool int8() const { return int8_; }
+
   const TransformerOptions& options() const { return options_; }
 
  private:
@@ -83,6 +91,7 @@ class TransformerImpl : public torch::nn::Module {
   Decoder decoder_{nullptr};
   OutputProjection output_proj_{nullptr};
   torch::Tensor positions_;  // [max_positions, d_model] buffer
+  bool int8_ = false;
 };
 TORCH_MODULE(Transformer);
 

@@ -49,6 +49,7 @@ struct ModelFlags {
   std::vector<double> weights;
   train::Weights which = train::Weights::kAverage;
   int threads = 0;  // --threads; 0 = one per core
+  std::string precision = "fp32";  // --precision: fp32 or int8
 };
 
 // Returns the --checkpoint option (tandem-decode requires it).
@@ -67,6 +68,12 @@ inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags) {
                  "sentence batches translated at once, each on its own thread (0: one per core)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option(
+         "--precision", flags.precision,
+         "fp32, or int8: the matrix products' weights quantized once at load (one scale per "
+         "row) and run with LibTorch's int8 kernels; faster on CPUs, slightly less exact")
+      ->check(CLI::IsMember({"fp32", "int8"}))
+      ->capture_default_str();
   return checkpoint;
 }
 
@@ -82,7 +89,11 @@ inline train::InferenceEnsemble load_models(const ModelFlags& flags,
   }
   options.threads = flags.threads > 0 ? flags.threads : torch::get_num_threads();
   train::configure_cpu_runtime({1, 0, train::Workload::kDecoding});
-  return train::load_ensemble(flags.checkpoints, flags.weights, flags.which);
+  auto models = train::load_ensemble(flags.checkpoints, flags.weights, flags.which);
+  if (flags.precision == "int8") {
+    for (auto& member : models.members) member.model->quantize_int8();
+  }
+  return models;
 }
 
 }  // namespace tandem::tools

@@ -1,12 +1,13 @@
 // tandem-bench-decode: decoding speed of one checkpoint on one input file, measured in one run for
-// every beam size of --beams (1 and 5 by default) on every thread count of --threads (1 and 2), as
+// every precision of --precisions (fp32 and int8 by default), every beam size of --beams (1 and 5)
+// and every thread count of --threads (1 and 2), as
 // tandem-decode decodes (cached incremental decoding, length-sorted batches, one intra-op thread
 // per decoding thread); with --seeds also the seeds' algorithm: greedy, batches of 32 in input
 // order, the whole decoder re-run over the full prefix at every step (no cache).
 // Prints for each the median wall time of --repeat runs with that run's user and system CPU
 // seconds, output words/s (whitespace-separated words of the detokenized translations), target
 // tokens/s (generated tokens, EOS excluded) and, given --ref, BLEU; then each thread count's
-// speed-up over the first, and one JSON line with the same figures.
+// speed-up over the first, each precision's over the first, and one JSON line with the figures.
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -141,13 +142,14 @@ void print_row(const std::string& name, const Timing& t, const std::string& bleu
 
 // One measured configuration.
 struct Row {
+  std::string precision;
   int threads = 1;
   int64_t beam = 1;
   Timing timing;
   double bleu = -1;  // -1: no references
   std::string name() const {
-    return "beam " + std::to_string(beam) + ", " + std::to_string(threads) + " thread" +
-           (threads > 1 ? "s" : "");
+    return precision + ", beam " + std::to_string(beam) + ", " + std::to_string(threads) +
+           " thread" + (threads > 1 ? "s" : "");
   }
 };
 
@@ -159,6 +161,7 @@ int main(int argc, char** argv) {
   std::string checkpoint, input, ref;
   std::vector<int> thread_counts = {1, 2};
   std::vector<int64_t> beams = {1, 5};
+  std::vector<std::string> precisions = {"fp32", "int8"};
   int repeat = 1;
   size_t max_lines = 0;
   bool seeds = false;
@@ -169,6 +172,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", thread_counts,
                  "decoding thread counts to measure (one intra-op thread each)")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--precisions", precisions,
+                 "precisions to measure: fp32, and int8 (tandem-decode --precision int8)")
+      ->check(CLI::IsMember({"fp32", "int8"}))
       ->capture_default_str();
   app.add_option("--beams", beams, "beam sizes to measure")
       ->check(CLI::PositiveNumber)
@@ -204,20 +211,25 @@ int main(int argc, char** argv) {
     }
     Sentences sources;
     for (const auto& line : lines) sources.push_back(m.vocab.encode(line));
-    std::vector<Row> rows;
-    for (const int threads : thread_counts) {
-      for (const int64_t beam : beams) {
-        Row row;
-        row.threads = threads;
-        row.beam = beam;
-        options.threads = threads;
-        options.beam_size = beam;
-        row.timing = timed(m.vocab, repeat, [&] { return cached(m.model, sources, options); });
-        if (!refs.empty()) row.bleu = tandem::train::corpus_bleu(row.timing.text, refs).score;
-        rows.push_back(std::move(row));
+    std::vector<Row> rows;  // precision-major, then thread counts, then beams
+    for (const auto& precision : precisions) {
+      auto model = tandem::train::load_for_inference(checkpoint).model;
+      if (precision == "int8") model->quantize_int8();
+      for (const int threads : thread_counts) {
+        for (const int64_t beam : beams) {
+          Row row;
+          row.precision = precision;
+          row.threads = threads;
+          row.beam = beam;
+          options.threads = threads;
+          options.beam_size = beam;
+          row.timing = timed(m.vocab, repeat, [&] { return cached(model, sources, options); });
+          if (!refs.empty()) row.bleu = tandem::train::corpus_bleu(row.timing.text, refs).score;
+          rows.push_back(std::move(row));
+        }
       }
     }
-    std::printf("%zu sentences, fp32, median of %d run(s)\n", sources.size(), repeat);
+    std::printf("%zu sentences, median of %d run(s)\n", sources.size(), repeat);
     std::printf("%-22s %8s %8s %7s %9s %10s %7s\n", "decoder", "wall s", "user s", "sys s",
                 "words/s", "tokens/s", "BLEU");
     nlohmann::json record{{"sentences", sources.size()}, {"repeat", repeat}, {"rows", {}}};
@@ -226,20 +238,35 @@ int main(int argc, char** argv) {
       if (row.bleu >= 0) std::snprintf(bleu, sizeof bleu, "%.2f", row.bleu);
       print_row(row.name(), row.timing, bleu);
       auto entry = row.timing.json();
-      entry["precision"] = "fp32";
+      entry["precision"] = row.precision;
       entry["threads"] = row.threads;
       entry["beam"] = row.beam;
       if (row.bleu >= 0) entry["bleu"] = row.bleu;
       record["rows"].push_back(entry);
     }
-    // Each thread count against the first, beam by beam (rows are threads-major).
-    for (size_t t = 1; t < thread_counts.size(); ++t) {
-      for (size_t b = 0; b < beams.size(); ++b) {
-        const auto& base = rows[b].timing;
-        const auto& more = rows[t * beams.size() + b].timing;
-        std::printf("beam %lld: %d threads decode %.2fx the target tokens/s of %d\n",
-                    static_cast<long long>(beams[b]), thread_counts[t],
-                    more.tokens_per_second() / base.tokens_per_second(), thread_counts[0]);
+    // Each thread count against the first, and each precision against the first, row by row.
+    const size_t per_precision = thread_counts.size() * beams.size();
+    for (size_t p = 0; p < precisions.size(); ++p) {
+      for (size_t t = 1; t < thread_counts.size(); ++t) {
+        for (size_t b = 0; b < beams.size(); ++b) {
+          const auto& base = rows[p * per_precision + b].timing;
+          const auto& more = rows[p * per_precision + t * beams.size() + b].timing;
+          std::printf("%s, beam %lld: %d threads decode %.2fx the target tokens/s of %d\n",
+                      precisions[p].c_str(), static_cast<long long>(beams[b]), thread_counts[t],
+                      more.tokens_per_second() / base.tokens_per_second(), thread_counts[0]);
+        }
+      }
+    }
+    for (size_t p = 1; p < precisions.size(); ++p) {
+      for (size_t i = 0; i < per_precision; ++i) {
+        const auto& base = rows[i];
+        const auto& other = rows[p * per_precision + i];
+        std::printf("beam %lld, %d thread(s): %s decodes %.2fx the target tokens/s of %s",
+                    static_cast<long long>(base.beam), base.threads, precisions[p].c_str(),
+                    other.timing.tokens_per_second() / base.timing.tokens_per_second(),
+                    precisions[0].c_str());
+        if (base.bleu >= 0) std::printf(", BLEU %+.2f", other.bleu - base.bleu);
+        std::printf("\n");
       }
     }
     if (seeds) {
