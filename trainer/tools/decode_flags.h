@@ -71,7 +71,8 @@ inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags) {
   app.add_option(
          "--precision", flags.precision,
          "fp32, or int8: the matrix products' weights quantized once at load (one scale per "
-         "row) and run with LibTorch's int8 kernels; faster on CPUs, slightly less exact")
+         "row) and run by LibTorch's int8 kernels; close to fp32 in quality, in speed it "
+         "depends on the CPU (slower than fp32 on AVX2 without VNNI: see the README)")
       ->check(CLI::IsMember({"fp32", "int8"}))
       ->capture_default_str();
   return checkpoint;
