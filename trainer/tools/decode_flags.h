@@ -43,7 +43,8 @@ inline void add_weights_flag(CLI::App& app, train::Weights& weights) {
       "moving average (the default when the checkpoint holds one: train.ema_decay > 0)");
 }
 
-// --checkpoint (repeatable: an ensemble) and --weights, one per checkpoint.
+// What to translate with and how: --checkpoint (repeatable: an ensemble), --weights (one per
+// checkpoint), --raw-weights, --threads and --precision.
 struct ModelFlags {
   std::vector<std::string> checkpoints;
   std::vector<double> weights;
