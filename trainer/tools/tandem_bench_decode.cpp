@@ -213,8 +213,12 @@ int main(int argc, char** argv) {
     for (const auto& line : lines) sources.push_back(m.vocab.encode(line));
     std::vector<Row> rows;  // precision-major, then thread counts, then beams
     for (const auto& precision : precisions) {
-      auto model = tandem::train::load_for_inference(checkpoint).model;
-      if (precision == "int8") model->quantize_int8();
+      // int8 quantizes a model of its own; fp32 decodes with the one already loaded.
+      auto model = m.model;
+      if (precision == "int8") {
+        model = tandem::train::load_for_inference(checkpoint).model;
+        model->quantize_int8();
+      }
       for (const int threads : thread_counts) {
         for (const int64_t beam : beams) {
           Row row;

@@ -52,11 +52,6 @@ InferenceEnsemble load_ensemble(const std::vector<std::string>& checkpoint_paths
                                 std::vector<double> weights, Weights which) {
   if (checkpoint_paths.empty()) throw std::invalid_argument("no checkpoint to load");
   if (weights.empty()) weights.assign(checkpoint_paths.size(), 1.0);
-  if (weights.size() != checkpoint_paths.size()) {
-    throw std::invalid_argument(std::to_string(weights.size()) + " ensemble weights for " +
-                                std::to_string(checkpoint_paths.size()) +
-                                " checkpoints: give one weight per checkpoint");
-  }
   std::vector<InferenceModel> members;
   std::vector<model::Transformer> models;
   for (const auto& path : checkpoint_paths) {
