@@ -118,12 +118,12 @@ TEST(NcclCommunicator, IsAWorldOfOneOnAGpuAndACudaErrorWithout) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     EXPECT_NE(message_of<std::runtime_error>([] {
-                make_nccl_communicator(singleton_group(), 30.0);
+                make_nccl_communicator(singleton_group(), 0, 30.0);
               }).find("CUDA cudaGetDeviceCount failed"),
               std::string::npos);
     return;
   }
-  std::unique_ptr<Communicator> nccl = make_nccl_communicator(singleton_group(), 30.0);
+  std::unique_ptr<Communicator> nccl = make_nccl_communicator(singleton_group(), 0, 30.0);
   EXPECT_EQ(nccl->backend(), "nccl");
   EXPECT_EQ(nccl->size(), 1);
   nccl->barrier();

@@ -6,6 +6,10 @@
 #include <sstream>
 #include <stdexcept>
 
+#ifdef TANDEM_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 // Non-blocking communicators (ncclConfig_t.blocking = 0, ncclCommFinalize) came with NCCL 2.14;
 // before it the set-up and the final tear-down cannot be bounded by the timeout.
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
@@ -98,13 +102,14 @@ class NcclWork : public Work {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(const ProcessGroup& group, cudaStream_t compute_stream,
-                                   double timeout_s)
+NcclCommunicator::NcclCommunicator(const ProcessGroup& group, int device,
+                                   ComputeStream compute_stream, double timeout_s)
     : host_(MPI_COMM_WORLD, MpiCommunicator::kMaxMpiCount, timeout_s),
       rank_(group.rank()),
       size_(group.size()),
-      device_(group.local_rank()),
-      compute_stream_(compute_stream),
+      device_(device),
+      compute_stream_(compute_stream ? std::move(compute_stream)
+                                     : ComputeStream([] { return cudaStreamLegacy; })),
       timeout_s_(timeout_s) {
   try {
     create_resources();
@@ -120,14 +125,13 @@ NcclCommunicator::NcclCommunicator(const ProcessGroup& group, cudaStream_t compu
 void NcclCommunicator::create_resources() {
   int devices = 0;
   check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-  if (device_ >= devices) {
-    throw std::runtime_error("NcclCommunicator: rank " + std::to_string(rank_) + " is local rank " +
-                             std::to_string(device_) + " but this host has " +
-                             std::to_string(devices) +
+  if (device_ < 0 || device_ >= devices) {
+    throw std::runtime_error("NcclCommunicator: rank " + std::to_string(rank_) + " was given GPU " +
+                             std::to_string(device_) + " but sees " + std::to_string(devices) +
                              " GPU(s); start at most one process per GPU on each host");
   }
-  // NCCL binds the communicator to the current device, so select it first.
-  check(cudaSetDevice(device_), "cudaSetDevice");
+  // NCCL binds the communicator to the current device (the trainer has made it current already).
+  set_current_gpu(device_);
   // Non-blocking: the legacy default stream must not serialise with communication; the events
   // below are the only ordering, which lets bucketed all-reduces overlap the backward pass.
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -244,7 +248,7 @@ template <typename Collective>
 void NcclCommunicator::launch(const char* op, const char* what, cudaEvent_t done,
                               Collective collective) {
   ++sequence_;
-  check(cudaEventRecord(compute_ready_, compute_stream_), "cudaEventRecord");
+  check(cudaEventRecord(compute_ready_, compute_stream_()), "cudaEventRecord");
   check(cudaStreamWaitEvent(stream_, compute_ready_, 0), "cudaStreamWaitEvent");
   settle(collective(), op, what);
   check(cudaEventRecord(done, stream_), "cudaEventRecord");
@@ -257,14 +261,14 @@ void NcclCommunicator::all_reduce_sum(torch::Tensor& tensor) {
   const size_t count = static_cast<size_t>(tensor.numel());
   launch("all_reduce_sum", "ncclAllReduce", collective_done_,
          [&] { return ncclAllReduce(data, data, count, type, ncclSum, comm_, stream_); });
-  check(cudaStreamWaitEvent(compute_stream_, collective_done_, 0), "cudaStreamWaitEvent");
+  check(cudaStreamWaitEvent(compute_stream_(), collective_done_, 0), "cudaStreamWaitEvent");
 }
 
 std::unique_ptr<Work> NcclCommunicator::all_reduce_sum_async(torch::Tensor& tensor) {
   const ncclDataType_t type = nccl_type_of(tensor, device_, "all_reduce_sum_async");
   void* data = tensor.data_ptr();
   const size_t count = static_cast<size_t>(tensor.numel());
-  auto work = std::make_unique<NcclWork>(tensor, compute_stream_);
+  auto work = std::make_unique<NcclWork>(tensor, compute_stream_());
   launch("all_reduce_sum_async", "ncclAllReduce", work->event(),
          [&] { return ncclAllReduce(data, data, count, type, ncclSum, comm_, stream_); });
   return work;
@@ -280,7 +284,7 @@ void NcclCommunicator::broadcast(torch::Tensor& tensor, int root) {
   const size_t count = static_cast<size_t>(tensor.numel());
   launch("broadcast", "ncclBroadcast", collective_done_,
          [&] { return ncclBroadcast(data, data, count, type, root, comm_, stream_); });
-  check(cudaStreamWaitEvent(compute_stream_, collective_done_, 0), "cudaStreamWaitEvent");
+  check(cudaStreamWaitEvent(compute_stream_(), collective_done_, 0), "cudaStreamWaitEvent");
 }
 
 // A barrier is a meeting point of the hosts, so here (only) the host waits for the collective:
@@ -290,7 +294,7 @@ void NcclCommunicator::barrier() {
     return ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm_,
                          stream_);
   });
-  check(cudaStreamWaitEvent(compute_stream_, collective_done_, 0), "cudaStreamWaitEvent");
+  check(cudaStreamWaitEvent(compute_stream_(), collective_done_, 0), "cudaStreamWaitEvent");
   watchdog_->wait(collective_done_, "barrier", sequence_);
 }
 
@@ -316,8 +320,17 @@ std::string gpu_name(int device) {
   return properties.name;
 }
 
-std::unique_ptr<Communicator> make_nccl_communicator(const ProcessGroup& group, double timeout_s) {
-  return std::make_unique<NcclCommunicator>(group, cudaStreamLegacy, timeout_s);
+void set_current_gpu(int device) { check(cudaSetDevice(device), "cudaSetDevice"); }
+
+std::unique_ptr<Communicator> make_nccl_communicator(const ProcessGroup& group, int device,
+                                                     double timeout_s) {
+  ComputeStream current;  // LibTorch's current stream on `device`, where LibTorch has CUDA
+#ifdef TANDEM_TORCH_CUDA
+  current = [device] {
+    return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+  };
+#endif
+  return std::make_unique<NcclCommunicator>(group, device, std::move(current), timeout_s);
 }
 
 }  // namespace tandem::parallel

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <functional>
 #include <memory>
 
 #include "trainer/parallel/communicator.h"
@@ -16,15 +17,18 @@
 
 namespace tandem::parallel {
 
+// The stream that produces and consumes the tensors a collective is given, asked at every
+// collective (with LibTorch CUDA: its current stream, which callers may change).
+using ComputeStream = std::function<cudaStream_t()>;
+
 class NcclCommunicator : public Communicator {
  public:
-  // Collective over the group's world: selects GPU local_rank(), rank 0 makes the NCCL id and MPI
-  // broadcasts it. `compute_stream` is the stream producing and consuming the tensors (with
-  // LibTorch CUDA: at::cuda::getCurrentCUDAStream().stream()); default: the legacy default stream.
-  // `timeout_s` bounds the NCCL set-up (NCCL >= 2.14) and every collective (see set_timeout).
-  explicit NcclCommunicator(const ProcessGroup& group,
-                            cudaStream_t compute_stream = cudaStreamLegacy,
-                            double timeout_s = Watchdog::kDefaultTimeoutS);
+  // Collective over the group's world on GPU `device` (made current here): rank 0 makes the NCCL
+  // id and MPI broadcasts it. Collectives are ordered after `compute_stream()`'s work and before
+  // its later work; default: the legacy default stream. `timeout_s` bounds the NCCL set-up
+  // (NCCL >= 2.14) and every collective (see set_timeout).
+  NcclCommunicator(const ProcessGroup& group, int device, ComputeStream compute_stream = {},
+                   double timeout_s = Watchdog::kDefaultTimeoutS);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -70,7 +74,7 @@ class NcclCommunicator : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   int device_ = 0;
-  cudaStream_t compute_stream_;
+  ComputeStream compute_stream_;
   double timeout_s_;
   uint64_t sequence_ = 0;
   cudaStream_t stream_ = nullptr;

@@ -42,11 +42,15 @@ class ProcessGroup {
 };
 
 #ifdef TANDEM_HAVE_NCCL
-// The NCCL communicator over the world on device local_rank(), ordered against the legacy default
-// CUDA stream. Collective: every rank calls it. To order against another compute stream, construct
-// NcclCommunicator (trainer/parallel/nccl_communicator.h) directly.
-// `timeout_s` bounds the set-up and every collective (Communicator::set_timeout).
-std::unique_ptr<Communicator> make_nccl_communicator(const ProcessGroup& group, double timeout_s);
+// The NCCL communicator over the world on GPU `device` of this rank, ordered against LibTorch's
+// current CUDA stream where LibTorch has CUDA (TANDEM_TORCH_CUDA), else the legacy default stream.
+// Collective: every rank calls it. `timeout_s` bounds the set-up and every collective
+// (Communicator::set_timeout).
+std::unique_ptr<Communicator> make_nccl_communicator(const ProcessGroup& group, int device,
+                                                     double timeout_s);
+
+// Makes GPU `device` this thread's current CUDA device (LibTorch's too); std::runtime_error if not.
+void set_current_gpu(int device);
 
 // The CUDA name of GPU `device` ("NVIDIA H100 80GB HBM3"), or "GPU <device>" when it cannot be read.
 std::string gpu_name(int device);

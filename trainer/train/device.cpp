@@ -15,28 +15,37 @@ namespace tandem::train {
 namespace {
 
 DeviceChoice on_gpu(const config::TrainConfig& train, int local_rank, int local_size) {
-  const int gpus = static_cast<int>(torch::cuda::device_count());
-  if (local_size > gpus) {
-    throw std::invalid_argument("train.device " + std::string(config::name_of(train.device)) +
-                                ": " + std::to_string(local_size) + " ranks on this host but " +
-                                std::to_string(gpus) +
-                                " visible GPU(s); start one rank per GPU (NCCL cannot share one)");
+  const std::string key = "train.device " + std::string(config::name_of(train.device)) + ": ";
+  int gpu = 0;
+  try {
+    gpu = gpu_for_local_rank(local_rank, local_size, static_cast<int>(torch::cuda::device_count()));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(key + e.what());
   }
 #ifndef TANDEM_HAVE_NCCL
-  throw std::invalid_argument("train.device " + std::string(config::name_of(train.device)) +
-                              ": this build has no NCCL backend (configure with -DTANDEM_CUDA=ON)");
-#endif
+  (void)gpu;
+  throw std::invalid_argument(key +
+                              "this build has no NCCL backend (configure with -DTANDEM_CUDA=ON)");
+#else
+  parallel::set_current_gpu(gpu);  // LibTorch's allocations and kernels, and NCCL, go there
   DeviceChoice choice;
-  choice.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  choice.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(gpu));
   choice.bf16 = train.precision == config::Precision::kBf16;
-#ifdef TANDEM_HAVE_NCCL
-  choice.description =
-      "cuda:" + std::to_string(local_rank) + " (" + parallel::gpu_name(local_rank) + ")";
-#endif
+  choice.description = "cuda:" + std::to_string(gpu) + " (" + parallel::gpu_name(gpu) + ")";
   return choice;
+#endif
 }
 
 }  // namespace
+
+int gpu_for_local_rank(int local_rank, int local_size, int visible) {
+  if (visible >= local_size) return local_rank;
+  if (visible == 1) return local_rank % visible;
+  throw std::invalid_argument(std::to_string(local_size) + " ranks on this host but " +
+                              std::to_string(visible) +
+                              " visible GPU(s); start one rank per GPU (NCCL cannot share one), or "
+                              "show each rank exactly one GPU (CUDA_VISIBLE_DEVICES)");
+}
 
 DeviceChoice choose_device(const config::TrainConfig& train, int local_rank, int local_size) {
   const bool have_cuda = torch::cuda::is_available();

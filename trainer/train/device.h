@@ -17,10 +17,17 @@ struct DeviceChoice {
 };
 
 // Resolves train.device / train.precision for the rank with this local rank among local_size
-// ranks on its host. auto takes the GPU where LibTorch has CUDA and the host has a GPU per local
-// rank; cuda without one, or fewer GPUs than local ranks, throws std::invalid_argument. bf16 on
-// a CPU without AVX512_BF16 or AMX-BF16 falls back to fp32 with a log line (emulated bf16 is slower).
+// ranks on its host. auto takes the GPU where LibTorch has CUDA and a GPU is visible; cuda without
+// one throws std::invalid_argument, as does a GPU count gpu_for_local_rank refuses. The chosen GPU
+// is made the current CUDA device here. bf16 on a CPU without AVX512_BF16 or AMX-BF16 falls back
+// to fp32 with a log line (emulated bf16 is slower).
 DeviceChoice choose_device(const config::TrainConfig& train, int local_rank, int local_size);
+
+// The index, among the `visible` GPUs this process sees, of the GPU of local rank `local_rank` of
+// `local_size`: local_rank when the rank sees them all (visible >= local_size), local_rank modulo
+// visible when it sees exactly one (SLURM's --gpus-per-task=1, CUDA_VISIBLE_DEVICES per rank).
+// Between the two, ranks would have to share a GPU, which NCCL cannot: std::invalid_argument.
+int gpu_for_local_rank(int local_rank, int local_size, int visible);
 
 // Whether this CPU has bf16 dot-product instructions (AVX512_BF16 or AMX-BF16).
 bool cpu_has_bf16_dot_product();

@@ -73,7 +73,8 @@ Trainer::~Trainer() = default;
 void Trainer::connect_ranks() {
 #ifdef TANDEM_HAVE_NCCL
   if (device_.device.is_cuda()) {
-    gpu_comm_ = parallel::make_nccl_communicator(group_, config_.dist.timeout_s);
+    gpu_comm_ =
+        parallel::make_nccl_communicator(group_, device_.device.index(), config_.dist.timeout_s);
   }
 #endif
   group_.cpu().set_timeout(config_.dist.timeout_s);
@@ -112,8 +113,7 @@ void Trainer::resume_from(const std::string& path, const ResumeOptions& options)
   step_ = point.step;
   cadence_.record_resume(step_);
   if (!options.reset_data) loader_.set_position(point.position);
-  restore_dropout_streams(point, config_.train.seed, group_.rank(), group_.size(),
-                          device_.device.is_cuda());
+  restore_dropout_streams(point, config_.train.seed, group_.rank(), group_.size(), device_.device);
   validation_.keep_best().restore(point.validation);
   // Epochs as the progress lines count them: fractional epochs done.
   char where[96];
