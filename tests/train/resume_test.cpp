@@ -136,7 +136,7 @@ TEST(Resume, EveryRankGetsRankZerosCheckpoint) {
   EXPECT_EQ(point.rng[comm.rank()], my_rng);
 
   torch::manual_seed(999);
-  restore_dropout_streams(point, 1, comm.rank(), comm.size(), /*cuda=*/false);
+  restore_dropout_streams(point, 1, comm.rank(), comm.size(), torch::Device(torch::kCPU));
   EXPECT_EQ(cpu_rng_state(), my_rng);  // the same world size continues each rank's stream
   if (comm.rank() == 0) {
     EXPECT_TRUE(std::filesystem::exists(config.checkpoint.dir + "/last.h5"));
@@ -168,7 +168,7 @@ TEST(Resume, ResetOptimizerKeepsTheFreshMomentsAndAnotherWorldReseedsDropout) {
   EXPECT_EQ(point.validation, "");
 
   point.world_size = comm.size() + 1;  // as if written by another world size
-  restore_dropout_streams(point, 5, comm.rank(), comm.size(), /*cuda=*/false);
+  restore_dropout_streams(point, 5, comm.rank(), comm.size(), torch::Device(torch::kCPU));
   const std::string reseeded = cpu_rng_state();
   torch::manual_seed(dropout_seed(5, comm.rank()) + 4);
   EXPECT_EQ(reseeded, cpu_rng_state());

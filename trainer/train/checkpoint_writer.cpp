@@ -40,12 +40,13 @@ std::string CheckpointWriter::step_path(int64_t step) const {
 }
 
 void CheckpointWriter::save(const RunState& state, parallel::Communicator& comm) const {
-  auto rngs = comm.gather_bytes(cpu_rng_state(), 0);
+  const auto parameters = named_parameters(state.model);
+  auto rngs = comm.gather_bytes(dropout_rng_state(parameters.front().second.device()), 0);
   if (comm.rank() != 0) return;
   checkpoint::CheckpointData data;
   data.step = state.step;
   data.world_size = comm.size();
-  data.model = named_parameters(state.model);
+  data.model = parameters;
   if (state.ema) data.ema = state.ema->averages();
   data.optimizer = state.adam.state();
   data.optimizer_step = state.adam.step_count();

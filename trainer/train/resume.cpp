@@ -103,12 +103,14 @@ ResumePoint load_everywhere(const std::string& path, const ResumeOptions& option
 }
 
 void restore_dropout_streams(const ResumePoint& point, uint64_t seed, int rank, int world_size,
-                             bool cuda) {
+                             const torch::Device& device) {
   const bool same_world =
       point.world_size == world_size && static_cast<int64_t>(point.rng.size()) == world_size;
   if (same_world) {
-    set_cpu_rng_state(point.rng[rank]);
-    if (cuda) torch::cuda::manual_seed_all(dropout_seed(seed, rank) + point.step);
+    if (!set_dropout_rng_state(point.rng[rank], device)) {
+      // No GPU stream in the checkpoint (written on a CPU): a fresh one, fixed by seed and step.
+      torch::cuda::manual_seed_all(dropout_seed(seed, rank) + point.step);
+    }
     return;
   }
   torch::manual_seed(dropout_seed(seed, rank) + point.step);

@@ -50,10 +50,11 @@ ResumePoint load_everywhere(const std::string& path, const ResumeOptions& option
                             const ResumeTarget& target, parallel::Communicator& host,
                             parallel::Communicator& tensors);
 
-// The dropout streams of a resumed run: at the same world size, this rank's saved CPU stream (GPU
-// streams, which checkpoints do not hold, continue from a seed fixed by the step); at another,
-// every stream reseeded from (train.seed, rank, step), with a log line.
+// The dropout streams of a resumed run on `device`: at the same world size, this rank's saved
+// streams (CPU, and the GPU's where the checkpoint was written on one; a GPU stream it lacks
+// continues from a seed fixed by the step); at another, every stream reseeded from (train.seed,
+// rank, step), with a log line.
 void restore_dropout_streams(const ResumePoint& point, uint64_t seed, int rank, int world_size,
-                             bool cuda);
+                             const torch::Device& device);
 
 }  // namespace tandem::train
