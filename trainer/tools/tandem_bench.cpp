@@ -3,6 +3,7 @@
 // interval). Prints the median window's target tokens/s, model FLOPs per target token and achieved
 // FLOP/s, peak RSS per rank, optionally the PyTorch yardstick on the same work and the ratios, and
 // ends with one JSON line. With --ranks N > 1 it runs itself under mpirun in a hidden worker mode.
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "data/corpus.h"
 #include "trainer/common/error.h"
@@ -55,6 +57,7 @@ struct Flags {
   std::string pytorch_precision;  // "" = the precision Tandem trained in
   double peak_tflops = 0;  // 0: from the device name where known
   std::vector<std::string> overrides;
+  std::string profile;  // "": no trace; else a Chrome trace of --steps more steps, rank 0
   tools::YardstickOptions yardstick;
 };
 
@@ -131,6 +134,28 @@ cfg::Config resolve_config(const Flags& f, const std::string& run_dir) {
   return cfg::load_config(f.config_path, sets);
 }
 
+// After the timed windows: --steps more steps under LibTorch's profiler (host operators, and the
+// GPU's kernels and copies on CUDA), written by rank 0 as a Chrome trace (launch/profile-summary.py
+// totals it).
+template <typename Settle>
+void profile_steps(tandem::train::Trainer& trainer, const Flags& f, Settle settle, bool write) {
+  namespace profiler = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const torch::profiler::impl::ProfilerConfig options(torch::profiler::impl::ProfilerState::KINETO);
+  std::set<ActivityType> activities{ActivityType::CPU};
+  if (trainer.device().device.is_cuda()) activities.insert(ActivityType::CUDA);
+  settle();
+  profiler::prepareProfiler(options, activities);
+  profiler::enableProfiler(options, activities);
+  for (int s = 0; s < f.steps; ++s) trainer.train_step();
+  settle();
+  const auto result = profiler::disableProfiler();
+  if (write) {
+    result->save(f.profile);
+    std::printf("profile: %d step(s) written to %s\n", f.steps, f.profile.c_str());
+  }
+}
+
 // The measurement itself, on every rank.
 Measurement measure(const cfg::Config& config, tandem::parallel::ProcessGroup& group, const Flags& f) {
   tandem::train::Trainer trainer(config, group);
@@ -156,6 +181,7 @@ Measurement measure(const cfg::Config& config, tandem::parallel::ProcessGroup& g
   for (const uint64_t kib : comm.all_gather(static_cast<uint64_t>(tools::peak_rss_mb() * 1024))) {
     m.rss_mb.push_back(static_cast<double>(kib) / 1024);
   }
+  if (!f.profile.empty()) profile_steps(trainer, f, settle, group.rank() == 0);
   return m;
 }
 
@@ -188,6 +214,10 @@ Measurement measure_under_mpirun(const Flags& f, const TempDir& scratch) {
                       {tools::self_executable(), "--worker-dir", scratch.path(), "--warmup",
                        std::to_string(f.warmup), "--steps", std::to_string(f.steps), "--windows",
                        std::to_string(f.windows)});
+  if (!f.profile.empty()) {
+    command.argv.insert(command.argv.end(),
+                        {"--profile", std::filesystem::absolute(f.profile).string()});
+  }
   const int code = tools::run_process(command.argv);
   if (code != 0)
     throw std::runtime_error("the benchmark's ranks failed (mpirun exit code " +
@@ -351,6 +381,8 @@ int bench(const Flags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Line by line: the figures reach a pipe or file as they are printed, whatever happens later.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"Training speed: target tokens/s, FLOP/s and peak RSS, optionally beside PyTorch."};
   Flags f;
   f.yardstick.script = (std::filesystem::path(TANDEM_SOURCE_DIR) / "../shared/bench/ref_train.py")
@@ -382,6 +414,9 @@ int main(int argc, char** argv) {
       "directory with the original train.en/train.es (default: decoded from the corpus)");
   app.add_option("--pytorch-spm", f.yardstick.spm,
                  "its SentencePiece model (default: the corpus's)");
+  app.add_option("--profile", f.profile,
+                 "after the windows, trace --steps more steps with LibTorch's profiler into this "
+                 "Chrome trace file (rank 0; GPU kernels on CUDA)");
   app.add_option("--worker-dir", f.worker_dir)->group("");  // hidden: a rank under mpirun
   app.footer(kExamples);
   try {
