@@ -16,6 +16,13 @@
 namespace tandem::data {
 namespace {
 
+// Page-locked copies of a batch's tensors: a GPU copies them while the host goes on.
+void pin(Batch& batch) {
+  batch.src = batch.src.pin_memory();
+  batch.tgt_in = batch.tgt_in.pin_memory();
+  batch.tgt_out = batch.tgt_out.pin_memory();
+}
+
 // One step as handed out: its micro-batches and the position after it.
 struct Step {
   std::vector<Batch> batches;
@@ -42,10 +49,13 @@ class StepReader {
       step.batches.push_back(index < batches.size()
                                  ? make_batch(corpus_.read(split_, batches.batch(index)))
                                  : make_batch({}));
+      if (pinned_ && !step.batches.back().empty()) pin(step.batches.back());
     }
     step.after = DataPosition{at.epoch, at.next_batch + accum_steps * world_size_};
     return step;
   }
+
+  void set_pinned(bool pinned) { pinned_ = pinned; }
 
   // This rank's share of the plan of the epoch `at` is in, built when first asked for (one is
   // held at a time); the epoch's size is remembered for batches_in_epoch, under a lock the caller
@@ -80,6 +90,7 @@ class StepReader {
   BatchPlanOptions options_;
   int rank_;
   int world_size_;
+  bool pinned_ = false;
   int64_t plan_epoch_ = -1, plan_first_ = 0;
   BatchPlan plan_;
   std::mutex sizes_mutex_;
@@ -238,6 +249,11 @@ void ShardedLoader::set_position(const DataPosition& position) {
   }
   impl_->prefetcher.reset();
   impl_->position = position;
+}
+
+void ShardedLoader::pin_batches(bool pinned) {
+  impl_->prefetcher.reset();  // the reader is the caller's while no thread runs
+  impl_->reader.set_pinned(pinned);
 }
 
 int64_t ShardedLoader::batches_in_epoch() {

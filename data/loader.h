@@ -43,6 +43,10 @@ class ShardedLoader {
   void set_position(const DataPosition& position);  // drops what was prefetched
   int64_t batches_in_epoch();  // size of the current epoch's global plan
 
+  // Batches handed out from now on hold their tensors in page-locked memory, pinned on the
+  // prefetch thread, so that a GPU copies them asynchronously (LibTorch with CUDA only).
+  void pin_batches(bool pinned);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

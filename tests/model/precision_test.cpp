@@ -36,8 +36,8 @@ TEST(Bf16Loss, WidenedLogitsGiveThePlainLossAndAGradientRoundedToBf16) {
   loss.loss_sum.backward();
   EXPECT_EQ(loss.loss_sum.scalar_type(), torch::kFloat);
   EXPECT_NEAR(loss.loss_sum.item<double>(), nll.item<double>(), 1e-5 * nll.item<double>());
-  EXPECT_NEAR(loss.nll_sum, nll.item<double>(), 1e-5 * nll.item<double>());
-  EXPECT_EQ(loss.tokens, real.sum().item<int64_t>());
+  EXPECT_NEAR(loss.counts().nll_sum, nll.item<double>(), 1e-5 * nll.item<double>());
+  EXPECT_EQ(loss.counts().tokens, real.sum().item<int64_t>());
   ASSERT_EQ(input.grad().scalar_type(), torch::kBFloat16);
   // bf16 keeps 8 significant bits: each element within half a unit in the last place.
   const auto expected = ref.grad().to(torch::kFloat);

@@ -47,8 +47,8 @@ void check(int64_t vocab, double eps, double upstream) {
   EXPECT_LT((c.logits.grad() - logits.grad()).abs().max().item<double>(), 1e-12);
 
   const auto real = c.targets.ne(kPadId);
-  EXPECT_EQ(loss.tokens, real.sum().item<int64_t>());
-  EXPECT_NEAR(loss.nll_sum, plain_loss(logits, c.targets, 0.0).item<double>(), 1e-10);
+  EXPECT_EQ(loss.counts().tokens, real.sum().item<int64_t>());
+  EXPECT_NEAR(loss.counts().nll_sum, plain_loss(logits, c.targets, 0.0).item<double>(), 1e-10);
   int64_t correct = 0;
   for (int64_t b = 0; b < c.targets.size(0); ++b) {
     for (int64_t t = 0; t < c.targets.size(1); ++t) {
@@ -56,7 +56,7 @@ void check(int64_t vocab, double eps, double upstream) {
       correct += real[b][t].item<bool>() && predicted == c.targets[b][t].item<int64_t>();
     }
   }
-  EXPECT_EQ(loss.correct, correct);
+  EXPECT_EQ(loss.counts().correct, correct);
 }
 
 TEST(TokenLoss, EqualsPlainFormulationWithoutSmoothing) { check(11, 0.0, 1.0); }
@@ -86,9 +86,9 @@ void check_projected(int64_t rows, int64_t vocab, double eps, double upstream) {
   (expected.loss_sum * upstream).backward();
 
   EXPECT_NEAR(got.loss_sum.item<double>(), expected.loss_sum.item<double>(), 1e-9);
-  EXPECT_NEAR(got.nll_sum, expected.nll_sum, 1e-9);
-  EXPECT_EQ(got.tokens, expected.tokens);
-  EXPECT_EQ(got.correct, expected.correct);
+  EXPECT_NEAR(got.counts().nll_sum, expected.counts().nll_sum, 1e-9);
+  EXPECT_EQ(got.counts().tokens, expected.counts().tokens);
+  EXPECT_EQ(got.counts().correct, expected.counts().correct);
   EXPECT_LT((h.grad() - h2.grad()).abs().max().item<double>(), 1e-10);
   EXPECT_LT((w.grad() - w2.grad()).abs().max().item<double>(), 1e-10);
   EXPECT_LT((b.grad() - b2.grad()).abs().max().item<double>(), 1e-10);
@@ -114,8 +114,8 @@ TEST(TokenLoss, ArgmaxPredictionsCountAsCorrect) {
   logits[0][1][1] = 4.0;  // wrong
   logits[0][2][0] = 4.0;  // padding: not counted
   const auto loss = token_loss(logits, targets, 0.0);
-  EXPECT_EQ(loss.tokens, 2);
-  EXPECT_EQ(loss.correct, 1);
+  EXPECT_EQ(loss.counts().tokens, 2);
+  EXPECT_EQ(loss.counts().correct, 1);
 }
 
 }  // namespace

@@ -74,8 +74,8 @@ struct Reference {
       if (batch.empty()) continue;
       auto loss = model::token_loss(model->forward(batch.src, batch.tgt_in), batch.tgt_out, 0.0);
       loss.loss_sum.backward();
-      tokens += static_cast<double>(loss.tokens);
-      nll += loss.nll_sum;
+      tokens += static_cast<double>(loss.counts().tokens);
+      nll += loss.counts().nll_sum;
     }
     std::vector<torch::Tensor> params;
     for (auto& [name, p] : train::named_parameters(model)) {

@@ -175,19 +175,15 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
   }
 };
 
-// The counts of a loss function's second output, with the step's one host sync.
-TokenLoss token_loss_from(const variable_list& outputs) {
-  const auto stats = outputs[1].cpu();
-  const auto* s = stats.data_ptr<double>();
-  TokenLoss out;
-  out.loss_sum = outputs[0];
-  out.nll_sum = s[0];
-  out.tokens = static_cast<int64_t>(s[1]);
-  out.correct = static_cast<int64_t>(s[2]);
-  return out;
-}
+TokenLoss token_loss_from(const variable_list& outputs) { return {outputs[0], outputs[1]}; }
 
 }  // namespace
+
+TokenCounts read_token_counts(const torch::Tensor& stats) {
+  const auto host = stats.to(torch::kCPU, torch::kFloat64).contiguous();
+  const auto* s = host.data_ptr<double>();
+  return {s[0], static_cast<int64_t>(s[1]), static_cast<int64_t>(s[2])};
+}
 
 TokenLoss token_loss(const torch::Tensor& logits, const torch::Tensor& targets,
                      double label_smoothing) {

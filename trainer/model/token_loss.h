@@ -8,11 +8,21 @@
 
 namespace tandem::model {
 
+struct TokenCounts {
+  double nll_sum = 0;   // sum of -log p(target) over non-pad targets (no smoothing)
+  int64_t tokens = 0;   // non-pad targets
+  int64_t correct = 0;  // targets equal to the argmax prediction
+};
+
+// Reads [nll sum, tokens, correct] statistics (a TokenLoss's, or a sum of them) to the host.
+TokenCounts read_token_counts(const torch::Tensor& stats);
+
 struct TokenLoss {
   torch::Tensor loss_sum;  // scalar, differentiable: sum over non-pad targets of the smoothed loss
-  double nll_sum = 0;      // sum of -log p(target) over non-pad targets (no smoothing)
-  int64_t tokens = 0;      // non-pad targets
-  int64_t correct = 0;     // targets equal to the argmax prediction
+  // [nll sum, tokens, correct] in float64 on the logits' device, computed without waiting for it:
+  // training adds these up on the device and reads them once a step.
+  torch::Tensor stats;
+  TokenCounts counts() const { return read_token_counts(stats); }  // on a GPU, waits for it
 };
 
 // logits [batch, len, vocab], targets [batch, len] int64 with kPadId at padding.

@@ -52,9 +52,7 @@ TeacherForced teacher_forced(const decode::Ensemble& ensemble,
   torch::NoGradGuard no_grad;
   ensemble.eval();
   const torch::Device device = ensemble.device();
-  double nll = 0;
-  double correct = 0;
-  double tokens = 0;
+  torch::Tensor stats;  // [nll sum, tokens, correct], added up on the device, read once
   for (const auto& indices : length_batches(pairs, max_tokens)) {
     std::vector<data::SentencePair> chunk;
     for (int64_t i : indices) chunk.push_back(pairs[i]);
@@ -65,15 +63,15 @@ TeacherForced teacher_forced(const decode::Ensemble& ensemble,
     // token_loss normalises what it is given: for an ensemble, its weighted log-probabilities.
     const auto loss = model::token_loss(decode::combine_log_probs(logits, ensemble.weights()),
                                         batch.tgt_out.to(device), 0.0);
-    nll += loss.nll_sum;
-    correct += static_cast<double>(loss.correct);
-    tokens += static_cast<double>(loss.tokens);
+    stats = stats.defined() ? stats + loss.stats : loss.stats;
   }
+  const auto counts = stats.defined() ? model::read_token_counts(stats) : model::TokenCounts{};
+  const auto tokens = static_cast<double>(counts.tokens);
   TeacherForced out;
-  out.tokens = static_cast<int64_t>(tokens);
-  out.loss = tokens > 0 ? nll / tokens : 0;
+  out.tokens = counts.tokens;
+  out.loss = tokens > 0 ? counts.nll_sum / tokens : 0;
   out.perplexity = std::exp(std::min(out.loss, 100.0));
-  out.accuracy = tokens > 0 ? correct / tokens : 0;
+  out.accuracy = tokens > 0 ? static_cast<double>(counts.correct) / tokens : 0;
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "trainer/train/forward_backward.h"
 
 #include "trainer/model/autocast.h"
+#include "trainer/model/token_loss.h"
 
 namespace tandem::train {
 namespace {
@@ -19,8 +20,12 @@ size_t completing_micro_batch(const std::vector<data::Batch>& batches) {
 model::TokenLoss micro_batch_loss(model::Transformer& model, const data::Batch& batch,
                                   const DeviceChoice& device, double label_smoothing) {
   model::AutocastGuard autocast(device.bf16, device.device);
-  const torch::Device& on = device.device;
-  return model->loss(batch.src.to(on), batch.tgt_in.to(on), batch.tgt_out.to(on), label_smoothing);
+  // From the loader's page-locked memory on a GPU: the copies queue behind the running work
+  // instead of waiting for it (and from the CPU, no copy at all).
+  const auto on = [&](const torch::Tensor& t) {
+    return t.to(device.device, /*non_blocking=*/true);
+  };
+  return model->loss(on(batch.src), on(batch.tgt_in), on(batch.tgt_out), label_smoothing);
 }
 
 }  // namespace
@@ -29,19 +34,25 @@ StepTotals forward_backward(model::Transformer& model, const std::vector<data::B
                             parallel::GradientReducer& reducer, const DeviceChoice& device,
                             double label_smoothing) {
   StepTotals totals;
+  torch::Tensor stats;  // [nll sum, tokens, correct] summed on the device
   const size_t completing = completing_micro_batch(batches);
   for (size_t m = 0; m < batches.size(); ++m) {
     if (m == completing) reducer.prepare_for_backward();  // earlier ones accumulate locally
     if (batches[m].empty()) continue;
     const auto loss = micro_batch_loss(model, batches[m], device, label_smoothing);
     loss.loss_sum.backward();
-    totals.tgt_tokens += static_cast<double>(loss.tokens);
-    totals.nll_sum += loss.nll_sum;
-    totals.correct += static_cast<double>(loss.correct);
+    stats = stats.defined() ? stats + loss.stats : loss.stats;
+    totals.tgt_tokens += static_cast<double>(batches[m].tgt_tokens);  // known on the host
   }
   // Buckets not yet sent (unused parameters, or no data here) go now, before the next collective,
   // so every rank issues the same collectives in the same order.
   reducer.end_backward();
+  // The statistics are read once, with every micro-batch's work queued (a GPU is still busy).
+  if (stats.defined()) {
+    const model::TokenCounts counts = model::read_token_counts(stats);
+    totals.nll_sum = counts.nll_sum;
+    totals.correct = static_cast<double>(counts.correct);
+  }
   return totals;
 }
 

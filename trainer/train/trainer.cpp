@@ -51,6 +51,7 @@ Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const Res
       cadence_(config_, group.rank()) {
   configure_cpu_runtime({static_cast<int>(config_.train.threads), config_.train.onednn_cache});
   device_ = choose_device(config_.train, group.local_rank(), group.local_size());
+  loader_.pin_batches(device_.device.is_cuda());  // host-to-GPU copies that do not block
   connect_ranks();
   build_model();
   // Rank 0's view of checkpoint.dir decides for all (the directory may be on its disk only).
