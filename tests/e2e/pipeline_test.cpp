@@ -1,6 +1,7 @@
 // The whole pipeline through the real tools: tandem-prep → mpirun tandem-train → checkpoints and
 // resume → tandem-eval → tandem-decode, on a synthetic reverse-the-words corpus.
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <fstream>
@@ -16,6 +17,9 @@
 
 namespace tandem::test {
 namespace {
+
+// Whether `--device auto` would take a GPU here.
+bool gpu_visible() { return torch::cuda::is_available(); }
 
 class Pipeline : public ::testing::Test {
  protected:
@@ -364,6 +368,14 @@ TEST_F(Pipeline, CheckpointsOfARunTranslateAsAnEnsembleAndOneTwiceTranslatesAsIt
   ASSERT_EQ(threaded.exit_code, 0) << threaded.output;
   EXPECT_EQ(threaded.output, alone.output);
 
+  // --device cpu is the default; auto is the CPU where no GPU is visible (as in CI).
+  for (const std::string device : {"cpu", "auto"}) {
+    const auto placed =
+        run_command(decode + " --device " + device + " --checkpoint " + last + input);
+    ASSERT_EQ(placed.exit_code, 0) << placed.output;
+    if (device == "cpu" || !gpu_visible()) EXPECT_EQ(placed.output, alone.output) << device;
+  }
+
   // int8: the same number of lines, most of them the same translation (scores differ a little).
   const auto int8 = run_command(decode + " --precision int8 --checkpoint " + last + input);
   ASSERT_EQ(int8.exit_code, 0) << int8.output;
@@ -439,16 +451,24 @@ TEST_F(Pipeline, BadInputGetsExitCode2AndNamesTheCulprit) {
       {tool("tandem-train") + " --config " + file("missing.yaml"), "missing.yaml"},
       {tool("tandem-train") + " --config " + file("typo.yaml"), "model.d_model"},
       {tool("tandem-train") + " --config " + write_config("types.yaml", file("run-types")) +
-           " --set train.lr=fast", "train.lr"},
+           " --set train.lr=fast",
+       "train.lr"},
       {tool("tandem-prep") + " --train-src " + file("train.src") + " --train-tgt " +
-           file("short.tgt") + " --out " + file("bad.h5"), "short.tgt"},
+           file("short.tgt") + " --out " + file("bad.h5"),
+       "short.tgt"},
       {tool("tandem-prep") + " --train-src " + file("nope.src") + " --train-tgt " +
-           file("train.tgt") + " --out " + file("bad.h5"), "nope.src"},
+           file("train.tgt") + " --out " + file("bad.h5"),
+       "nope.src"},
       {tool("tandem-eval") + " --checkpoint " + file("prepped.h5") + " --split test", "prepped.h5"},
-      {tool("tandem-eval") + " --checkpoint " + file("not-hdf5.h5") + " --split test", "not-hdf5.h5"},
+      {tool("tandem-eval") + " --checkpoint " + file("not-hdf5.h5") + " --split test",
+       "not-hdf5.h5"},
       {tool("tandem-decode") + " --checkpoint " + file("absent.h5") + " < /dev/null", "absent.h5"},
-      {tool("tandem-eval") + " --hyp " + file("short.tgt") + " --ref " + file("test.tgt"), "short.tgt"},
-      {tool("tandem-train") + " --config " + file("types.yaml") + " --no-such-flag", "--no-such-flag"},
+      {tool("tandem-decode") + " --device gpu --checkpoint " + file("absent.h5") + " < /dev/null",
+       "--device 'gpu'"},
+      {tool("tandem-eval") + " --hyp " + file("short.tgt") + " --ref " + file("test.tgt"),
+       "short.tgt"},
+      {tool("tandem-train") + " --config " + file("types.yaml") + " --no-such-flag",
+       "--no-such-flag"},
   };
   for (const auto& c : cases) {
     const auto r = run_command(c.command);

@@ -3,8 +3,10 @@
 #include "trainer/train/device.h"
 
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include <stdexcept>
+#include <string>
 
 namespace tandem::train {
 namespace {
@@ -29,6 +31,46 @@ TEST(GpuForLocalRank, RefusesRanksThatWouldShareAGpu) {
         << e.what();
   }
   EXPECT_THROW(gpu_for_local_rank(0, 2, 0), std::invalid_argument);
+}
+
+// The message of the std::invalid_argument inference_device(flag) throws ("" if none).
+std::string refusal(const std::string& flag) {
+  try {
+    inference_device(flag);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(InferenceDevice, CpuIsTheCpuAndAutoIsTheCpuWithoutAGpu) {
+  EXPECT_EQ(inference_device("cpu"), torch::Device(torch::kCPU));
+  const auto chosen = inference_device("auto");
+  if (torch::cuda::is_available()) {
+    EXPECT_EQ(chosen, torch::Device(torch::kCUDA, 0));
+  } else {
+    EXPECT_EQ(chosen, torch::Device(torch::kCPU));
+  }
+}
+
+TEST(InferenceDevice, RefusesWhatIsNotADeviceNamingTheFlag) {
+  for (const std::string flag : {"gpu", "cuda:", "cuda:x", "cuda:-1", "CPU", "cuda0", ""}) {
+    EXPECT_EQ(refusal(flag), "--device '" + flag + "': expected cpu, cuda, cuda:N or auto");
+  }
+}
+
+TEST(InferenceDevice, RefusesAGpuThatIsNotThere) {
+  const auto visible = static_cast<int>(torch::cuda::device_count());
+  const std::string absent = "cuda:" + std::to_string(visible);
+  if (visible == 0) {
+    EXPECT_EQ(refusal("cuda"),
+              "--device 'cuda': no GPU is usable (LibTorch built without CUDA, or no device "
+              "visible)");
+    EXPECT_NE(refusal(absent).find("no GPU is usable"), std::string::npos);
+  } else {
+    EXPECT_EQ(refusal(absent), "--device '" + absent + "': this process sees " +
+                                   std::to_string(visible) + " GPU(s), numbered from 0");
+  }
 }
 
 }  // namespace

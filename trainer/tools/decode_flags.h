@@ -11,6 +11,7 @@
 
 #include "trainer/decode/beam.h"
 #include "trainer/train/cpu_runtime.h"
+#include "trainer/train/device.h"
 #include "trainer/train/model_io.h"
 
 namespace tandem::tools {
@@ -43,14 +44,22 @@ inline void add_weights_flag(CLI::App& app, train::Weights& weights) {
       "moving average (the default when the checkpoint holds one: train.ema_decay > 0)");
 }
 
+// --device: where the models run (train::inference_device); the CPU unless asked.
+inline void add_device_flag(CLI::App& app, std::string& device) {
+  app.add_option("--device", device,
+                 "cpu, cuda (GPU 0), cuda:N, or auto (GPU 0 when one is visible, else the CPU)")
+      ->capture_default_str();
+}
+
 // What to translate with and how: --checkpoint (repeatable: an ensemble), --weights (one per
-// checkpoint), --raw-weights, --threads and --precision.
+// checkpoint), --raw-weights, --threads, --precision and --device.
 struct ModelFlags {
   std::vector<std::string> checkpoints;
   std::vector<double> weights;
   train::Weights which = train::Weights::kAverage;
   int threads = 0;  // --threads; 0 = one per core
   std::string precision = "fp32";  // --precision: fp32 or int8
+  std::string device = "cpu";      // --device
 };
 
 // Returns the --checkpoint option (tandem-decode requires it).
@@ -66,7 +75,8 @@ inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags) {
       ->check(CLI::PositiveNumber);
   add_weights_flag(app, flags.which);
   app.add_option("--threads", flags.threads,
-                 "sentence batches translated at once, each on its own thread (0: one per core)")
+                 "sentence batches translated at once, each on its own thread (0: one per core "
+                 "on the CPU, one on a GPU)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option(
@@ -76,11 +86,21 @@ inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags) {
          "depends on the CPU (slower than fp32 on AVX2 without VNNI: see the README)")
       ->check(CLI::IsMember({"fp32", "int8"}))
       ->capture_default_str();
+  add_device_flag(app, flags.device);
   return checkpoint;
 }
 
-// Loads the checkpoints and sets the process up for decoding: `--threads` workers with one
-// intra-op thread each (more threads in one batch's matrix products scale poorly on CPUs).
+// int8's quantized kernels are LibTorch's CPU ones.
+inline void check_precision_on(const std::string& precision, const torch::Device& device) {
+  if (precision == "int8" && !device.is_cpu()) {
+    throw std::invalid_argument(
+        "--precision int8 runs on the CPU only (LibTorch's quantized "
+        "kernels); give --device cpu, or fp32 on the GPU");
+  }
+}
+
+// Loads the checkpoints onto --device and sets the process up for decoding: `--threads` workers
+// with one intra-op thread each (more threads in one batch's matrix products scale poorly on CPUs).
 inline train::InferenceEnsemble load_models(const ModelFlags& flags,
                                             decode::DecodeOptions& options) {
   if (flags.checkpoints.empty()) throw std::invalid_argument("give --checkpoint; see --help");
@@ -89,11 +109,16 @@ inline train::InferenceEnsemble load_models(const ModelFlags& flags,
                                 " values for " + std::to_string(flags.checkpoints.size()) +
                                 " --checkpoint; give one per checkpoint");
   }
-  options.threads = flags.threads > 0 ? flags.threads : torch::get_num_threads();
+  const torch::Device device = train::inference_device(flags.device);
+  check_precision_on(flags.precision, device);
+  options.threads = flags.threads > 0 ? flags.threads
+                    : device.is_cpu() ? torch::get_num_threads()
+                                      : 1;
   train::configure_cpu_runtime({1, 0, train::Workload::kDecoding});
   auto models = train::load_ensemble(flags.checkpoints, flags.weights, flags.which);
-  if (flags.precision == "int8") {
-    for (auto& member : models.members) member.model->quantize_int8();
+  for (auto& member : models.members) {
+    if (flags.precision == "int8") member.model->quantize_int8();
+    member.model->to(device);  // in place: the ensemble holds the same modules
   }
   return models;
 }

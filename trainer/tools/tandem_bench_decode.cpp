@@ -19,8 +19,10 @@
 
 #include "trainer/common/error.h"
 #include "trainer/decode/translate.h"
+#include "trainer/tools/decode_flags.h"
 #include "trainer/tools/tool_main.h"
 #include "trainer/train/cpu_runtime.h"
+#include "trainer/train/device.h"
 #include "trainer/train/metrics.h"
 #include "trainer/train/model_io.h"
 
@@ -54,19 +56,20 @@ Sentences seeds_greedy(tandem::model::Transformer& model, const Sentences& sourc
   Sentences outputs;
   for (size_t begin = 0; begin < sources.size(); begin += 32) {
     const size_t end = std::min(sources.size(), begin + 32);
-    auto src = source_batch(sources, begin, end);
+    auto src = source_batch(sources, begin, end).to(model->parameters().front().device());
     auto memory = model->encode(src);
     const auto src_len = src.ne(tandem::kPadId).sum(1).max().item<int64_t>();
     const int64_t limit =
         std::min<int64_t>(static_cast<int64_t>(options.max_len_a * src_len) + options.max_len_b,
                           model->options().max_positions - 1);
-    auto prefix = torch::full({src.size(0), 1}, tandem::kBosId, torch::kLong);
-    auto done = torch::zeros({src.size(0)}, torch::kBool);
+    auto prefix = torch::full({src.size(0), 1}, tandem::kBosId, src.options());
+    auto done = torch::zeros({src.size(0)}, src.options().dtype(torch::kBool));
     for (int64_t step = 0; step < limit && !done.all().item<bool>(); ++step) {
       auto next = model->decode(prefix, memory, src).select(1, -1).argmax(-1);
       done |= next.eq(tandem::kEosId);
       prefix = torch::cat({prefix, next.unsqueeze(1)}, 1);
     }
+    prefix = prefix.cpu();
     for (int64_t row = 0; row < prefix.size(0); ++row) {
       std::vector<int32_t> tokens;
       for (int64_t t = 1; t < prefix.size(1) && prefix[row][t].item<int64_t>() != tandem::kEosId;
@@ -165,6 +168,7 @@ int main(int argc, char** argv) {
   int repeat = 1;
   size_t max_lines = 0;
   bool seeds = false;
+  std::string device_flag = "cpu";
   tandem::decode::DecodeOptions options;
   app.add_option("--checkpoint", checkpoint, "checkpoint file (*.h5)")->required();
   app.add_option("--input", input, "source sentences, one per line")->required();
@@ -188,6 +192,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-lines", max_lines, "use the first N lines; 0 = all")->capture_default_str();
   app.add_flag("--seeds", seeds, "also time the seeds' uncached greedy decoder (slow)");
+  tandem::tools::add_device_flag(app, device_flag);
   app.footer(kExamples);
   app.failure_message(tandem::tools::usage_error_line("tandem-bench-decode"));
   try {
@@ -196,8 +201,13 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : tandem::kExitUsage;
   }
   return tandem::tools::run_tool("tandem-bench-decode", [&] {
+    const torch::Device device = tandem::train::inference_device(device_flag);
+    // int8 is a CPU precision: on a GPU the default list is fp32 alone, and asking for int8 fails.
+    if (!device.is_cpu() && app.count("--precisions") == 0) precisions = {"fp32"};
+    for (const auto& precision : precisions) tandem::tools::check_precision_on(precision, device);
     tandem::train::configure_cpu_runtime({1, 0, tandem::train::Workload::kDecoding});
     auto m = tandem::train::load_for_inference(checkpoint);
+    m.model->to(device);
     auto lines = tandem::tools::read_lines(input, "--input");
     if (max_lines > 0 && lines.size() > max_lines) lines.resize(max_lines);
     std::vector<std::string> refs;
@@ -217,7 +227,7 @@ int main(int argc, char** argv) {
       auto model = m.model;
       if (precision == "int8") {
         model = tandem::train::load_for_inference(checkpoint).model;
-        model->quantize_int8();
+        model->quantize_int8();  // on the CPU, which check_precision_on made sure of
       }
       for (const int threads : thread_counts) {
         for (const int64_t beam : beams) {
@@ -236,7 +246,9 @@ int main(int argc, char** argv) {
     std::printf("%zu sentences, median of %d run(s)\n", sources.size(), repeat);
     std::printf("%-22s %8s %8s %7s %9s %10s %7s\n", "decoder", "wall s", "user s", "sys s",
                 "words/s", "tokens/s", "BLEU");
-    nlohmann::json record{{"sentences", sources.size()}, {"repeat", repeat}, {"rows", {}}};
+    nlohmann::json record{
+        {"sentences", sources.size()}, {"repeat", repeat}, {"device", device.str()}, {"rows", {}}};
+    std::printf("on %s\n", device.str().c_str());
     for (const auto& row : rows) {
       char bleu[16] = "-";
       if (row.bleu >= 0) std::snprintf(bleu, sizeof bleu, "%.2f", row.bleu);

@@ -125,12 +125,14 @@ int evaluate_checkpoint(Args args) {
                                               args.max_tokens, args.decode);
   nlohmann::json record;
   const auto which = describe(args, models, record);
-  std::printf("%s %s in %s on %s: %zu sentences\n",
+  const std::string device = models.ensemble.device().str();
+  std::printf("%s %s in %s (%s) on %s: %zu sentences\n",
               models.members.size() > 1 ? "ensemble" : "checkpoint", which.c_str(),
-              args.models.precision.c_str(), source.c_str(), pairs.size());
+              args.models.precision.c_str(), device.c_str(), source.c_str(), pairs.size());
   std::printf("loss %.4f | perplexity %.2f | token accuracy %.2f%%\n", result.forced.loss,
               result.forced.perplexity, 100.0 * result.forced.accuracy);
   record["precision"] = args.models.precision;
+  record["device"] = device;
   record["sentences"] = pairs.size();
   record["loss"] = result.forced.loss;
   record["ppl"] = result.forced.perplexity;

@@ -67,6 +67,35 @@ DeviceChoice choose_device(const config::TrainConfig& train, int local_rank, int
   return DeviceChoice{torch::Device(torch::kCPU), bf16, "cpu"};
 }
 
+torch::Device inference_device(const std::string& flag) {
+  const bool have_cuda = torch::cuda::is_available();
+  if (flag == "cpu" || (flag == "auto" && !have_cuda)) return torch::Device(torch::kCPU);
+  const std::string key = "--device '" + flag + "'";
+  int gpu = 0;
+  if (flag != "auto" && flag != "cuda") {
+    const std::string prefix = "cuda:";
+    const std::string index = flag.rfind(prefix, 0) == 0 ? flag.substr(prefix.size()) : "";
+    if (index.empty() || index.size() > 4 ||
+        index.find_first_not_of("0123456789") != std::string::npos) {
+      throw std::invalid_argument(key + ": expected cpu, cuda, cuda:N or auto");
+    }
+    gpu = std::stoi(index);
+  }
+  if (!have_cuda) {
+    throw std::invalid_argument(
+        key + ": no GPU is usable (LibTorch built without CUDA, or no device visible)");
+  }
+  const auto visible = static_cast<int>(torch::cuda::device_count());
+  if (gpu >= visible) {
+    throw std::invalid_argument(key + ": this process sees " + std::to_string(visible) +
+                                " GPU(s), numbered from 0");
+  }
+#ifdef TANDEM_HAVE_NCCL
+  parallel::set_current_gpu(gpu);
+#endif
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(gpu));
+}
+
 bool cpu_has_bf16_dot_product() {
 #if defined(__x86_64__) && defined(__GNUC__)
   // oneDNN (LibTorch's bf16 matrix products on CPU) runs them natively on these instructions.

@@ -29,6 +29,12 @@ DeviceChoice choose_device(const config::TrainConfig& train, int local_rank, int
 // Between the two, ranks would have to share a GPU, which NCCL cannot: std::invalid_argument.
 int gpu_for_local_rank(int local_rank, int local_size, int visible);
 
+// Where the inference tools (tandem-eval, tandem-decode, tandem-bench-decode) run, from --device:
+// cpu; cuda (GPU 0) or cuda:N; auto (GPU 0 where LibTorch sees one, else the CPU). A GPU that is
+// not there, or any other text, is a std::invalid_argument naming the flag. The GPU chosen is made
+// the current CUDA device.
+torch::Device inference_device(const std::string& flag);
+
 // Whether this CPU has bf16 dot-product instructions (AVX512_BF16 or AMX-BF16).
 bool cpu_has_bf16_dot_product();
 
