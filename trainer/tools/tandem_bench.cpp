@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "data/corpus.h"
@@ -227,9 +228,9 @@ Measurement measure_under_mpirun(const Flags& f, const TempDir& scratch) {
   return measurement_from_json(nlohmann::json::parse(in));
 }
 
-Measurement measure_in_process(const cfg::Config& config, const Flags& f) {
+Measurement measure_in_process(const cfg::Config& config, const Flags& f,
+                               tandem::parallel::ProcessGroup& group) {
   std::printf("launch: 1 rank in this process (not pinned)\n");
-  tandem::parallel::ProcessGroup group(nullptr, nullptr);
   return measure(config, group, f);
 }
 
@@ -362,7 +363,8 @@ void compare_with_pytorch(const Flags& f, const cfg::Config& config, const Measu
   record["pytorch_text"] = y.reencoded ? "re-encoded from the corpus" : "given";
 }
 
-int bench(const Flags& f) {
+// `group` is this process's rank when it measures in-process (--ranks 1), else null.
+int bench(const Flags& f, tandem::parallel::ProcessGroup* group) {
   check_flags(f);
   TempDir scratch("bench");
   const auto config = resolve_config(f, scratch.file("run"));
@@ -371,7 +373,8 @@ int bench(const Flags& f) {
   if (f.pytorch) tools::check_yardstick(f.yardstick, config.model);
   std::ofstream(scratch.file("config.yaml")) << cfg::to_yaml(config);
   print_setup(config, f);
-  const auto m = f.ranks == 1 ? measure_in_process(config, f) : measure_under_mpirun(f, scratch);
+  const auto m =
+      group != nullptr ? measure_in_process(config, f, *group) : measure_under_mpirun(f, scratch);
   auto record = report(m, config, f);
   if (f.pytorch) compare_with_pytorch(f, config, m, scratch, record);
   std::printf("%s\n", record.dump().c_str());
@@ -427,5 +430,9 @@ int main(int argc, char** argv) {
     return tandem::kExitUsage;
   }
   if (!f.worker_dir.empty()) return worker_main(argc, argv, f);
-  return tools::run_tool("tandem-bench", [&] { return bench(f); });
+  // Measuring in this process: MPI first and last, as in tandem-train, so everything CUDA, NCCL and
+  // HDF5 set up while measuring is set up after MPI_Init and gone before MPI_Finalize.
+  std::optional<tandem::parallel::ProcessGroup> group;
+  if (f.ranks == 1) group.emplace(&argc, &argv);
+  return tools::run_tool("tandem-bench", [&] { return bench(f, group ? &*group : nullptr); });
 }
