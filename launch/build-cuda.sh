@@ -4,6 +4,7 @@
 # system, or from a bundle: run `eval "$(launch/bundle-unpack.sh BUNDLE PREFIX)"` first.
 #
 #   launch/build-cuda.sh [BUILD_DIR] [-- CMAKE_ARGS...]     (default build-cuda/; PYTHON=python3)
+# Environment: TANDEM_TESTS=ON also configures the tests; TANDEM_TARGETS="a b" builds only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-cuda}
@@ -33,4 +34,5 @@ echo "build-cuda: LibTorch from $torch_cmake${nccl_root:+, NCCL candidates $nccl
 cmake -S . -B "$build" -G Ninja "${args[@]}" "$@" >"$build.configure.log" 2>&1 ||
   { cat "$build.configure.log" >&2; exit 1; }
 grep -E "Tandem:|Torch|CUDA" "$build.configure.log" | head -5 || true
-cmake --build "$build" -j "$(nproc)"
+read -r -a targets <<<"${TANDEM_TARGETS:-}"
+cmake --build "$build" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"}
