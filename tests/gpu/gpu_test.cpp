@@ -7,13 +7,17 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "trainer/common/token_ids.h"
 #include "trainer/model/autocast.h"
 #include "trainer/model/kernels.h"
 #include "trainer/model/token_loss.h"
 #include "trainer/optim/adam.h"
+#include "trainer/parallel/gradient_reducer.h"
 #include "trainer/parallel/process_group.h"
 
 namespace tandem {
@@ -199,6 +203,75 @@ TEST(Gpu, AdamMultiTensorStepsMatchTheCpu) {
   for (size_t i = 0; i < cpu.size(); ++i) {
     EXPECT_LT(relative_error(gpu[i].second, cpu[i].second), 1e-6) << cpu[i].first;
   }
+}
+
+// Test double: a world of two whose other rank is this one's twin, so an all-reduce doubles the
+// tensor. Enough for the reducer to hook the gradients (it does not in a world of one).
+class TwinCommunicator : public parallel::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string backend() const override { return "twin"; }
+  void all_reduce_sum(torch::Tensor& tensor) override {
+    tensor.mul_(2);
+    ++tensor_calls;
+  }
+  void broadcast(torch::Tensor&, int) override {}
+  void barrier() override {}
+  double all_reduce_sum(double value) override { return 2 * value; }
+  std::vector<uint64_t> all_gather(uint64_t value) override { return {value, value}; }
+  std::vector<std::string> gather_bytes(const std::string& bytes, int) override {
+    return {bytes, bytes};
+  }
+  std::string broadcast_bytes(const std::string& bytes, int) override { return bytes; }
+  std::atomic<int> tensor_calls{0};  // from autograd's threads during backward
+};
+
+// The reducer's hooks fire where autograd runs the backward pass (its device thread for a GPU),
+// launch buckets before the pass ends, and the result is scale * (sum over the twins) of plain
+// backward's gradients.
+void expect_reducer_matches_plain_backward(const torch::Device& device) {
+  torch::manual_seed(9);
+  const auto x = torch::randn({6, 32}).to(device);
+  std::vector<torch::Tensor> initial = {torch::randn({64, 32}), torch::randn({64}),
+                                        torch::randn({16, 64}), torch::randn({16})};
+  auto loss_of = [&](const std::vector<torch::Tensor>& p) {
+    auto h = torch::tanh(torch::matmul(x, p[0].t()) + p[1]);
+    return (torch::matmul(h, p[2].t()) + p[3]).pow(2).sum();
+  };
+  std::vector<torch::Tensor> plain, hooked;
+  for (const auto& t : initial) {
+    plain.push_back(leaf_on(t, device));
+    hooked.push_back(leaf_on(t, device));
+  }
+  loss_of(plain).backward();
+
+  TwinCommunicator twin;
+  // Byte-sized caps: one bucket per tensor, so most launch from hooks during the pass.
+  parallel::GradientReducer reducer(hooked, twin, 1e-6, 1e-6);
+  reducer.prepare_for_backward();
+  loss_of(hooked).backward();
+  reducer.end_backward();
+  const double scale = 0.25;
+  reducer.finish(scale);
+
+  EXPECT_EQ(twin.tensor_calls.load(), static_cast<int>(reducer.buckets().size()));
+  int during = 0;
+  for (const auto& launch : reducer.last_launches()) during += launch.during_backward;
+  EXPECT_GE(during, 1) << "no bucket was launched by a gradient hook";
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(hooked[i].grad().device(), device);
+    EXPECT_LT(relative_error(hooked[i].grad(), plain[i].grad() * (2 * scale)), 1e-6) << i;
+  }
+}
+
+TEST(Gpu, GradientReducerHooksMatchPlainBackwardOnTheCpu) {
+  expect_reducer_matches_plain_backward(torch::kCPU);  // runs everywhere, CI included
+}
+
+TEST(Gpu, GradientReducerHooksMatchPlainBackwardOnTheGpu) {
+  SKIP_WITHOUT_GPU();
+  expect_reducer_matches_plain_backward(kGpu);
 }
 
 #ifdef TANDEM_HAVE_NCCL
