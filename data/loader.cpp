@@ -3,6 +3,10 @@
 // thread at a time: the prefetch thread while it runs, the caller otherwise.
 #include "data/loader.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -143,6 +147,9 @@ class Prefetcher {
 
  private:
   void run(StepReader& reader, DataPosition cursor) {
+    // Lowest priority: where ranks fill the cores, reading ahead takes the time the step leaves
+    // idle instead of preempting it (waiting in next_step, the step thread leaves the core to it).
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
     try {
       while (true) {
         Step step = reader.read(cursor, accum_steps_);

@@ -373,7 +373,9 @@ TEST_F(Pipeline, CheckpointsOfARunTranslateAsAnEnsembleAndOneTwiceTranslatesAsIt
     const auto placed =
         run_command(decode + " --device " + device + " --checkpoint " + last + input);
     ASSERT_EQ(placed.exit_code, 0) << placed.output;
-    if (device == "cpu" || !gpu_visible()) EXPECT_EQ(placed.output, alone.output) << device;
+    if (device == "cpu" || !gpu_visible()) {
+      EXPECT_EQ(placed.output, alone.output) << device;
+    }
   }
 
   // int8: the same number of lines, most of them the same translation (scores differ a little).
