@@ -14,6 +14,12 @@
 namespace tandem::train {
 namespace {
 
+// What `setting` (a config key or a flag, with its value) asks for when LibTorch has no GPU.
+std::invalid_argument no_gpu(const std::string& setting) {
+  return std::invalid_argument(
+      setting + ": no GPU is usable (LibTorch built without CUDA, or no device visible)");
+}
+
 DeviceChoice on_gpu(const config::TrainConfig& train, int local_rank, int local_size) {
   const std::string key = "train.device " + std::string(config::name_of(train.device)) + ": ";
   int gpu = 0;
@@ -49,10 +55,7 @@ int gpu_for_local_rank(int local_rank, int local_size, int visible) {
 
 DeviceChoice choose_device(const config::TrainConfig& train, int local_rank, int local_size) {
   const bool have_cuda = torch::cuda::is_available();
-  if (train.device == config::Device::kCuda && !have_cuda) {
-    throw std::invalid_argument(
-        "train.device cuda: no GPU is usable (LibTorch built without CUDA, or no device visible)");
-  }
+  if (train.device == config::Device::kCuda && !have_cuda) throw no_gpu("train.device cuda");
   if (train.device == config::Device::kCuda ||
       (train.device == config::Device::kAuto && have_cuda)) {
     return on_gpu(train, local_rank, local_size);
@@ -81,10 +84,7 @@ torch::Device inference_device(const std::string& flag) {
     }
     gpu = std::stoi(index);
   }
-  if (!have_cuda) {
-    throw std::invalid_argument(
-        key + ": no GPU is usable (LibTorch built without CUDA, or no device visible)");
-  }
+  if (!have_cuda) throw no_gpu(key);
   const auto visible = static_cast<int>(torch::cuda::device_count());
   if (gpu >= visible) {
     throw std::invalid_argument(key + ": this process sees " + std::to_string(visible) +
