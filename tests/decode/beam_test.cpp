@@ -3,6 +3,7 @@
 // as documented; a wider beam finds better-scoring translations; batching, input order and threads
 // do not change results; the length limit holds. Ensembles: a model with itself is the model
 // alone, bit for bit; two models equal the naive search over their weighted log-probabilities.
+// Stopping a sentence early once its n best are settled returns what the naive search returns.
 #include "trainer/decode/beam.h"
 
 #include <gtest/gtest.h>
@@ -99,6 +100,24 @@ TEST(BeamSearch, EqualsNaiveFullDecoderBeamSearchOnATrainedModel) {
       expect_equals_naive(trained_model(), sentences, beam_options(3, 2, 1.0));
   EXPECT_GE(by_eos, 6);
   (void)at_limit;  // a trained model rarely runs to the limit
+}
+
+// With fewer results than hypotheses (nbest < K), search stops a sentence once no live
+// hypothesis can still place among them; the naive search runs until K have finished. Both
+// signs of alpha (the bound's two ends) and alpha 0.
+TEST(BeamSearch, StoppingOnceTheResultsAreSettledReturnsTheNaiveSearchsResults) {
+  auto random = tiny_model(2.5);
+  torch::manual_seed(5);
+  auto sentences = random_sentences({3, 7, 1, 5, 9, 4});
+  int by_eos = 0;
+  for (auto* model : {&random, &trained_model()}) {
+    for (double alpha : {-0.5, 0.0, 0.6, 1.0}) {
+      for (int64_t nbest : {1, 2}) {
+        by_eos += expect_equals_naive(*model, sentences, beam_options(4, nbest, alpha)).first;
+      }
+    }
+  }
+  EXPECT_GE(by_eos, 60);
 }
 
 TEST(BeamSearch, NbestListsAreSortedDistinctAndNormalisedByLengthWithEos) {

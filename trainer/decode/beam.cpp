@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
@@ -65,12 +66,41 @@ torch::Tensor best_candidates(const std::vector<torch::Tensor>& logits,
       .to(torch::kCPU);
 }
 
+// A step's log-probabilities are at most this above 0 (the normaliser's rounding), so that a
+// hypothesis' score bounds its descendants' scores with this much slack per step.
+constexpr double kLogProbSlack = 1e-5;
+
+// Whether no live hypothesis of a sentence can still enter its n best finished ones: a descendant
+// of a live hypothesis with `tokens` tokens and score s ends with at most tokens + 1 .. limit
+// tokens and a score of at most s (log-probabilities are <= 0), so its normalised score is at
+// most the larger of s / length^alpha at those two ends (monotonic in between). Results are then
+// what searching on until K had finished would return, in fewer steps.
+bool settled(const std::vector<Hypothesis>& finished, const std::vector<double>& live_scores,
+             int64_t tokens, int64_t limit, const DecodeOptions& options) {
+  if (static_cast<int64_t>(finished.size()) < options.nbest) return false;
+  std::vector<double> scores;
+  for (const auto& h : finished) scores.push_back(normalized_score(h, options.length_penalty));
+  std::nth_element(scores.begin(), scores.begin() + (options.nbest - 1), scores.end(),
+                   std::greater<>());
+  const double nth_best = scores[options.nbest - 1];
+  const double slack = kLogProbSlack * static_cast<double>(limit - tokens);
+  for (const double score : live_scores) {
+    const double bound =
+        std::max(normalized_score(score + slack, tokens + 1, options.length_penalty),
+                 normalized_score(score + slack, limit, options.length_penalty));
+    if (!(bound < nth_best)) return false;
+  }
+  return true;
+}
+
 // Advances one sentence by its candidates (rows of `choice` [3, 2K]): EOS among the first K
 // finish, the first K others become its next live beam (appended to `next`, their parents' state
 // rows to `rows`), unless the sentence is done.
 void advance_sentence(const Beams& beams, int64_t index,
-                      const torch::TensorAccessor<double, 2>& choice, int64_t beam, bool at_limit,
-                      std::vector<Hypothesis>& finished, Beams& next, std::vector<int64_t>& rows) {
+                      const torch::TensorAccessor<double, 2>& choice, const DecodeOptions& options,
+                      int64_t step, int64_t limit, std::vector<Hypothesis>& finished, Beams& next,
+                      std::vector<int64_t>& rows) {
+  const int64_t beam = options.beam_size;
   std::vector<std::vector<int32_t>> live_tokens;
   std::vector<double> live_scores;
   std::vector<int64_t> parents;
@@ -90,12 +120,13 @@ void advance_sentence(const Beams& beams, int64_t index,
     parents.push_back(parent);
   }
   if (static_cast<int64_t>(finished.size()) >= beam) return;
-  if (at_limit) {
+  if (step >= limit) {
     for (size_t i = 0; i < parents.size(); ++i) {
       finished.push_back({std::move(live_tokens[i]), live_scores[i], false});
     }
     return;
   }
+  if (settled(finished, live_scores, step, limit, options)) return;
   next.sentence.push_back(beams.sentence[index]);
   for (size_t i = 0; i < parents.size(); ++i) {
     next.tokens.push_back(std::move(live_tokens[i]));
@@ -106,15 +137,15 @@ void advance_sentence(const Beams& beams, int64_t index,
 
 // Applies one step to every active sentence; returns the state rows the next step keeps, in order.
 std::vector<int64_t> advance(Beams& beams, const torch::Tensor& choice, int64_t step,
-                             const std::vector<int64_t>& limits, int64_t beam,
+                             const std::vector<int64_t>& limits, const DecodeOptions& options,
                              std::vector<std::vector<Hypothesis>>& finished) {
   auto cell = choice.accessor<double, 3>();
   Beams next;
-  next.width = beam;
+  next.width = options.beam_size;
   std::vector<int64_t> rows;
   for (size_t i = 0; i < beams.sentence.size(); ++i) {
     const int64_t sentence = beams.sentence[i];
-    advance_sentence(beams, static_cast<int64_t>(i), cell[i], beam, step >= limits[sentence],
+    advance_sentence(beams, static_cast<int64_t>(i), cell[i], options, step, limits[sentence],
                      finished[sentence], next, rows);
   }
   beams = std::move(next);
@@ -123,10 +154,7 @@ std::vector<int64_t> advance(Beams& beams, const torch::Tensor& choice, int64_t 
 
 // Normalises the scores, sorts best first and keeps the n best.
 void rank(std::vector<Hypothesis>& hyps, const DecodeOptions& options) {
-  for (auto& h : hyps) {
-    h.normalized =
-        h.score / std::pow(static_cast<double>(hypothesis_length(h)), options.length_penalty);
-  }
+  for (auto& h : hyps) h.normalized = normalized_score(h, options.length_penalty);
   std::stable_sort(hyps.begin(), hyps.end(), [](const Hypothesis& a, const Hypothesis& b) {
     return a.normalized > b.normalized;
   });
@@ -178,7 +206,7 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
       logits.push_back(models[i]->decode_step(tokens, states[i]));
     }
     auto choice = best_candidates(logits, ensemble.weights(), beams, options.beam_size);
-    auto rows = advance(beams, choice, step, limits, options.beam_size, finished);
+    auto rows = advance(beams, choice, step, limits, options, finished);
     if (beams.sentence.empty()) break;
     for (auto& state : states) state.select(rows, beams.width);
     std::vector<int64_t> last;

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -45,6 +46,14 @@ inline int64_t hypothesis_length(const Hypothesis& h) {
   return static_cast<int64_t>(h.tokens.size()) + (h.ended ? 1 : 0);
 }
 
+// What finished hypotheses are ranked by: score / length^alpha.
+inline double normalized_score(double score, int64_t length, double alpha) {
+  return score / std::pow(static_cast<double>(length), alpha);
+}
+inline double normalized_score(const Hypothesis& h, double alpha) {
+  return normalized_score(h.score, hypothesis_length(h), alpha);
+}
+
 // Throws std::invalid_argument naming the field at fault.
 void validate(const DecodeOptions& options, int64_t vocab_size);
 
@@ -58,7 +67,9 @@ void validate(const DecodeOptions& options, int64_t vocab_size);
 // first K others are the next live beam (so the beam stays full and finished hypotheses are never
 // fed to the decoder again). A sentence is done when it has K finished hypotheses (fairseq's
 // rule) or at its length limit, where the live hypotheses join the finished ones unterminated.
-// With K = 1 this is exactly greedy decoding.
+// It stops sooner, with the same results, once no live hypothesis can still score among the
+// `nbest` best finished ones (its descendants' scores can only fall). With K = 1 this is exactly
+// greedy decoding.
 std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble, const torch::Tensor& src,
                                                  const DecodeOptions& options);
 
