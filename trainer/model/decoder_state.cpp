@@ -13,9 +13,51 @@ constexpr int64_t kFirstCapacity = 16;  // positions, when nobody reserved
 
 std::string row_text(int64_t row) { return "DecoderState::select: row " + std::to_string(row); }
 
+// Cache buffers (1-d, contiguous, CPU) of decoder states that ended on this thread.
+thread_local std::vector<torch::Tensor> spare_buffers;
+constexpr size_t kSpareBuffers = 16;
+
+// A buffer of at least `numel` elements: the smallest spare that fits, else a new one rounded up
+// to a power of two (the next batches' caches then fit it; pages never touched cost nothing).
+torch::Tensor cache_buffer(int64_t numel, const torch::TensorOptions& options) {
+  if (!options.device().is_cpu()) return torch::empty({numel}, options);
+  auto fits = spare_buffers.end();
+  for (auto it = spare_buffers.begin(); it != spare_buffers.end(); ++it) {
+    if (it->dtype() == options.dtype() && it->numel() >= numel &&
+        (fits == spare_buffers.end() || it->numel() < fits->numel())) {
+      fits = it;
+    }
+  }
+  if (fits == spare_buffers.end()) {
+    int64_t rounded = 1;
+    while (rounded < numel) rounded *= 2;
+    return torch::empty({rounded}, options);
+  }
+  auto buffer = std::move(*fits);
+  spare_buffers.erase(fits);
+  return buffer;
+}
+
+// Keeps `buffer` for a later cache_buffer() when nothing else uses its memory.
+void spare(torch::Tensor buffer) {
+  if (!buffer.defined() || !buffer.is_cpu() || buffer.storage().use_count() != 1) return;
+  spare_buffers.push_back(std::move(buffer));
+  if (spare_buffers.size() > kSpareBuffers) {
+    auto smallest = std::min_element(
+        spare_buffers.begin(), spare_buffers.end(),
+        [](const torch::Tensor& a, const torch::Tensor& b) { return a.numel() < b.numel(); });
+    spare_buffers.erase(smallest);
+  }
+}
+
 }  // namespace
 
 DecoderState::DecoderState(torch::Tensor pad) : src_pad(std::move(pad)), rows_(src_pad.size(0)) {}
+
+DecoderState::~DecoderState() {
+  layers.clear();  // the views, so that a buffer nobody else holds is seen as free
+  for (auto& buffer : storage_) spare(std::move(buffer));
+}
 
 int64_t DecoderState::capacity() const {
   return layers.empty() || !layers[0].self_kv.defined() ? 0 : layers[0].self_kv.size(1);
@@ -26,14 +68,19 @@ int64_t DecoderState::allocated_rows() const {
 }
 
 void DecoderState::reallocate(int64_t rows, int64_t steps) {
-  for (auto& layer : layers) {
-    auto grown = torch::empty({rows, steps, layer.cross_kv.size(2)}, layer.cross_kv.options());
+  storage_.resize(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    auto& layer = layers[i];
+    const int64_t width = layer.cross_kv.size(2);
+    auto buffer = cache_buffer(rows * steps * width, layer.cross_kv.options());
+    auto grown = buffer.narrow(0, 0, rows * steps * width).view({rows, steps, width});
     if (layer.self_kv.defined() && step > 0) {
       grown.narrow(0, 0, rows_)
           .narrow(1, 0, step)
           .copy_(layer.self_kv.narrow(0, 0, rows_).narrow(1, 0, step));
     }
     layer.self_kv = grown;
+    spare(std::exchange(storage_[i], buffer));
   }
 }
 
@@ -87,10 +134,45 @@ void DecoderState::select(const std::vector<int64_t>& rows, int64_t width) {
   width_ = width;
 }
 
+template <typename Row>
+void DecoderState::move_within_block(const std::vector<int64_t>& rows, int64_t begin, int64_t width,
+                                     size_t used, const Row& row) {
+  // Row i of the block is overwritten only after every row reading it has read it, so a move
+  // copies once; rows left reading each other (a cycle) go through the scratch.
+  std::vector<int64_t> pending, readers(width, 0);
+  for (int64_t i = begin; i < begin + width; ++i) {
+    if (rows[i] == i) continue;
+    pending.push_back(i);
+    ++readers[rows[i] - begin];
+  }
+  for (bool moved = true; moved && !pending.empty();) {
+    moved = false;
+    for (size_t n = 0; n < pending.size();) {
+      const int64_t i = pending[n];
+      if (readers[i - begin] > 0) {
+        ++n;
+        continue;
+      }
+      std::memcpy(row(i), row(rows[i]), used);
+      --readers[rows[i] - begin];
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(n));
+      moved = true;
+    }
+  }
+  scratch_.resize(pending.size() * used);
+  for (size_t n = 0; n < pending.size(); ++n) {
+    std::memcpy(&scratch_[n * used], row(rows[pending[n]]), used);
+  }
+  for (size_t n = 0; n < pending.size(); ++n) {
+    std::memcpy(row(pending[n]), &scratch_[n * used], used);
+  }
+}
+
 void DecoderState::move_rows(const std::vector<int64_t>& rows, int64_t width) {
   const auto count = static_cast<int64_t>(rows.size());
   if (!layers[0].self_kv.is_cpu()) {
     auto index = torch::tensor(rows, torch::kLong).to(layers[0].self_kv.device());
+    storage_.clear();  // the caches move to new tensors of their own
     for (auto& layer : layers) {
       auto moved =
           torch::empty({std::max(count, allocated_rows()), capacity(), layer.self_kv.size(2)},
@@ -111,20 +193,14 @@ void DecoderState::move_rows(const std::vector<int64_t>& rows, int64_t width) {
     auto row = [&](int64_t r) { return base + r * stride; };
     if (width == width_) {
       // Sentence g's rows come from sentence s >= g (sentences only drop out): from a later block
-      // they copy directly, within their own block through the scratch.
+      // they copy directly, within their own block in an order that copies each row once.
       for (int64_t begin = 0; begin < count; begin += width) {
         const bool own_block = rows[begin] / width_ == begin / width;
         if (!own_block) {
           for (int64_t i = begin; i < begin + width; ++i) std::memcpy(row(i), row(rows[i]), used);
           continue;
         }
-        scratch_.resize(width * used);
-        for (int64_t i = begin; i < begin + width; ++i) {
-          if (rows[i] != i) std::memcpy(&scratch_[(i - begin) * used], row(rows[i]), used);
-        }
-        for (int64_t i = begin; i < begin + width; ++i) {
-          if (rows[i] != i) std::memcpy(row(i), &scratch_[(i - begin) * used], used);
-        }
+        move_within_block(rows, begin, width, used, row);
       }
     } else {
       // A new width (beam search's first step): every source row aside first, then placed.

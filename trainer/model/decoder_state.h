@@ -23,6 +23,12 @@ class DecoderState {
   // One decoder row per sentence of src_pad [sentences, src_len] (bool, true at padding); the
   // caches' cross_kv are set by the decoder.
   explicit DecoderState(torch::Tensor src_pad);
+  // Hands the CPU caches' storage to the next state decoding on this thread (see storage_).
+  ~DecoderState();
+  DecoderState(const DecoderState&) = default;
+  DecoderState(DecoderState&&) = default;
+  DecoderState& operator=(const DecoderState&) = default;
+  DecoderState& operator=(DecoderState&&) = default;
 
   torch::Tensor src_pad;  // [sentences, src_len]
   std::vector<LayerCache> layers;
@@ -51,10 +57,19 @@ class DecoderState {
   void reallocate(int64_t rows, int64_t steps);
   // select()'s move of the self-attention caches: rows[i] to row i, for the first `step` positions.
   void move_rows(const std::vector<int64_t>& rows, int64_t width);
+  // move_rows within one sentence's block [begin, begin + width) of the CPU caches: row(i) is
+  // where decoder row i's first `used` bytes are.
+  template <typename Row>
+  void move_within_block(const std::vector<int64_t>& rows, int64_t begin, int64_t width,
+                         size_t used, const Row& row);
 
+  // Per layer, the flat CPU buffer its self_kv views. A batch's caches are tens of MB each, above
+  // glibc's largest mmap threshold (32 MB), so each batch would map fresh pages and fault on every
+  // first touch; a finished state's buffers are kept (a few per thread) for the next one instead.
+  std::vector<torch::Tensor> storage_;
   int64_t rows_ = 0;
   int64_t width_ = 1;
-  std::vector<char> scratch_;  // rows that move within their own sentence, while they move
+  std::vector<char> scratch_;  // rows that move in a cycle within their sentence, while they move
 };
 
 }  // namespace tandem::model
