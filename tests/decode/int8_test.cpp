@@ -23,8 +23,8 @@ TEST(Int8, TheTrainedModelTranslatesAsInFloatOnAlmostEverySentence) {
     for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
   }
   int8_model->eval();
-  int8_model->quantize_int8();
-  EXPECT_TRUE(int8_model->int8());
+  int8_model->freeze(model::InferencePrecision::kInt8);
+  EXPECT_EQ(int8_model->frozen(), model::InferencePrecision::kInt8);
   auto float_params = float_model->parameters(), int8_params = int8_model->parameters();
   for (size_t i = 0; i < float_params.size(); ++i) {
     EXPECT_TRUE(torch::equal(float_params[i], int8_params[i])) << "parameter " << i;

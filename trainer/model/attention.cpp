@@ -13,33 +13,33 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& 
 // The parameters stay q_proj/k_proj/v_proj (checkpoint names); concatenating the small weights
 // each call costs far less than the separate products it saves.
 torch::Tensor MultiheadAttentionImpl::project_qkv(const torch::Tensor& x) {
-  if (int8_) return int8_->qkv(x);
+  if (frozen_) return frozen_->qkv(x);
   return linear_rows(x, torch::cat({q_proj_->weight, k_proj_->weight, v_proj_->weight}),
                      torch::cat({q_proj_->bias, k_proj_->bias, v_proj_->bias}));
 }
 
 torch::Tensor MultiheadAttentionImpl::project_kv(const torch::Tensor& memory) {
-  if (int8_) return int8_->kv(memory);
+  if (frozen_) return frozen_->kv(memory);
   return linear_rows(memory, torch::cat({k_proj_->weight, v_proj_->weight}),
                      torch::cat({k_proj_->bias, v_proj_->bias}));
 }
 
 torch::Tensor MultiheadAttentionImpl::project_q(const torch::Tensor& x) {
-  return int8_ ? int8_->q(x) : linear_rows(x, q_proj_->weight, q_proj_->bias);
+  return frozen_ ? frozen_->q(x) : linear_rows(x, q_proj_->weight, q_proj_->bias);
 }
 
 torch::Tensor MultiheadAttentionImpl::project_out(const torch::Tensor& context) {
-  return int8_ ? int8_->out(context) : linear_rows(context, out_proj_->weight, out_proj_->bias);
+  return frozen_ ? frozen_->out(context) : linear_rows(context, out_proj_->weight, out_proj_->bias);
 }
 
-void MultiheadAttentionImpl::quantize_int8() {
-  int8_ = std::make_shared<const Int8Projections>(
-      Int8Projections{Int8Linear(torch::cat({q_proj_->weight, k_proj_->weight, v_proj_->weight}),
-                                 torch::cat({q_proj_->bias, k_proj_->bias, v_proj_->bias})),
-                      Int8Linear(q_proj_->weight, q_proj_->bias),
-                      Int8Linear(torch::cat({k_proj_->weight, v_proj_->weight}),
-                                 torch::cat({k_proj_->bias, v_proj_->bias})),
-                      Int8Linear(out_proj_->weight, out_proj_->bias)});
+void MultiheadAttentionImpl::freeze(InferencePrecision precision) {
+  frozen_ = std::make_shared<const FrozenProjections>(FrozenProjections{
+      FrozenLinear(torch::cat({q_proj_->weight, k_proj_->weight, v_proj_->weight}),
+                   torch::cat({q_proj_->bias, k_proj_->bias, v_proj_->bias}), precision),
+      FrozenLinear(q_proj_->weight, q_proj_->bias, precision),
+      FrozenLinear(torch::cat({k_proj_->weight, v_proj_->weight}),
+                   torch::cat({k_proj_->bias, v_proj_->bias}), precision),
+      FrozenLinear(out_proj_->weight, out_proj_->bias, precision)});
 }
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,

@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "trainer/model/int8_linear.h"
+#include "trainer/model/frozen_linear.h"
 #include "trainer/model/kernels.h"
 
 namespace tandem::model {
@@ -38,9 +38,9 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   torch::Tensor step_cross(const torch::Tensor& x, const torch::Tensor& kv,
                            const torch::Tensor& pad, int64_t width);
 
-  // From now on the projections run in int8 (Int8Linear) on the weights as they are now: for
-  // decoding, no gradients. The parameters themselves stay float.
-  void quantize_int8();
+  // From now on the projections run on frozen copies of the weights as they are now (FrozenLinear:
+  // packed fp32 or int8): for decoding, no gradients. The parameters themselves stay as they are.
+  void freeze(InferencePrecision precision);
 
  private:
   // x [..., d_model] → q | k | v [..., 3 d_model], one product.
@@ -48,14 +48,14 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   torch::Tensor project_q(const torch::Tensor& x);
   torch::Tensor project_out(const torch::Tensor& context);
 
-  // The int8 projections, q | k | v and k | v fused as in float.
-  struct Int8Projections {
-    Int8Linear qkv, q, kv, out;
+  // The frozen projections, q | k | v and k | v fused as in training.
+  struct FrozenProjections {
+    FrozenLinear qkv, q, kv, out;
   };
 
   MultiheadAttentionOptions options_;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, out_proj_{nullptr};
-  std::shared_ptr<const Int8Projections> int8_;  // null: float
+  std::shared_ptr<const FrozenProjections> frozen_;  // null: the parameters
 };
 TORCH_MODULE(MultiheadAttention);
 

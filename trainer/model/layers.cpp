@@ -34,14 +34,15 @@ FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& options) {
 // On [rows, d_model], relu in place on the product itself (not a view of it, which would make
 // autograd copy slices): addmm's backward does not need its output.
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
-  if (int8_) return int8_->second(int8_->first(x).relu_());
+  if (frozen_) return frozen_->second(frozen_->first(x).relu_());
   auto hidden = torch::addmm(fc1->bias, x.reshape({-1, x.size(-1)}), fc1->weight.t()).relu_();
   return torch::addmm(fc2->bias, hidden, fc2->weight.t()).view(x.sizes());
 }
 
-void FeedForwardImpl::quantize_int8() {
-  int8_ = std::make_shared<const std::pair<Int8Linear, Int8Linear>>(
-      Int8Linear(fc1->weight, fc1->bias), Int8Linear(fc2->weight, fc2->bias));
+void FeedForwardImpl::freeze(InferencePrecision precision) {
+  frozen_ = std::make_shared<const std::pair<FrozenLinear, FrozenLinear>>(
+      FrozenLinear(fc1->weight, fc1->bias, precision),
+      FrozenLinear(fc2->weight, fc2->bias, precision));
 }
 
 EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& options) : options_(options) {

@@ -26,13 +26,14 @@ class FeedForwardImpl : public torch::nn::Module {
  public:
   explicit FeedForwardImpl(const FeedForwardOptions& options);
   torch::Tensor forward(const torch::Tensor& x);  // [batch, len, d_model] → same
-  // From now on fc1 and fc2 run in int8 (see MultiheadAttentionImpl::quantize_int8).
-  void quantize_int8();
+  // From now on fc1 and fc2 run frozen (see MultiheadAttentionImpl::freeze).
+  void freeze(InferencePrecision precision);
 
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 
  private:
-  std::shared_ptr<const std::pair<Int8Linear, Int8Linear>> int8_;  // fc1, fc2; null: float
+  std::shared_ptr<const std::pair<FrozenLinear, FrozenLinear>>
+      frozen_;  // fc1, fc2; null: not frozen
 };
 TORCH_MODULE(FeedForward);
 

@@ -14,11 +14,11 @@ OutputProjectionImpl::OutputProjectionImpl(const OutputProjectionOptions& option
 
 torch::Tensor OutputProjectionImpl::forward(const torch::Tensor& x,
                                             const torch::Tensor& tied_weight) {
-  return int8_ ? (*int8_)(x) : linear_rows(x, weight(tied_weight), bias_);
+  return frozen_ ? (*frozen_)(x) : linear_rows(x, weight(tied_weight), bias_);
 }
 
-void OutputProjectionImpl::quantize_int8(const torch::Tensor& tied_weight) {
-  int8_ = std::make_shared<const Int8Linear>(weight(tied_weight), bias_);
+void OutputProjectionImpl::freeze(const torch::Tensor& tied_weight, InferencePrecision precision) {
+  frozen_ = std::make_shared<const FrozenLinear>(weight(tied_weight), bias_, precision);
 }
 
 TokenLoss OutputProjectionImpl::loss(const torch::Tensor& x, const torch::Tensor& tied_weight,

@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "trainer/model/int8_linear.h"
+#include "trainer/model/frozen_linear.h"
 #include "trainer/model/token_loss.h"
 
 namespace tandem::model {
@@ -31,9 +31,9 @@ class OutputProjectionImpl : public torch::nn::Module {
   // tensor: projected_token_loss of this layer's weight and bias.
   TokenLoss loss(const torch::Tensor& x, const torch::Tensor& tied_weight,
                  const torch::Tensor& targets, double label_smoothing);
-  // From now on forward() runs in int8 on the weight as it is now (see Int8Linear); loss() stays
-  // float (training).
-  void quantize_int8(const torch::Tensor& tied_weight);
+  // From now on forward() runs on a frozen copy of the weight as it is now (see FrozenLinear);
+  // loss() stays on the parameters (training).
+  void freeze(const torch::Tensor& tied_weight, InferencePrecision precision);
 
  private:
   // Its own weight, or tied_weight when it has none.
@@ -42,7 +42,7 @@ class OutputProjectionImpl : public torch::nn::Module {
   }
 
   torch::Tensor weight_, bias_;
-  std::shared_ptr<const Int8Linear> int8_;  // null: float
+  std::shared_ptr<const FrozenLinear> frozen_;  // null: the parameters
 };
 TORCH_MODULE(OutputProjection);
 

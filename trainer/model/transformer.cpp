@@ -73,13 +73,13 @@ void TransformerImpl::init_parameters() {
   }
 }
 
-void TransformerImpl::quantize_int8() {
+void TransformerImpl::freeze(InferencePrecision precision) {
   for (const auto& module : modules()) {
-    if (auto* attention = module->as<MultiheadAttentionImpl>()) attention->quantize_int8();
-    if (auto* ffn = module->as<FeedForwardImpl>()) ffn->quantize_int8();
+    if (auto* attention = module->as<MultiheadAttentionImpl>()) attention->freeze(precision);
+    if (auto* ffn = module->as<FeedForwardImpl>()) ffn->freeze(precision);
   }
-  output_proj_->quantize_int8(tgt_weight());
-  int8_ = true;
+  output_proj_->freeze(tgt_weight(), precision);
+  frozen_ = precision;
 }
 
 const torch::Tensor& TransformerImpl::tgt_weight() const {

@@ -12,6 +12,7 @@
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <vector>
 
 #include "trainer/common/token_ids.h"
@@ -64,13 +65,14 @@ class TransformerImpl : public torch::nn::Module {
   // Every fed token is attended to later (no padding mask on the cached steps).
   torch::Tensor decode_step(const torch::Tensor& tokens, DecoderState& state);
 
-  // Decoding in int8 on CPUs: every matrix product of the encoder, the decoder and the output
-  // layer runs on int8 copies of the weights as they are now (Int8Linear); embeddings, LayerNorm,
-  // attention's softmax and products of activations stay float. For inference only: no
-  // gradients, and later changes to the parameters are not seen. std::runtime_error when
-  // LibTorch has no int8 engine here.
-  void quantize_int8();
-  bool int8() const { return int8_; }
+  // Decoding on CPUs: every matrix product of the encoder, the decoder and the output layer runs
+  // on copies of the weights as they are now, prepared once (FrozenLinear: packed fp32, or int8);
+  // embeddings, LayerNorm, attention's softmax and products of activations stay float. For
+  // inference only: no gradients, and later changes to the parameters are not seen.
+  // std::runtime_error for int8 when LibTorch has no int8 engine here.
+  void freeze(InferencePrecision precision);
+  // The precision freeze() was given; none while the model runs on its parameters.
+  std::optional<InferencePrecision> frozen() const { return frozen_; }
 
   const TransformerOptions& options() const { return options_; }
 
@@ -91,7 +93,7 @@ class TransformerImpl : public torch::nn::Module {
   Decoder decoder_{nullptr};
   OutputProjection output_proj_{nullptr};
   torch::Tensor positions_;  // [max_positions, d_model] buffer
-  bool int8_ = false;
+  std::optional<InferencePrecision> frozen_;
 };
 TORCH_MODULE(Transformer);
 

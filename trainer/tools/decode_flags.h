@@ -81,9 +81,10 @@ inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags) {
       ->capture_default_str();
   app.add_option(
          "--precision", flags.precision,
-         "fp32, or int8: the matrix products' weights quantized once at load (one scale per "
-         "row) and run by LibTorch's int8 kernels; close to fp32 in quality, in speed it "
-         "depends on the CPU (slower than fp32 on AVX2 without VNNI: see the README)")
+         "fp32: on the CPU the matrix products' weights are packed once at load for Tandem's "
+         "AVX2 loop; or int8: quantized once at load (one scale per row) and run by "
+         "LibTorch's int8 kernels; close to fp32 in quality, in speed it depends on the CPU "
+         "(slower than fp32 on AVX2 without VNNI: see the README)")
       ->check(CLI::IsMember({"fp32", "int8"}))
       ->capture_default_str();
   add_device_flag(app, flags.device);
@@ -97,6 +98,17 @@ inline void check_precision_on(const std::string& precision, const torch::Device
         "--precision int8 runs on the CPU only (LibTorch's quantized "
         "kernels); give --device cpu, or fp32 on the GPU");
   }
+}
+
+// Puts a loaded model on `device`; on the CPU its matrix products' weights are first prepared once
+// in `precision` (fp32 or int8: Transformer::freeze), which decoding never changes.
+inline void place_model(model::Transformer& model, const std::string& precision,
+                        const torch::Device& device) {
+  if (device.is_cpu()) {
+    model->freeze(precision == "int8" ? model::InferencePrecision::kInt8
+                                      : model::InferencePrecision::kFp32);
+  }
+  model->to(device);  // in place
 }
 
 // Loads the checkpoints onto --device and sets the process up for decoding: `--threads` workers
@@ -116,10 +128,8 @@ inline train::InferenceEnsemble load_models(const ModelFlags& flags,
                                       : 1;
   train::configure_cpu_runtime({1, 0, train::Workload::kDecoding});
   auto models = train::load_ensemble(flags.checkpoints, flags.weights, flags.which);
-  for (auto& member : models.members) {
-    if (flags.precision == "int8") member.model->quantize_int8();
-    member.model->to(device);  // in place: the ensemble holds the same modules
-  }
+  // In place: the ensemble holds the same modules.
+  for (auto& member : models.members) place_model(member.model, flags.precision, device);
   return models;
 }
 

@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
     for (const auto& precision : precisions) tandem::tools::check_precision_on(precision, device);
     tandem::train::configure_cpu_runtime({1, 0, tandem::train::Workload::kDecoding});
     auto m = tandem::train::load_for_inference(checkpoint);
-    m.model->to(device);
+    m.model->to(device);  // the seeds' decoder's model: on the parameters, as the seeds ran
     auto lines = tandem::tools::read_lines(input, "--input");
     if (max_lines > 0 && lines.size() > max_lines) lines.resize(max_lines);
     std::vector<std::string> refs;
@@ -223,12 +223,9 @@ int main(int argc, char** argv) {
     for (const auto& line : lines) sources.push_back(m.vocab.encode(line));
     std::vector<Row> rows;  // precision-major, then thread counts, then beams
     for (const auto& precision : precisions) {
-      // int8 quantizes a model of its own; fp32 decodes with the one already loaded.
-      auto model = m.model;
-      if (precision == "int8") {
-        model = tandem::train::load_for_inference(checkpoint).model;
-        model->quantize_int8();  // on the CPU, which check_precision_on made sure of
-      }
+      // Each precision prepares a model of its own (tandem-decode --precision).
+      auto model = tandem::train::load_for_inference(checkpoint).model;
+      tandem::tools::place_model(model, precision, device);
       for (const int threads : thread_counts) {
         for (const int64_t beam : beams) {
           Row row;

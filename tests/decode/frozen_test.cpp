@@ -1,0 +1,55 @@
+// A Transformer frozen in fp32 (packed weights, the decoding tools' CPU default) decodes as the
+// model on its parameters does: the trained reverse model's logits agree to float rounding and
+// its beam-4 translations are the same, token for token and score for score within rounding; the
+// parameters themselves are untouched.
+#include <gtest/gtest.h>
+
+#include "tests/decode/fixtures.h"
+#include "trainer/decode/translate.h"
+
+namespace tandem::decode {
+namespace {
+
+using namespace fixtures;
+
+TEST(FrozenFp32, TheTrainedModelTranslatesAsOnItsParameters) {
+  torch::set_num_threads(1);  // as the tools decode
+  auto model = reverse_model(150);
+  model::Transformer frozen(model->options());  // a copy of it
+  {
+    torch::NoGradGuard no_grad;
+    auto from = model->parameters(), to = frozen->parameters();
+    for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
+  }
+  frozen->eval();
+  frozen->freeze(model::InferencePrecision::kFp32);
+  EXPECT_EQ(frozen->frozen(), model::InferencePrecision::kFp32);
+  EXPECT_FALSE(model->frozen().has_value());
+  auto params = model->parameters(), frozen_params = frozen->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(torch::equal(params[i], frozen_params[i])) << "parameter " << i;
+  }
+
+  torch::manual_seed(33);
+  std::vector<std::vector<int32_t>> sentences;
+  for (int i = 0; i < 60; ++i) sentences.push_back(random_sentence(2 + i % 7));
+  torch::NoGradGuard no_grad;
+  const auto src = source_batch(sentences);
+  const auto tgt = src.narrow(1, 0, 4).clone();
+  tgt.select(1, 0).fill_(kBosId);
+  tgt.masked_fill_(tgt.eq(kEosId), kPadId);
+  const auto exact = model->forward(src, tgt), packed = frozen->forward(src, tgt);
+  EXPECT_LT((packed - exact).abs().max().item<double>(), 1e-4 * exact.abs().max().item<double>());
+
+  DecodeOptions options;
+  options.beam_size = 4;
+  const auto want = translate(model, sentences, options);
+  const auto got = translate(frozen, sentences, options);
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "sentence " << i;
+    EXPECT_NEAR(got[i].score, want[i].score, 1e-4) << "sentence " << i;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::decode

@@ -1,0 +1,185 @@
+#include "trainer/model/frozen_linear.h"
+
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "trainer/model/kernels.h"
+
+namespace tandem::model {
+namespace {
+
+constexpr int64_t kPanel = 16;  // output columns per packed panel: two 8-float registers
+constexpr int64_t kTile = 6;    // rows per register tile: 12 accumulators, 2 weights, 1 input
+// Rows whose inputs are reused across all panels before the next rows are read: about 96 KB of
+// them, which stay in L2 while the panels stream through.
+constexpr int64_t kBlockFloats = 24576;
+
+#define TANDEM_AVX2 __attribute__((target("avx2,fma")))
+
+// One tile: rows x[0..R) (row stride ldx) times one panel p [in, 16] plus bias b [16], into
+// y[0..R) (row stride ldy), of which the first `cols` columns are real. Every output is the
+// in-order FMA sum of its products, started from the bias.
+template <int R>
+TANDEM_AVX2 void tile(const float* x, int64_t ldx, const float* p, int64_t in, const float* b,
+                      float* y, int64_t ldy, int64_t cols) {
+  static_assert(R >= 1 && R <= kTile, "rows per tile");
+  // Named accumulators (not an array) keep them in registers through the loop.
+  const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+  __m256 a00 = b0, a01 = b1, a10 = b0, a11 = b1, a20 = b0, a21 = b1;
+  __m256 a30 = b0, a31 = b1, a40 = b0, a41 = b1, a50 = b0, a51 = b1;
+  const float* x0 = x;
+  const float* x1 = x + (R > 1 ? ldx : 0);
+  const float* x2 = x + (R > 2 ? 2 * ldx : 0);
+  const float* x3 = x + (R > 3 ? 3 * ldx : 0);
+  const float* x4 = x + (R > 4 ? 4 * ldx : 0);
+  const float* x5 = x + (R > 5 ? 5 * ldx : 0);
+  for (int64_t k = 0; k < in; ++k) {
+    const __m256 w0 = _mm256_loadu_ps(p + k * kPanel), w1 = _mm256_loadu_ps(p + k * kPanel + 8);
+    __m256 v = _mm256_broadcast_ss(x0 + k);
+    a00 = _mm256_fmadd_ps(v, w0, a00);
+    a01 = _mm256_fmadd_ps(v, w1, a01);
+    if (R > 1) {
+      v = _mm256_broadcast_ss(x1 + k);
+      a10 = _mm256_fmadd_ps(v, w0, a10);
+      a11 = _mm256_fmadd_ps(v, w1, a11);
+    }
+    if (R > 2) {
+      v = _mm256_broadcast_ss(x2 + k);
+      a20 = _mm256_fmadd_ps(v, w0, a20);
+      a21 = _mm256_fmadd_ps(v, w1, a21);
+    }
+    if (R > 3) {
+      v = _mm256_broadcast_ss(x3 + k);
+      a30 = _mm256_fmadd_ps(v, w0, a30);
+      a31 = _mm256_fmadd_ps(v, w1, a31);
+    }
+    if (R > 4) {
+      v = _mm256_broadcast_ss(x4 + k);
+      a40 = _mm256_fmadd_ps(v, w0, a40);
+      a41 = _mm256_fmadd_ps(v, w1, a41);
+    }
+    if (R > 5) {
+      v = _mm256_broadcast_ss(x5 + k);
+      a50 = _mm256_fmadd_ps(v, w0, a50);
+      a51 = _mm256_fmadd_ps(v, w1, a51);
+    }
+  }
+  const __m256 acc[kTile][2] = {{a00, a01}, {a10, a11}, {a20, a21},
+                                {a30, a31}, {a40, a41}, {a50, a51}};
+  for (int r = 0; r < R; ++r) {
+    float* out = y + r * ldy;
+    if (cols == kPanel) {
+      _mm256_storeu_ps(out, acc[r][0]);
+      _mm256_storeu_ps(out + 8, acc[r][1]);
+    } else {
+      alignas(32) float full[kPanel];
+      _mm256_store_ps(full, acc[r][0]);
+      _mm256_store_ps(full + 8, acc[r][1]);
+      std::memcpy(out, full, cols * sizeof(float));
+    }
+  }
+}
+
+// Rows [0, rows) of one panel, a tile at a time.
+TANDEM_AVX2 void panel_rows(const float* x, int64_t rows, const float* p, int64_t in,
+                            const float* b, float* y, int64_t out, int64_t cols) {
+  int64_t r = 0;
+  for (; r + kTile <= rows; r += kTile) {
+    tile<kTile>(x + r * in, in, p, in, b, y + r * out, out, cols);
+  }
+  const float* xr = x + r * in;
+  float* yr = y + r * out;
+  switch (rows - r) {
+    case 5:
+      tile<5>(xr, in, p, in, b, yr, out, cols);
+      break;
+    case 4:
+      tile<4>(xr, in, p, in, b, yr, out, cols);
+      break;
+    case 3:
+      tile<3>(xr, in, p, in, b, yr, out, cols);
+      break;
+    case 2:
+      tile<2>(xr, in, p, in, b, yr, out, cols);
+      break;
+    case 1:
+      tile<1>(xr, in, p, in, b, yr, out, cols);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+bool cpu_has_packed_fp32() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+
+FrozenLinear::FrozenLinear(const torch::Tensor& weight, const torch::Tensor& bias,
+                           InferencePrecision precision)
+    : precision_(precision), in_(weight.size(1)), out_(weight.size(0)) {
+  torch::NoGradGuard no_grad;
+  if (precision == InferencePrecision::kInt8) {
+    int8_ = Int8Linear(weight, bias);
+    return;
+  }
+  const auto w = weight.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  const auto b = bias.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  if (!cpu_has_packed_fp32()) {
+    weight_ = w;
+    plain_bias_ = b;
+    return;
+  }
+  const int64_t panels = (out_ + kPanel - 1) / kPanel;
+  panels_.assign(panels * in_ * kPanel, 0.0F);
+  bias_.assign(panels * kPanel, 0.0F);
+  const float* wp = w.data_ptr<float>();
+  for (int64_t o = 0; o < out_; ++o) {
+    float* column = panels_.data() + (o / kPanel) * in_ * kPanel + o % kPanel;
+    for (int64_t k = 0; k < in_; ++k) column[k * kPanel] = wp[o * in_ + k];
+  }
+  std::copy(b.data_ptr<float>(), b.data_ptr<float>() + out_, bias_.begin());
+}
+
+torch::Tensor FrozenLinear::operator()(const torch::Tensor& x) const {
+  if (precision_ == InferencePrecision::kInt8) return int8_(x);
+  if (panels_.empty()) return linear_rows(x, weight_, plain_bias_);
+  return packed_fp32(x);
+}
+
+torch::Tensor FrozenLinear::packed_fp32(const torch::Tensor& x) const {
+  TORCH_CHECK(x.is_cpu() && x.scalar_type() == torch::kFloat && x.size(-1) == in_,
+              "FrozenLinear: expected float CPU input [..., ", in_, "], got ", x.sizes(), " ",
+              x.scalar_type(), " on ", x.device());
+  auto sizes = x.sizes().vec();
+  const auto rows_in = x.reshape({-1, in_}).contiguous();
+  const int64_t rows = rows_in.size(0);
+  sizes.back() = out_;
+  auto y = torch::empty({rows, out_}, torch::kFloat);
+  const float* xp = rows_in.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  const int64_t panels = (out_ + kPanel - 1) / kPanel;
+  const int64_t block = std::max(kTile, kBlockFloats / in_ / kTile * kTile);
+  for (int64_t r = 0; r < rows; r += block) {
+    const int64_t n = std::min(block, rows - r);
+    at::parallel_for(0, panels, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        panel_rows(xp + r * in_, n, panels_.data() + p * in_ * kPanel, in_,
+                   bias_.data() + p * kPanel, yp + r * out_ + p * kPanel, out_,
+                   std::min(kPanel, out_ - p * kPanel));
+      }
+    });
+  }
+  return y.view(sizes);
+}
+
+}  // namespace tandem::model

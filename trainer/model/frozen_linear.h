@@ -1,0 +1,46 @@
+// Linear layers whose weights are fixed for inference (tandem-decode, tandem-eval): prepared once
+// at load, so that no matrix product repacks them.
+// - fp32: the weight packed into panels of 16 output columns, each panel's [in, 16] block
+//   contiguous, multiplied by a register-tiled AVX2/FMA loop (6 rows x 16 columns per tile). A
+//   BLAS sgemm packs both operands at every call; at decoding's few hundred rows that packing and
+//   its memory traffic cost as much as ~15 % of the product. CPUs without AVX2 and FMA take
+//   linear_rows (BLAS) on a plain copy instead.
+// - int8: Int8Linear (LibTorch's quantized kernels).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "trainer/model/int8_linear.h"
+
+namespace tandem::model {
+
+enum class InferencePrecision { kFp32, kInt8 };
+
+// Whether this CPU runs the packed fp32 loop (AVX2 and FMA); otherwise fp32 falls back to BLAS.
+bool cpu_has_packed_fp32();
+
+class FrozenLinear {
+ public:
+  // weight [out, in] and bias [out], float, on the CPU or not; copied to the CPU, so later
+  // changes to them do not show.
+  FrozenLinear(const torch::Tensor& weight, const torch::Tensor& bias,
+               InferencePrecision precision);
+
+  // x [..., in] float on the CPU → x · weightᵀ + bias [..., out] float (no gradient).
+  torch::Tensor operator()(const torch::Tensor& x) const;
+
+ private:
+  torch::Tensor packed_fp32(const torch::Tensor& x) const;
+
+  InferencePrecision precision_;
+  int64_t in_ = 0, out_ = 0;
+  Int8Linear int8_;
+  std::vector<float> panels_;          // [ceil(out / 16), in, 16], columns past `out` zero
+  std::vector<float> bias_;            // [ceil(out / 16) * 16], zero past `out`
+  torch::Tensor weight_, plain_bias_;  // the BLAS fallback's copies (no AVX2/FMA)
+};
+
+}  // namespace tandem::model
