@@ -20,7 +20,10 @@ struct DecodeOptions {
   // length counts non-pad tokens (EOS included); at least 1, at most the model's max_positions.
   double max_len_a = 1.2;
   int64_t max_len_b = 10;
-  int64_t batch_tokens = 4096;  // source tokens per batch when translating many sentences
+  // Source tokens per batch when translating many sentences. On one CPU core 2048 decoded the
+  // Bible test split ~6 % faster than 4096 at beam 4 (the batch's caches stay in cache); a GPU
+  // wants far larger batches (tandem-decode --batch-tokens).
+  int64_t batch_tokens = 2048;
   // Hypotheses kept per sentence at every step (Vaswani et al. used 4); 1 is greedy decoding.
   // At most vocab_size / 2 (each step looks at the 2 * beam_size best continuations).
   int64_t beam_size = 4;
