@@ -158,6 +158,44 @@ inline Hypothesis naive_greedy(model::Transformer& model, const std::vector<int3
   return hyp;
 }
 
+// A copy of `model` (its options and parameter values) in eval mode, frozen in `precision`, as
+// the decoding tools prepare a model; checks that freezing left the parameters as they were.
+inline model::Transformer frozen_copy(const model::Transformer& model,
+                                      model::InferencePrecision precision) {
+  model::Transformer copy(model->options());
+  {
+    torch::NoGradGuard no_grad;
+    auto from = model->parameters(), to = copy->parameters();
+    for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
+  }
+  copy->eval();
+  copy->freeze(precision);
+  EXPECT_EQ(copy->frozen(), precision);
+  auto original = model->parameters(), kept = copy->parameters();
+  for (size_t i = 0; i < original.size(); ++i) {
+    EXPECT_TRUE(torch::equal(original[i], kept[i])) << "parameter " << i;
+  }
+  return copy;
+}
+
+// 60 random sentences of 2 to 8 words (from `seed`), their source batch, and a teacher-forced
+// target prefix of 4 positions (BOS, then source words; EOS turned to padding) to compare logits.
+struct ProbeBatch {
+  std::vector<std::vector<int32_t>> sentences;
+  torch::Tensor src, tgt;
+};
+
+inline ProbeBatch probe_batch(uint64_t seed) {
+  torch::manual_seed(seed);
+  ProbeBatch probe;
+  for (int i = 0; i < 60; ++i) probe.sentences.push_back(random_sentence(2 + i % 7));
+  probe.src = source_batch(probe.sentences);
+  probe.tgt = probe.src.narrow(1, 0, 4).clone();
+  probe.tgt.select(1, 0).fill_(kBosId);
+  probe.tgt.masked_fill_(probe.tgt.eq(kEosId), kPadId);
+  return probe;
+}
+
 // Beam search as DecodeOptions documents it, for one sentence, written for clarity: every
 // (hypothesis, token) pair is scored and sorted; EOS among the first K finish (up to K in all),
 // the first K others live on; done at K finished or at max_steps, where the live ones finish

@@ -15,29 +15,13 @@ using namespace fixtures;
 TEST(FrozenFp32, TheTrainedModelTranslatesAsOnItsParameters) {
   torch::set_num_threads(1);  // as the tools decode
   auto model = reverse_model(150);
-  model::Transformer frozen(model->options());  // a copy of it
-  {
-    torch::NoGradGuard no_grad;
-    auto from = model->parameters(), to = frozen->parameters();
-    for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
-  }
-  frozen->eval();
-  frozen->freeze(model::InferencePrecision::kFp32);
-  EXPECT_EQ(frozen->frozen(), model::InferencePrecision::kFp32);
+  auto frozen = frozen_copy(model, model::InferencePrecision::kFp32);
   EXPECT_FALSE(model->frozen().has_value());
-  auto params = model->parameters(), frozen_params = frozen->parameters();
-  for (size_t i = 0; i < params.size(); ++i) {
-    EXPECT_TRUE(torch::equal(params[i], frozen_params[i])) << "parameter " << i;
-  }
 
-  torch::manual_seed(33);
-  std::vector<std::vector<int32_t>> sentences;
-  for (int i = 0; i < 60; ++i) sentences.push_back(random_sentence(2 + i % 7));
+  const auto probe = probe_batch(33);
+  const auto& sentences = probe.sentences;
+  const auto &src = probe.src, &tgt = probe.tgt;
   torch::NoGradGuard no_grad;
-  const auto src = source_batch(sentences);
-  const auto tgt = src.narrow(1, 0, 4).clone();
-  tgt.select(1, 0).fill_(kBosId);
-  tgt.masked_fill_(tgt.eq(kEosId), kPadId);
   const auto exact = model->forward(src, tgt), packed = frozen->forward(src, tgt);
   EXPECT_LT((packed - exact).abs().max().item<double>(), 1e-4 * exact.abs().max().item<double>());
 

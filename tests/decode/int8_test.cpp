@@ -16,28 +16,12 @@ TEST(Int8, TheTrainedModelTranslatesAsInFloatOnAlmostEverySentence) {
   // other processes hold the cores).
   torch::set_num_threads(1);
   auto float_model = reverse_model(150);
-  model::Transformer int8_model(float_model->options());  // a copy of it
-  {
-    torch::NoGradGuard no_grad;
-    auto from = float_model->parameters(), to = int8_model->parameters();
-    for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
-  }
-  int8_model->eval();
-  int8_model->freeze(model::InferencePrecision::kInt8);
-  EXPECT_EQ(int8_model->frozen(), model::InferencePrecision::kInt8);
-  auto float_params = float_model->parameters(), int8_params = int8_model->parameters();
-  for (size_t i = 0; i < float_params.size(); ++i) {
-    EXPECT_TRUE(torch::equal(float_params[i], int8_params[i])) << "parameter " << i;
-  }
+  auto int8_model = frozen_copy(float_model, model::InferencePrecision::kInt8);
 
-  torch::manual_seed(31);
-  std::vector<std::vector<int32_t>> sentences;
-  for (int i = 0; i < 60; ++i) sentences.push_back(random_sentence(2 + i % 7));
+  const auto probe = probe_batch(31);
+  const auto& sentences = probe.sentences;
+  const auto &src = probe.src, &tgt = probe.tgt;
   torch::NoGradGuard no_grad;
-  const auto src = source_batch(sentences);
-  const auto tgt = src.narrow(1, 0, 4).clone();
-  tgt.select(1, 0).fill_(kBosId);
-  tgt.masked_fill_(tgt.eq(kEosId), kPadId);
   const auto exact = float_model->forward(src, tgt), approx = int8_model->forward(src, tgt);
   const double spread = exact.std().item<double>();
   EXPECT_LT((approx - exact).abs().max().item<double>(), 0.25 * spread);

@@ -50,6 +50,42 @@ void spare(torch::Tensor buffer) {
   }
 }
 
+// move_rows within one sentence's block [begin, begin + width) of a CPU cache, where row(i) is
+// decoder row i's first `used` bytes.
+template <typename Row>
+void move_within_block(const std::vector<int64_t>& rows, int64_t begin, int64_t width, size_t used,
+                       const Row& row, std::vector<char>& scratch) {
+  // Row i of the block is overwritten only after every row reading it has read it, so a move
+  // copies once; rows left reading each other (a cycle) go through the scratch.
+  std::vector<int64_t> pending, readers(width, 0);
+  for (int64_t i = begin; i < begin + width; ++i) {
+    if (rows[i] == i) continue;
+    pending.push_back(i);
+    ++readers[rows[i] - begin];
+  }
+  for (bool moved = true; moved && !pending.empty();) {
+    moved = false;
+    for (size_t n = 0; n < pending.size();) {
+      const int64_t i = pending[n];
+      if (readers[i - begin] > 0) {
+        ++n;
+        continue;
+      }
+      std::memcpy(row(i), row(rows[i]), used);
+      --readers[rows[i] - begin];
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(n));
+      moved = true;
+    }
+  }
+  scratch.resize(pending.size() * used);
+  for (size_t n = 0; n < pending.size(); ++n) {
+    std::memcpy(&scratch[n * used], row(rows[pending[n]]), used);
+  }
+  for (size_t n = 0; n < pending.size(); ++n) {
+    std::memcpy(row(pending[n]), &scratch[n * used], used);
+  }
+}
+
 }  // namespace
 
 DecoderState::DecoderState(torch::Tensor pad) : src_pad(std::move(pad)), rows_(src_pad.size(0)) {}
@@ -134,40 +170,6 @@ void DecoderState::select(const std::vector<int64_t>& rows, int64_t width) {
   width_ = width;
 }
 
-template <typename Row>
-void DecoderState::move_within_block(const std::vector<int64_t>& rows, int64_t begin, int64_t width,
-                                     size_t used, const Row& row) {
-  // Row i of the block is overwritten only after every row reading it has read it, so a move
-  // copies once; rows left reading each other (a cycle) go through the scratch.
-  std::vector<int64_t> pending, readers(width, 0);
-  for (int64_t i = begin; i < begin + width; ++i) {
-    if (rows[i] == i) continue;
-    pending.push_back(i);
-    ++readers[rows[i] - begin];
-  }
-  for (bool moved = true; moved && !pending.empty();) {
-    moved = false;
-    for (size_t n = 0; n < pending.size();) {
-      const int64_t i = pending[n];
-      if (readers[i - begin] > 0) {
-        ++n;
-        continue;
-      }
-      std::memcpy(row(i), row(rows[i]), used);
-      --readers[rows[i] - begin];
-      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(n));
-      moved = true;
-    }
-  }
-  scratch_.resize(pending.size() * used);
-  for (size_t n = 0; n < pending.size(); ++n) {
-    std::memcpy(&scratch_[n * used], row(rows[pending[n]]), used);
-  }
-  for (size_t n = 0; n < pending.size(); ++n) {
-    std::memcpy(row(pending[n]), &scratch_[n * used], used);
-  }
-}
-
 void DecoderState::move_rows(const std::vector<int64_t>& rows, int64_t width) {
   const auto count = static_cast<int64_t>(rows.size());
   if (!layers[0].self_kv.is_cpu()) {
@@ -200,7 +202,7 @@ void DecoderState::move_rows(const std::vector<int64_t>& rows, int64_t width) {
           for (int64_t i = begin; i < begin + width; ++i) std::memcpy(row(i), row(rows[i]), used);
           continue;
         }
-        move_within_block(rows, begin, width, used, row);
+        move_within_block(rows, begin, width, used, row, scratch_);
       }
     } else {
       // A new width (beam search's first step): every source row aside first, then placed.

@@ -57,11 +57,6 @@ class DecoderState {
   void reallocate(int64_t rows, int64_t steps);
   // select()'s move of the self-attention caches: rows[i] to row i, for the first `step` positions.
   void move_rows(const std::vector<int64_t>& rows, int64_t width);
-  // move_rows within one sentence's block [begin, begin + width) of the CPU caches: row(i) is
-  // where decoder row i's first `used` bytes are.
-  template <typename Row>
-  void move_within_block(const std::vector<int64_t>& rows, int64_t begin, int64_t width,
-                         size_t used, const Row& row);
 
   // Per layer, the flat CPU buffer its self_kv views. A batch's caches are tens of MB each, above
   // glibc's largest mmap threshold (32 MB), so each batch would map fresh pages and fault on every

@@ -19,6 +19,14 @@ constexpr int64_t kBlockFloats = 24576;
 
 #define TANDEM_AVX2 __attribute__((target("avx2,fma")))
 
+// One row's step k of a tile: its input x[k] times the panel's 16 weights w0 | w1, into a0 | a1.
+TANDEM_AVX2 inline __attribute__((always_inline)) void row_fma(const float* x, __m256 w0, __m256 w1,
+                                                               __m256& a0, __m256& a1) {
+  const __m256 v = _mm256_broadcast_ss(x);
+  a0 = _mm256_fmadd_ps(v, w0, a0);
+  a1 = _mm256_fmadd_ps(v, w1, a1);
+}
+
 // One tile: rows x[0..R) (row stride ldx) times one panel p [in, 16] plus bias b [16], into
 // y[0..R) (row stride ldy), of which the first `cols` columns are real. Every output is the
 // in-order FMA sum of its products, started from the bias.
@@ -30,42 +38,14 @@ TANDEM_AVX2 void tile(const float* x, int64_t ldx, const float* p, int64_t in, c
   const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
   __m256 a00 = b0, a01 = b1, a10 = b0, a11 = b1, a20 = b0, a21 = b1;
   __m256 a30 = b0, a31 = b1, a40 = b0, a41 = b1, a50 = b0, a51 = b1;
-  const float* x0 = x;
-  const float* x1 = x + (R > 1 ? ldx : 0);
-  const float* x2 = x + (R > 2 ? 2 * ldx : 0);
-  const float* x3 = x + (R > 3 ? 3 * ldx : 0);
-  const float* x4 = x + (R > 4 ? 4 * ldx : 0);
-  const float* x5 = x + (R > 5 ? 5 * ldx : 0);
   for (int64_t k = 0; k < in; ++k) {
     const __m256 w0 = _mm256_loadu_ps(p + k * kPanel), w1 = _mm256_loadu_ps(p + k * kPanel + 8);
-    __m256 v = _mm256_broadcast_ss(x0 + k);
-    a00 = _mm256_fmadd_ps(v, w0, a00);
-    a01 = _mm256_fmadd_ps(v, w1, a01);
-    if (R > 1) {
-      v = _mm256_broadcast_ss(x1 + k);
-      a10 = _mm256_fmadd_ps(v, w0, a10);
-      a11 = _mm256_fmadd_ps(v, w1, a11);
-    }
-    if (R > 2) {
-      v = _mm256_broadcast_ss(x2 + k);
-      a20 = _mm256_fmadd_ps(v, w0, a20);
-      a21 = _mm256_fmadd_ps(v, w1, a21);
-    }
-    if (R > 3) {
-      v = _mm256_broadcast_ss(x3 + k);
-      a30 = _mm256_fmadd_ps(v, w0, a30);
-      a31 = _mm256_fmadd_ps(v, w1, a31);
-    }
-    if (R > 4) {
-      v = _mm256_broadcast_ss(x4 + k);
-      a40 = _mm256_fmadd_ps(v, w0, a40);
-      a41 = _mm256_fmadd_ps(v, w1, a41);
-    }
-    if (R > 5) {
-      v = _mm256_broadcast_ss(x5 + k);
-      a50 = _mm256_fmadd_ps(v, w0, a50);
-      a51 = _mm256_fmadd_ps(v, w1, a51);
-    }
+    row_fma(x + k, w0, w1, a00, a01);
+    if (R > 1) row_fma(x + ldx + k, w0, w1, a10, a11);
+    if (R > 2) row_fma(x + 2 * ldx + k, w0, w1, a20, a21);
+    if (R > 3) row_fma(x + 3 * ldx + k, w0, w1, a30, a31);
+    if (R > 4) row_fma(x + 4 * ldx + k, w0, w1, a40, a41);
+    if (R > 5) row_fma(x + 5 * ldx + k, w0, w1, a50, a51);
   }
   const __m256 acc[kTile][2] = {{a00, a01}, {a10, a11}, {a20, a21},
                                 {a30, a31}, {a40, a41}, {a50, a51}};
