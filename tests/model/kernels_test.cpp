@@ -1,7 +1,8 @@
 // The fused kernels against independent computations: attention (forward and gradients) against a
 // per-sentence, per-head, per-query loop over plain tensor ops in double precision with autograd,
-// with padding, causal masks and a sentence without keys; dropout_add's values, mask rate,
-// seeding and gradient.
+// with padding, causal masks and a sentence without keys; decoding's step_attention (both of its
+// paths) against the same loop, with the cache-row table gathered by hand; dropout_add's values,
+// mask rate, seeding and gradient.
 #include "trainer/model/kernels.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 
 #include <cmath>
 #include <vector>
+
+#include "trainer/model/step_attention.h"
 
 namespace tandem::model {
 namespace {
@@ -108,6 +111,73 @@ TEST(FusedAttention, FloatMatchesDoubleWithoutMask) {
   auto in_double = fused_attention(q, kv, 4, AttentionMask{});
   auto in_float = fused_attention(q.to(torch::kFloat), kv.to(torch::kFloat), 4, AttentionMask{});
   EXPECT_LT(max_diff(in_float.to(torch::kDouble), in_double), 1e-5);
+}
+
+// Shapes step_attention is run at: 64-column heads (the presets'), 8-column heads (the smallest
+// the AVX2 loop takes) and 6-column heads (the other path in any precision).
+struct StepShape {
+  int64_t d, heads;
+};
+const StepShape kStepShapes[] = {{128, 2}, {16, 2}, {12, 2}};
+
+TEST(StepAttention, HypothesesOfASentenceAttendToItsPaddedEncoderSide) {
+  torch::manual_seed(5);
+  const int64_t sentences = 3, width = 4, len = 11;  // 11 keys: a partial group of 8
+  const auto pad = padding({11, 5, 0}, len);         // sentence 2: every key is padding
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    for (const auto& [d, heads] : kStepShapes) {
+      const auto q = torch::randn({sentences * width, d}, dtype);
+      const auto kv = torch::randn({sentences, len, 2 * d}, dtype);
+      const auto out = step_attention(q, kv, len, width, pad, heads);
+      const auto kvd = kv.to(torch::kDouble);
+      const auto expected =
+          reference_attention(q.to(torch::kDouble).view({sentences, width, d}), kvd.narrow(2, 0, d),
+                              kvd.narrow(2, d, d), pad, false, heads)
+              .view({sentences * width, d});
+      EXPECT_LT(max_diff(out.to(torch::kDouble), expected), dtype == torch::kFloat ? 2e-6 : 1e-12)
+          << "d " << d << ", heads " << heads << ", " << dtype;
+    }
+  }
+}
+
+TEST(StepAttention, EachRowReadsItsPositionsFromTheCacheRowsItsTableNames) {
+  torch::manual_seed(6);
+  const int64_t rows = 5, allocated = 7, capacity = 20, len = 13;
+  const auto table = torch::randint(0, allocated, {rows, capacity}, torch::kInt);
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    for (const auto& [d, heads] : kStepShapes) {
+      // Queries rows 3 d apart, as step_self passes them (the q of a q | k | v product).
+      const auto q = torch::randn({rows, 3 * d}, dtype).narrow(1, 0, d);
+      const auto cache = torch::randn({allocated, capacity, 2 * d}, dtype);
+      // Row r's own keys and values, gathered position by position.
+      auto mine = torch::empty({rows, len, 2 * d}, torch::kDouble);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < len; ++j) {
+          mine[r][j] = cache[table[r][j].item<int64_t>()][j].to(torch::kDouble);
+        }
+      }
+      const auto expected =
+          reference_attention(q.to(torch::kDouble).reshape({rows, 1, d}), mine.narrow(2, 0, d),
+                              mine.narrow(2, d, d), padding(std::vector<int64_t>(rows, len), len),
+                              false, heads)
+              .view({rows, d});
+      const auto out = step_attention(q, cache, len, 1, torch::Tensor(), heads, table);
+      EXPECT_LT(max_diff(out.to(torch::kDouble), expected), dtype == torch::kFloat ? 2e-6 : 1e-12)
+          << "d " << d << ", heads " << heads << ", " << dtype;
+      // Without a table, row r's positions are its own cache row's.
+      const auto own = cache.narrow(0, 0, rows).to(torch::kDouble);
+      const auto plain =
+          reference_attention(q.to(torch::kDouble).reshape({rows, 1, d}),
+                              own.narrow(1, 0, len).narrow(2, 0, d),
+                              own.narrow(1, 0, len).narrow(2, d, d),
+                              padding(std::vector<int64_t>(rows, len), len), false, heads)
+              .view({rows, d});
+      const auto untabled =
+          step_attention(q, cache.narrow(0, 0, rows), len, 1, torch::Tensor(), heads);
+      EXPECT_LT(max_diff(untabled.to(torch::kDouble), plain), dtype == torch::kFloat ? 2e-6 : 1e-12)
+          << "d " << d << ", heads " << heads << ", " << dtype;
+    }
+  }
 }
 
 TEST(DropoutAdd, KeepsOrDropsEachElementAtRateAndGradientFollowsTheMask) {

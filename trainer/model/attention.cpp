@@ -1,5 +1,7 @@
 #include "trainer/model/attention.h"
 
+#include "trainer/model/step_attention.h"
+
 namespace tandem::model {
 
 MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& options)
@@ -52,22 +54,19 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   return project_out(context);
 }
 
-torch::Tensor MultiheadAttentionImpl::step_self(const torch::Tensor& x, torch::Tensor& cache,
-                                                int64_t len) {
+torch::Tensor MultiheadAttentionImpl::step_self(const torch::Tensor& x, const torch::Tensor& cache,
+                                                const torch::Tensor& cache_rows, int64_t len) {
   const int64_t d = options_.d_model;
   const auto qkv = project_qkv(x);  // [rows, 3 d]
-  cache.select(1, len).copy_(qkv.narrow(1, d, 2 * d));
-  const auto context = cached_attention(qkv.narrow(1, 0, d), cache, len + 1, options_.heads);
+  cache.narrow(0, 0, qkv.size(0)).select(1, len).copy_(qkv.narrow(1, d, 2 * d));
+  const auto context = step_attention(qkv.narrow(1, 0, d), cache, len + 1, 1, torch::Tensor(),
+                                      options_.heads, cache_rows);
   return project_out(context);
 }
 
 torch::Tensor MultiheadAttentionImpl::step_cross(const torch::Tensor& x, const torch::Tensor& kv,
                                                  const torch::Tensor& pad, int64_t width) {
-  const int64_t d = options_.d_model;
-  // A sentence's rows are one query block against its keys: one product per sentence and head.
-  const auto q = project_q(x).view({-1, width, d});
-  const auto context = fused_attention(q, kv, options_.heads, AttentionMask{pad, false});
-  return project_out(context.view({-1, d}));
+  return project_out(step_attention(project_q(x), kv, kv.size(1), width, pad, options_.heads));
 }
 
 }  // namespace tandem::model

@@ -29,9 +29,11 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // src_len, d_model] → keys | values [sentences, src_len, 2 d_model].
   torch::Tensor project_kv(const torch::Tensor& memory);
   // Self-attention of the newest position x [rows, d_model]: its key | value is written at
-  // position `len` of its row of cache [rows, capacity, 2 d_model], then it attends to positions
-  // 0..len → [rows, d_model].
-  torch::Tensor step_self(const torch::Tensor& x, torch::Tensor& cache, int64_t len);
+  // cache[r, len] (cache [allocated rows >= rows, capacity, 2 d_model]), then it attends to
+  // positions 0..len, position j at cache[cache_rows[r][j], j] (cache_rows [rows, capacity]
+  // int32; undefined: at cache[r, j]) → [rows, d_model].
+  torch::Tensor step_self(const torch::Tensor& x, const torch::Tensor& cache,
+                          const torch::Tensor& cache_rows, int64_t len);
   // Cross-attention of the newest position x [rows, d_model], `width` consecutive rows per
   // sentence, to kv [sentences, src_len, 2 d_model] (project_kv) with pad [sentences, src_len]
   // (true at padding) → [rows, d_model].

@@ -1,7 +1,6 @@
 #include "trainer/model/decoder_state.h"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -50,42 +49,6 @@ void spare(torch::Tensor buffer) {
   }
 }
 
-// move_rows within one sentence's block [begin, begin + width) of a CPU cache, where row(i) is
-// decoder row i's first `used` bytes.
-template <typename Row>
-void move_within_block(const std::vector<int64_t>& rows, int64_t begin, int64_t width, size_t used,
-                       const Row& row, std::vector<char>& scratch) {
-  // Row i of the block is overwritten only after every row reading it has read it, so a move
-  // copies once; rows left reading each other (a cycle) go through the scratch.
-  std::vector<int64_t> pending, readers(width, 0);
-  for (int64_t i = begin; i < begin + width; ++i) {
-    if (rows[i] == i) continue;
-    pending.push_back(i);
-    ++readers[rows[i] - begin];
-  }
-  for (bool moved = true; moved && !pending.empty();) {
-    moved = false;
-    for (size_t n = 0; n < pending.size();) {
-      const int64_t i = pending[n];
-      if (readers[i - begin] > 0) {
-        ++n;
-        continue;
-      }
-      std::memcpy(row(i), row(rows[i]), used);
-      --readers[rows[i] - begin];
-      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(n));
-      moved = true;
-    }
-  }
-  scratch.resize(pending.size() * used);
-  for (size_t n = 0; n < pending.size(); ++n) {
-    std::memcpy(&scratch[n * used], row(rows[pending[n]]), used);
-  }
-  for (size_t n = 0; n < pending.size(); ++n) {
-    std::memcpy(row(pending[n]), &scratch[n * used], used);
-  }
-}
-
 }  // namespace
 
 DecoderState::DecoderState(torch::Tensor pad) : src_pad(std::move(pad)), rows_(src_pad.size(0)) {}
@@ -103,7 +66,10 @@ int64_t DecoderState::allocated_rows() const {
   return layers.empty() || !layers[0].self_kv.defined() ? 0 : layers[0].self_kv.size(0);
 }
 
+bool DecoderState::on_cpu() const { return src_pad.is_cpu(); }
+
 void DecoderState::reallocate(int64_t rows, int64_t steps) {
+  const int64_t old_rows = allocated_rows(), old_steps = capacity();
   storage_.resize(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
     auto& layer = layers[i];
@@ -111,13 +77,18 @@ void DecoderState::reallocate(int64_t rows, int64_t steps) {
     auto buffer = cache_buffer(rows * steps * width, layer.cross_kv.options());
     auto grown = buffer.narrow(0, 0, rows * steps * width).view({rows, steps, width});
     if (layer.self_kv.defined() && step > 0) {
-      grown.narrow(0, 0, rows_)
-          .narrow(1, 0, step)
-          .copy_(layer.self_kv.narrow(0, 0, rows_).narrow(1, 0, step));
+      // Every cache row: on the CPU, live decoder rows may read rows past rows_.
+      grown.narrow(0, 0, old_rows).narrow(1, 0, step).copy_(layer.self_kv.narrow(1, 0, step));
     }
     layer.self_kv = grown;
     spare(std::exchange(storage_[i], buffer));
   }
+  if (!on_cpu()) return;
+  std::vector<int32_t> table(rows * steps);
+  for (int64_t r = 0; r < std::min(rows_, old_rows); ++r) {
+    std::copy_n(cache_rows_.begin() + r * old_steps, step, table.begin() + r * steps);
+  }
+  cache_rows_ = std::move(table);
 }
 
 void DecoderState::reserve(int64_t rows, int64_t steps) {
@@ -125,12 +96,18 @@ void DecoderState::reserve(int64_t rows, int64_t steps) {
   reallocate(std::max(rows, allocated_rows()), std::max(steps, capacity()));
 }
 
-torch::Tensor DecoderState::self_cache(size_t layer) {
+SelfCache DecoderState::self_cache(size_t layer) {
   if (allocated_rows() < rows_ || capacity() <= step) {
     reallocate(std::max(rows_, allocated_rows()),
                std::max({step + 1, 2 * capacity(), kFirstCapacity}));
   }
-  return layers.at(layer).self_kv.narrow(0, 0, rows_);
+  SelfCache cache{layers.at(layer).self_kv, torch::Tensor()};
+  if (on_cpu()) {
+    const int64_t steps = capacity();
+    for (int64_t r = 0; r < rows_; ++r) cache_rows_[r * steps + step] = static_cast<int32_t>(r);
+    cache.rows = torch::from_blob(cache_rows_.data(), {rows_, steps}, torch::kInt);
+  }
+  return cache;
 }
 
 void DecoderState::select(const std::vector<int64_t>& rows, int64_t width) {
@@ -165,51 +142,34 @@ void DecoderState::select(const std::vector<int64_t>& rows, int64_t width) {
     src_pad = src_pad.index_select(0, index);
     for (auto& layer : layers) layer.cross_kv = layer.cross_kv.index_select(0, index);
   }
-  if (step > 0 && capacity() > 0) move_rows(rows, width);
+  if (step > 0 && capacity() > 0) {
+    if (count > allocated_rows()) reallocate(count, capacity());
+    if (on_cpu()) {
+      const int64_t steps = capacity();
+      std::vector<int32_t> table(cache_rows_.size());
+      for (int64_t i = 0; i < count; ++i) {
+        std::copy_n(cache_rows_.begin() + rows[i] * steps, step, table.begin() + i * steps);
+      }
+      cache_rows_ = std::move(table);
+    } else {
+      move_rows(rows);
+    }
+  }
   rows_ = count;
   width_ = width;
 }
 
-void DecoderState::move_rows(const std::vector<int64_t>& rows, int64_t width) {
+void DecoderState::move_rows(const std::vector<int64_t>& rows) {
   const auto count = static_cast<int64_t>(rows.size());
-  if (!layers[0].self_kv.is_cpu()) {
-    auto index = torch::tensor(rows, torch::kLong).to(layers[0].self_kv.device());
-    storage_.clear();  // the caches move to new tensors of their own
-    for (auto& layer : layers) {
-      auto moved =
-          torch::empty({std::max(count, allocated_rows()), capacity(), layer.self_kv.size(2)},
-                       layer.self_kv.options());
-      moved.narrow(0, 0, count)
-          .narrow(1, 0, step)
-          .copy_(layer.self_kv.narrow(1, 0, step).index_select(0, index));
-      layer.self_kv = moved;
-    }
-    return;
-  }
-  if (count > allocated_rows()) reallocate(count, capacity());
-  const auto& first = layers[0].self_kv;
-  const size_t used = step * first.size(2) * first.element_size();  // bytes of a row's positions
-  const size_t stride = first.size(1) * first.size(2) * first.element_size();
+  auto index = torch::tensor(rows, torch::kLong).to(layers[0].self_kv.device());
+  storage_.clear();  // the caches move to new tensors of their own
   for (auto& layer : layers) {
-    char* base = static_cast<char*>(layer.self_kv.data_ptr());
-    auto row = [&](int64_t r) { return base + r * stride; };
-    if (width == width_) {
-      // Sentence g's rows come from sentence s >= g (sentences only drop out): from a later block
-      // they copy directly, within their own block in an order that copies each row once.
-      for (int64_t begin = 0; begin < count; begin += width) {
-        const bool own_block = rows[begin] / width_ == begin / width;
-        if (!own_block) {
-          for (int64_t i = begin; i < begin + width; ++i) std::memcpy(row(i), row(rows[i]), used);
-          continue;
-        }
-        move_within_block(rows, begin, width, used, row, scratch_);
-      }
-    } else {
-      // A new width (beam search's first step): every source row aside first, then placed.
-      scratch_.resize(rows_ * used);
-      for (int64_t r = 0; r < rows_; ++r) std::memcpy(&scratch_[r * used], row(r), used);
-      for (int64_t i = 0; i < count; ++i) std::memcpy(row(i), &scratch_[rows[i] * used], used);
-    }
+    auto moved = torch::empty({allocated_rows(), capacity(), layer.self_kv.size(2)},
+                              layer.self_kv.options());
+    moved.narrow(0, 0, count)
+        .narrow(1, 0, step)
+        .copy_(layer.self_kv.narrow(1, 0, step).index_select(0, index));
+    layer.self_kv = moved;
   }
 }
 

@@ -1,6 +1,7 @@
 // What incremental decoding carries between steps: per decoder layer the keys and values of the
-// positions fed so far (one cache row per hypothesis, allocated once and reordered in place) and
-// those of the encoder output (one per sentence, shared by the sentence's hypotheses).
+// positions fed so far (allocated once per batch; beam search's reorders rewrite a table of where
+// each hypothesis's positions are on the CPU, and move rows in place elsewhere) and those of the
+// encoder output (one per sentence, shared by the sentence's hypotheses).
 #pragma once
 
 #include <torch/torch.h>
@@ -10,11 +11,20 @@
 namespace tandem::model {
 
 struct LayerCache {
-  // [allocated rows, capacity, 2 d_model]: keys | values of positions 0..step-1 of each decoder
-  // row; the first DecoderState::rows() rows are the live ones.
+  // [allocated rows, capacity, 2 d_model]: keys | values of positions 0..step-1. Where decoder
+  // row r's positions are: SelfCache::rows.
   torch::Tensor self_kv;
   // [sentences, src_len, 2 d_model]: keys | values of the encoder output, once per sentence.
   torch::Tensor cross_kv;
+};
+
+// One layer's self-attention cache for a step: decoder row r writes its newest key | value at
+// kv[r, step], and finds position j < step at kv[rows[r][j], j].
+struct SelfCache {
+  torch::Tensor kv;  // LayerCache::self_kv, all its rows
+  // [rows(), capacity] int32 on the CPU, with rows[r][step] = r. Undefined on other devices,
+  // where cache row r is decoder row r at every position.
+  torch::Tensor rows;
 };
 
 class DecoderState {
@@ -45,26 +55,30 @@ class DecoderState {
   // Keeps the decoder rows `rows` (indices of current rows, in their new order), `width`
   // consecutive rows per sentence afterwards; the rows of one sentence must all come from one
   // current sentence, and sentences keep their order (beam search's reorder, or dropping
-  // finished sentences). Copies only the rows that move.
+  // finished sentences). On the CPU no cached key or value moves: the table of where each row's
+  // positions are is rewritten (a few ints per position), and a sentence's hypotheses, sharing
+  // their prefix, read the same cache rows. Elsewhere the rows that move are copied.
   void select(const std::vector<int64_t>& rows, int64_t width);
 
-  // layer's self_kv for the live rows with room for position `step` (grown when full).
-  torch::Tensor self_cache(size_t layer);
+  // layer's cache with room for position `step` (grown when full).
+  SelfCache self_cache(size_t layer);
 
  private:
   int64_t capacity() const;
   int64_t allocated_rows() const;
   void reallocate(int64_t rows, int64_t steps);
-  // select()'s move of the self-attention caches: rows[i] to row i, for the first `step` positions.
-  void move_rows(const std::vector<int64_t>& rows, int64_t width);
+  bool on_cpu() const;
+  // select() off the CPU: rows[i] to row i, for the first `step` positions.
+  void move_rows(const std::vector<int64_t>& rows);
 
   // Per layer, the flat CPU buffer its self_kv views. A batch's caches are tens of MB each, above
   // glibc's largest mmap threshold (32 MB), so each batch would map fresh pages and fault on every
   // first touch; a finished state's buffers are kept (a few per thread) for the next one instead.
   std::vector<torch::Tensor> storage_;
+  // On the CPU, [allocated rows, capacity]: the cache row of each decoder row's positions.
+  std::vector<int32_t> cache_rows_;
   int64_t rows_ = 0;
   int64_t width_ = 1;
-  std::vector<char> scratch_;  // rows that move in a cycle within their sentence, while they move
 };
 
 }  // namespace tandem::model

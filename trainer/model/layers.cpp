@@ -87,7 +87,7 @@ torch::Tensor DecoderLayerImpl::step(const torch::Tensor& x, DecoderState& state
   // The newest position may attend to every cached one, so no causal mask is needed.
   auto cache = state.self_cache(index);
   auto h = residual(x, self_attn_norm_, options_, is_training(), [&](const torch::Tensor& y) {
-    return self_attn_->step_self(y, cache, state.step);
+    return self_attn_->step_self(y, cache.kv, cache.rows, state.step);
   });
   h = residual(h, cross_attn_norm_, options_, is_training(), [&](const torch::Tensor& y) {
     return cross_attn_->step_cross(y, state.layers[index].cross_kv, state.src_pad, state.width());

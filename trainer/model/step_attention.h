@@ -1,0 +1,26 @@
+// Incremental decoding's attention, forward only: one new position per decoder row attends to
+// keys and values already laid out in memory (the self-attention cache of its own row, or the
+// encoder side of its sentence). On x86 CPUs with AVX2 and FMA, float, heads of a multiple of 8
+// columns: a loop per (row, head) with 8 keys' dot products at a time. A BLAS call per row and
+// head (the other path) costs more in its set-up than in its arithmetic at these sizes: scores of
+// 4-100 keys of 64 columns.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace tandem::model {
+
+// Row r of q [rows, d] (heads side by side, rows any stride apart) attends to the first `len`
+// positions of kv [groups, capacity, 2 d] group r / width, each position k | v, except those
+// where pad [groups, >= len] (bool) is true; pad undefined: none. A row whose `len` keys are all
+// padding attends uniformly to them. With cache_rows [rows, >= len] int32 (width 1), row r's
+// position j is at kv[cache_rows[r][j], j] instead. → [rows, d].
+// Self-attention: kv is the cache, one group per row (width 1). Cross-attention: kv the encoder
+// side, `width` consecutive rows (a sentence's hypotheses) per group.
+torch::Tensor step_attention(const torch::Tensor& q, const torch::Tensor& kv, int64_t len,
+                             int64_t width, const torch::Tensor& pad, int64_t heads,
+                             const torch::Tensor& cache_rows = {});
+
+}  // namespace tandem::model
