@@ -35,11 +35,11 @@ torch::Tensor fma_chain(const torch::Tensor& x, const torch::Tensor& weight,
 
 TEST(FrozenLinear, Fp32IsTheInOrderProductForEveryShape) {
   torch::manual_seed(41);
-  // Rows: one, a tile's 6 and either side, past one block of rows (96 at in = 256, 18 at 1030).
+  // Rows: one, a tile's 6 and either side, past one block of rows (384 at in = 256, 90 at 1030).
   // Columns: under, at and past a 16-column panel. Depth: tiny, odd, the model's.
   for (const int64_t in : {1, 3, 64, 256, 1030}) {
     for (const int64_t out : {1, 15, 16, 17, 40}) {
-      for (const int64_t rows : {1, 5, 6, 7, 13, 100, 197}) {
+      for (const int64_t rows : {1, 5, 6, 7, 13, 100, 197, 400}) {
         const auto what =
             std::to_string(rows) + " x " + std::to_string(in) + " -> " + std::to_string(out);
         auto weight = torch::randn({out, in}), bias = torch::randn({out});

@@ -84,27 +84,27 @@ void softmax_in_place(float* s, int64_t len, const bool* pad) {
   for (int64_t j = 0; j < len; ++j) s[j] *= inv;
 }
 
-// One row, every head: position j's key | value at key[j] (padded with copies of key[0] to a
-// multiple of 8), its query q [d], its output out [d]; s has room for the padded scores.
+// One row and head (columns c0..c0 + dh of d): position j's key | value at key[j] (padded with
+// copies of key[0] to a multiple of 8), the query q [d], the output out [d]; s has room for the
+// padded scores.
 __attribute__((target("avx2,fma"))) void attend(const float* q, const float* const* key,
-                                                int64_t len, const bool* pad, int64_t d,
-                                                int64_t heads, float* s, float* out) {
-  const int64_t dh = d / heads;
+                                                int64_t len, const bool* pad, int64_t d, int64_t c0,
+                                                int64_t dh, float* s, float* out) {
   const float scale = 1.0F / std::sqrt(static_cast<float>(dh));
-  for (int64_t h = 0; h < heads; ++h) {
-    const int64_t c0 = h * dh;
-    for (int64_t j = 0; j < len; j += 8) {
-      for (int64_t i = j + 8; i < std::min(j + 16, len); ++i) prefetch(key[i] + c0, dh);
-      dots8(q + c0, key + j, c0, dh, s + j);
-    }
-    for (int64_t j = 0; j < std::min<int64_t>(len, 8); ++j) prefetch(key[j] + d + c0, dh);
-    for (int64_t j = 0; j < len; ++j) s[j] *= scale;
-    softmax_in_place(s, len, pad);
-    int64_t c = c0;
-    for (; c + 64 <= c0 + dh; c += 64) weighted_sum<8>(s, key, d + c, len, out + c);
-    for (; c < c0 + dh; c += 8) weighted_sum<1>(s, key, d + c, len, out + c);
+  for (int64_t j = 0; j < len; j += 8) {
+    for (int64_t i = j + 8; i < std::min(j + 16, len); ++i) prefetch(key[i] + c0, dh);
+    dots8(q + c0, key + j, c0, dh, s + j);
   }
+  for (int64_t j = 0; j < std::min<int64_t>(len, 8); ++j) prefetch(key[j] + d + c0, dh);
+  for (int64_t j = 0; j < len; ++j) s[j] *= scale;
+  softmax_in_place(s, len, pad);
+  int64_t c = c0;
+  for (; c + 64 <= c0 + dh; c += 64) weighted_sum<8>(s, key, d + c, len, out + c);
+  for (; c < c0 + dh; c += 8) weighted_sum<1>(s, key, d + c, len, out + c);
 }
+
+// Self-attention's rows per block: beam search's hypotheses of one sentence are consecutive rows.
+constexpr int64_t kSelfBlock = 4;
 
 bool loop_applies(const torch::Tensor& q, const torch::Tensor& kv, int64_t heads) {
   return cpu_has_packed_fp32() && q.is_cpu() && kv.is_cpu() && q.scalar_type() == torch::kFloat &&
@@ -146,19 +146,31 @@ torch::Tensor step_attention(const torch::Tensor& q, const torch::Tensor& kv, in
   const bool* padp = pad.defined() ? pad.data_ptr<bool>() : nullptr;
   const int32_t* tp = table.defined() ? table.data_ptr<int32_t>() : nullptr;
   float* op = out.data_ptr<float>();
-  const int64_t padded = (len + 7) / 8 * 8;
-  at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
+  const int64_t padded = (len + 7) / 8 * 8, dh = d / heads;
+  // Rows a block at a time, head by head: a sentence's rows (a block) read the same keys and
+  // values (its encoder side, or on the CPU its shared prefix), one head's of which stay in L1.
+  const int64_t block = width > 1 ? width : kSelfBlock;
+  at::parallel_for(0, (rows + block - 1) / block, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(padded);
-    std::vector<const float*> key(padded);
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t g = r / width;
-      for (int64_t j = 0; j < len; ++j) {
-        const int64_t at = tp ? tp[r * table.stride(0) + j] : g;
-        key[j] = kvp + at * kv.stride(0) + j * kv.stride(1);
+    std::vector<const float*> keys(block * padded);
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t first = b * block, last = std::min(rows, first + block);
+      for (int64_t r = first; r < last; ++r) {
+        const float** key = keys.data() + (r - first) * padded;
+        for (int64_t j = 0; j < len; ++j) {
+          const int64_t at = tp ? tp[r * table.stride(0) + j] : r / width;
+          key[j] = kvp + at * kv.stride(0) + j * kv.stride(1);
+        }
+        std::fill(key + len, key + padded, key[0]);
       }
-      std::fill(key.begin() + len, key.end(), key[0]);
-      attend(qp + r * q.stride(0), key.data(), len, padp ? padp + g * pad.stride(0) : nullptr, d,
-             heads, scores.data(), op + r * d);
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t r = first; r < last; ++r) {
+          const int64_t g = r / width;
+          attend(qp + r * q.stride(0), keys.data() + (r - first) * padded, len,
+                 padp ? padp + g * pad.stride(0) : nullptr, d, h * dh, dh, scores.data(),
+                 op + r * d);
+        }
+      }
     }
   });
   return out;
