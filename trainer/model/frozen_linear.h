@@ -5,7 +5,11 @@
 //   BLAS sgemm packs both operands at every call; at decoding's few hundred rows that packing and
 //   its memory traffic cost as much as ~15 % of the product. CPUs without AVX2 and FMA take
 //   linear_rows (BLAS) on a plain copy instead.
-// - int8: Int8Linear (LibTorch's quantized kernels).
+// - int8: on CPUs with AVX-512 VNNI, the weight quantized once (symmetric, one scale per output
+//   row) and packed into panels of 32 columns, times the input quantized per call (one scale per
+//   row, 8 bits, offset by 128 as VNNI's u8 x s8 product wants; the offset's share is subtracted
+//   exactly), by a 6 x 32 tile loop of vpdpbusd with 32-bit sums. Elsewhere Int8Linear
+//   (LibTorch's quantized kernels).
 #pragma once
 
 #include <torch/torch.h>
@@ -22,6 +26,9 @@ enum class InferencePrecision { kFp32, kInt8 };
 // Whether this CPU runs the packed fp32 loop (AVX2 and FMA); otherwise fp32 falls back to BLAS.
 bool cpu_has_packed_fp32();
 
+// Whether this CPU runs the packed int8 loop (AVX-512 F, BW, VL and VNNI).
+bool cpu_has_packed_int8();
+
 class FrozenLinear {
  public:
   // weight [out, in] and bias [out], float, on the CPU or not; copied to the CPU, so later
@@ -34,12 +41,17 @@ class FrozenLinear {
 
  private:
   torch::Tensor packed_fp32(const torch::Tensor& x) const;
+  void pack_int8(const torch::Tensor& weight, const torch::Tensor& bias);
+  torch::Tensor packed_int8(const torch::Tensor& x) const;
 
   InferencePrecision precision_;
   int64_t in_ = 0, out_ = 0;
   Int8Linear int8_;
   std::vector<float> panels_;          // [ceil(out / 16), in, 16], columns past `out` zero
-  std::vector<float> bias_;            // [ceil(out / 16) * 16], zero past `out`
+  std::vector<float> bias_;            // [ceil(out / panel) * panel], zero past `out`
+  std::vector<int8_t> panels8_;  // int8: [ceil(out / 32), ceil(in / 4), 32, 4], zero past the edges
+  std::vector<int32_t> comp_;    // int8: 128 x the sum of each output row's quantized weights
+  std::vector<float> scales_;    // int8: each output row's weight scale
   torch::Tensor weight_, plain_bias_;  // the BLAS fallback's copies (no AVX2/FMA)
 };
 
