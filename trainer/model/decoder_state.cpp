@@ -66,7 +66,10 @@ int64_t DecoderState::allocated_rows() const {
   return layers.empty() || !layers[0].self_kv.defined() ? 0 : layers[0].self_kv.size(0);
 }
 
-bool DecoderState::on_cpu() const { return src_pad.is_cpu(); }
+bool DecoderState::on_cpu() const {
+  return layers.empty() || !layers[0].cross_kv.defined() ? src_pad.is_cpu()
+                                                         : layers[0].cross_kv.is_cpu();
+}
 
 void DecoderState::reallocate(int64_t rows, int64_t steps) {
   const int64_t old_rows = allocated_rows(), old_steps = capacity();

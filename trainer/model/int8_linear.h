@@ -1,5 +1,6 @@
-// Linear layers in int8 for decoding on CPUs (Marian's and CTranslate2's int8 mode): the weight is
-// quantized once, symmetrically with one scale per output row, and applied by LibTorch's
+// Linear layers in int8 for decoding on CPUs without AVX-512 VNNI (FrozenLinear's own packed int8
+// loop serves those with it): the weight is quantized once, symmetrically with one scale per
+// output row, and applied by LibTorch's
 // dynamically quantized matrix product (its oneDNN or FBGEMM kernels), which quantizes the input
 // rows at every call with one scale and zero point per product, to 8 bits on CPUs with VNNI
 // instructions and to 7 bits on the others (whose u8 x s8 instruction sums pairs into 16 bits,
