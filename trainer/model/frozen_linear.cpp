@@ -131,18 +131,25 @@ constexpr int64_t kBlockBytes = 98304;  // int8 inputs per row block (see kBlock
 // Row x [n] → u8 [n4] (n4 >= n, a multiple of 16; the rest zeros, i.e. 128) and its scale:
 // x[k] ≈ (u8[k] - 128) * scale, rounded to nearest even, |x| at most 127 steps.
 TANDEM_VNNI float quantize_row(const float* x, int64_t n, int64_t n4, uint8_t* u8) {
+  // The maskz forms of the intrinsics, all lanes on: GCC 12 warns that the plain ones' undefined
+  // pass-through operand is uninitialized.
+  constexpr __mmask16 kAll = 0xFFFF;
   __m512 top = _mm512_setzero_ps();
   int64_t k = 0;
-  for (; k + 16 <= n; k += 16) top = _mm512_max_ps(top, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
-  float m = _mm512_reduce_max_ps(top);
+  for (; k + 16 <= n; k += 16) {
+    top = _mm512_maskz_max_ps(kAll, top, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+  }
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, top);
+  float m = *std::max_element(lanes, lanes + 16);
   for (; k < n; ++k) m = std::max(m, std::fabs(x[k]));
   const float inv = m > 0 ? 127.0F / m : 1.0F;
   const __m512 vinv = _mm512_set1_ps(inv);
   const __m512i zero = _mm512_set1_epi32(kZero8);
   for (k = 0; k + 16 <= n; k += 16) {
-    const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + k), vinv));
+    const __m512i q = _mm512_maskz_cvtps_epi32(kAll, _mm512_mul_ps(_mm512_loadu_ps(x + k), vinv));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(u8 + k),
-                     _mm512_cvtepi32_epi8(_mm512_add_epi32(q, zero)));
+                     _mm512_maskz_cvtepi32_epi8(kAll, _mm512_add_epi32(q, zero)));
   }
   for (; k < n; ++k) u8[k] = static_cast<uint8_t>(std::nearbyint(x[k] * inv) + kZero8);
   std::fill(u8 + n, u8 + n4, static_cast<uint8_t>(kZero8));
@@ -191,8 +198,8 @@ TANDEM_VNNI void tile8(const uint8_t* x, int64_t ldx, const float* xs, const int
   for (int r = 0; r < R; ++r) {
     const __m512 scale = _mm512_set1_ps(xs[r]);
     for (int h = 0; h < 2; ++h) {
-      const __m512 sum =
-          _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][h], _mm512_loadu_si512(comp + 16 * h)));
+      const __m512 sum = _mm512_maskz_cvtepi32_ps(  // maskz: see quantize_row
+          0xFFFF, _mm512_sub_epi32(acc[r][h], _mm512_loadu_si512(comp + 16 * h)));
       const __m512 out = _mm512_fmadd_ps(_mm512_mul_ps(sum, _mm512_loadu_ps(ws + 16 * h)), scale,
                                          _mm512_loadu_ps(b + 16 * h));
       _mm512_mask_storeu_ps(y + r * ldy + 16 * h, h == 0 ? m0 : m1, out);
