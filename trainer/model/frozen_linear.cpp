@@ -67,6 +67,18 @@ TANDEM_AVX2 void tile(const float* x, int64_t ldx, const float* p, int64_t in, c
   }
 }
 
+// The last `left` (< kTile) rows of a panel, from row r: run(r, integral_constant<int, left>).
+template <int R, typename Run>
+void rest_of_panel(int64_t left, int64_t r, const Run& run) {
+  if constexpr (R > 0) {
+    if (left == R) {
+      run(r, std::integral_constant<int, R>());
+    } else {
+      rest_of_panel<R - 1>(left, r, run);
+    }
+  }
+}
+
 // Rows [0, rows) of one panel: run(r, std::integral_constant<int, R>) computes rows [r, r + R),
 // a full tile at a time, then the rest. While they run, the `lines` cache lines at `next` (the
 // panel after it, or null) are fetched ahead, a share per tile: a panel's first tile would
@@ -88,25 +100,7 @@ void panel_rows(int64_t rows, const char* next, int64_t lines, const Run& run) {
     run(r, std::integral_constant<int, kTile>());
   }
   fetch_share();
-  switch (rows - r) {
-    case 5:
-      run(r, std::integral_constant<int, 5>());
-      break;
-    case 4:
-      run(r, std::integral_constant<int, 4>());
-      break;
-    case 3:
-      run(r, std::integral_constant<int, 3>());
-      break;
-    case 2:
-      run(r, std::integral_constant<int, 2>());
-      break;
-    case 1:
-      run(r, std::integral_constant<int, 1>());
-      break;
-    default:
-      break;
-  }
+  rest_of_panel<kTile - 1>(rows - r, r, run);
 }
 
 // Row blocks of `block` rows (their inputs reused from L2 across all panels), and within each,
@@ -294,14 +288,22 @@ torch::Tensor FrozenLinear::operator()(const torch::Tensor& x) const {
   return packed_fp32(x);
 }
 
-torch::Tensor FrozenLinear::packed_fp32(const torch::Tensor& x) const {
+torch::Tensor FrozenLinear::input_rows(const torch::Tensor& x) const {
   TORCH_CHECK(x.is_cpu() && x.scalar_type() == torch::kFloat && x.size(-1) == in_,
               "FrozenLinear: expected float CPU input [..., ", in_, "], got ", x.sizes(), " ",
               x.scalar_type(), " on ", x.device());
+  return x.reshape({-1, in_}).contiguous();
+}
+
+torch::Tensor FrozenLinear::shaped_like(const torch::Tensor& y, const torch::Tensor& x) const {
   auto sizes = x.sizes().vec();
-  const auto rows_in = x.reshape({-1, in_}).contiguous();
-  const int64_t rows = rows_in.size(0);
   sizes.back() = out_;
+  return y.view(sizes);
+}
+
+torch::Tensor FrozenLinear::packed_fp32(const torch::Tensor& x) const {
+  const auto rows_in = input_rows(x);
+  const int64_t rows = rows_in.size(0);
   auto y = torch::empty({rows, out_}, torch::kFloat);
   const float* xp = rows_in.data_ptr<float>();
   float* yp = y.data_ptr<float>();
@@ -318,17 +320,12 @@ torch::Tensor FrozenLinear::packed_fp32(const torch::Tensor& x) const {
                                cols);
     });
   });
-  return y.view(sizes);
+  return shaped_like(y, x);
 }
 
 torch::Tensor FrozenLinear::packed_int8(const torch::Tensor& x) const {
-  TORCH_CHECK(x.is_cpu() && x.scalar_type() == torch::kFloat && x.size(-1) == in_,
-              "FrozenLinear: expected float CPU input [..., ", in_, "], got ", x.sizes(), " ",
-              x.scalar_type(), " on ", x.device());
-  auto sizes = x.sizes().vec();
-  const auto rows_in = x.reshape({-1, in_}).contiguous();
+  const auto rows_in = input_rows(x);
   const int64_t rows = rows_in.size(0), quads = (in_ + 3) / 4, in4 = (quads * 4 + 15) / 16 * 16;
-  sizes.back() = out_;
   // Each input row in 8 bits with a scale of its own.
   std::vector<uint8_t> xq(rows * in4);
   std::vector<float> xs(rows);
@@ -353,7 +350,7 @@ torch::Tensor FrozenLinear::packed_int8(const torch::Tensor& x) const {
                                 yp + at * out_ + c, out_, cols);
     });
   });
-  return y.view(sizes);
+  return shaped_like(y, x);
 }
 
 }  // namespace tandem::model

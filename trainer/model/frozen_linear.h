@@ -40,6 +40,10 @@ class FrozenLinear {
   torch::Tensor operator()(const torch::Tensor& x) const;
 
  private:
+  // x [..., in], checked to be float on the CPU, as contiguous rows [n, in]; and a result
+  // [n, out] of them back as [..., out].
+  torch::Tensor input_rows(const torch::Tensor& x) const;
+  torch::Tensor shaped_like(const torch::Tensor& y, const torch::Tensor& x) const;
   torch::Tensor packed_fp32(const torch::Tensor& x) const;
   void pack_int8(const torch::Tensor& weight, const torch::Tensor& bias);
   torch::Tensor packed_int8(const torch::Tensor& x) const;
