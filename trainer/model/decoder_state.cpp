@@ -1,6 +1,7 @@
 #include "trainer/model/decoder_state.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -47,6 +48,28 @@ void spare(torch::Tensor buffer) {
         [](const torch::Tensor& a, const torch::Tensor& b) { return a.numel() < b.numel(); });
     spare_buffers.erase(smallest);
   }
+}
+
+// cross_kv's sentences `from` (ascending), in place where it can: on the CPU, when nothing else
+// holds its memory, each kept sentence moves down to its new row (from[i] >= i, and no row is
+// written before it is read) and cross_kv becomes a view of its first rows. Greedy decoding drops
+// sentences at most steps; a new tensor each time copied ~1 GB over the 497-line test split and,
+// each a little smaller than the last, left the heap ~10 MB larger every batch (pages mapped
+// afresh, ~35 % of its page faults).
+void keep_sentences(torch::Tensor& kv, const std::vector<int64_t>& from,
+                    const torch::Tensor& index) {
+  if (!kv.defined()) return;
+  if (!kv.is_cpu() || !kv.is_contiguous() || kv.storage().use_count() != 1) {
+    kv = kv.index_select(0, index);
+    return;
+  }
+  auto* base = static_cast<char*>(kv.data_ptr());
+  const int64_t row_bytes = kv.stride(0) * static_cast<int64_t>(kv.element_size());
+  for (size_t i = 0; i < from.size(); ++i) {
+    const auto row = static_cast<int64_t>(i);
+    if (from[i] != row) std::memmove(base + row * row_bytes, base + from[i] * row_bytes, row_bytes);
+  }
+  kv = kv.narrow(0, 0, static_cast<int64_t>(from.size()));
 }
 
 }  // namespace
@@ -143,7 +166,7 @@ void DecoderState::select(const std::vector<int64_t>& rows, int64_t width) {
   if (!same_sentences) {
     auto index = torch::tensor(from, torch::kLong).to(src_pad.device());
     src_pad = src_pad.index_select(0, index);
-    for (auto& layer : layers) layer.cross_kv = layer.cross_kv.index_select(0, index);
+    for (auto& layer : layers) keep_sentences(layer.cross_kv, from, index);
   }
   if (step > 0 && capacity() > 0) {
     if (count > allocated_rows()) reallocate(count, capacity());
