@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "trainer/model/layers.h"
+
 namespace tandem::model {
 namespace {
 
@@ -144,6 +146,42 @@ TEST(FrozenLinear, CopiesTheWeightAndKeepsLeadingDimensions) {
     bias.zero_();
   }
   EXPECT_TRUE(torch::equal(linear(x), before));
+}
+
+TEST(FrozenLinear, WritesIntoABlockOfALargerResultAsItReturns) {
+  torch::manual_seed(43);
+  for (const auto precision : {InferencePrecision::kFp32, InferencePrecision::kInt8}) {
+    auto weight = torch::randn({40, 64}), bias = torch::randn({40});
+    const FrozenLinear linear(weight, bias, precision);
+    const auto x = torch::randn({13, 64});
+    auto y = torch::full({20, 40}, 7.0F);
+    linear(x, y.narrow(0, 5, 13));
+    EXPECT_TRUE(torch::equal(y.narrow(0, 5, 13), linear(x)));
+    EXPECT_TRUE(torch::equal(y.narrow(0, 0, 5), torch::full({5, 40}, 7.0F)));
+    EXPECT_TRUE(torch::equal(y.narrow(0, 18, 2), torch::full({2, 40}, 7.0F)));
+    EXPECT_THROW(linear(x, y.narrow(0, 0, 12)), c10::Error);                       // rows
+    EXPECT_THROW(linear(x, torch::empty({13, 41}).narrow(1, 0, 40)), c10::Error);  // strided
+  }
+}
+
+// The frozen feed-forward runs its rows a block at a time (128) through one hidden buffer: over
+// several blocks and a partial one, each output row is what that row alone gives, bit for bit, and
+// the unfrozen layer's within float rounding.
+TEST(FrozenLinear, FrozenFeedForwardInBlocksIsEachRowAlone) {
+  torch::manual_seed(44);
+  FeedForward ffn(FeedForwardOptions{16, 64});
+  ffn->eval();
+  torch::NoGradGuard no_grad;
+  const auto x = torch::randn({3, 100, 16});  // 300 rows: two whole blocks and 44 rows
+  const auto unfrozen = ffn(x);
+  ffn->freeze(InferencePrecision::kFp32);
+  const auto frozen = ffn(x);
+  ASSERT_EQ(frozen.sizes(), x.sizes());
+  EXPECT_TRUE(torch::allclose(frozen, unfrozen, 1e-5, 1e-5));
+  const auto rows = x.reshape({-1, 16}), out = frozen.reshape({-1, 16});
+  for (const int64_t r : {0, 127, 128, 255, 256, 299}) {
+    EXPECT_TRUE(torch::equal(out[r], ffn(rows.narrow(0, r, 1))[0])) << "row " << r;
+  }
 }
 
 TEST(FrozenLinear, RefusesInputOfTheWrongWidth) {

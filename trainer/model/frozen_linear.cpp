@@ -282,10 +282,36 @@ void FrozenLinear::pack_int8(const torch::Tensor& w, const torch::Tensor& b) {
 }
 
 torch::Tensor FrozenLinear::operator()(const torch::Tensor& x) const {
-  if (!panels8_.empty()) return packed_int8(x);
-  if (precision_ == InferencePrecision::kInt8) return int8_(x);
-  if (panels_.empty()) return linear_rows(x, weight_, plain_bias_);
-  return packed_fp32(x);
+  if (!packed()) {
+    return precision_ == InferencePrecision::kInt8 ? int8_(x)
+                                                   : linear_rows(x, weight_, plain_bias_);
+  }
+  const auto rows = input_rows(x);
+  auto y = torch::empty({rows.size(0), out_}, torch::kFloat);
+  packed_product(rows, y.data_ptr<float>());
+  return shaped_like(y, x);
+}
+
+void FrozenLinear::operator()(const torch::Tensor& x, const torch::Tensor& y) const {
+  const auto rows = input_rows(x);
+  TORCH_CHECK(y.is_cpu() && y.scalar_type() == torch::kFloat && y.is_contiguous() && y.dim() == 2 &&
+                  y.size(0) == rows.size(0) && y.size(1) == out_,
+              "FrozenLinear: expected a contiguous float CPU result [", rows.size(0), ", ", out_,
+              "], got ", y.sizes(), " ", y.scalar_type(), " on ", y.device());
+  torch::NoGradGuard no_grad;
+  if (packed()) {
+    packed_product(rows, y.data_ptr<float>());
+  } else {
+    y.copy_((*this)(rows));
+  }
+}
+
+void FrozenLinear::packed_product(const torch::Tensor& rows, float* y) const {
+  if (panels8_.empty()) {
+    packed_fp32(rows, y);
+  } else {
+    packed_int8(rows, y);
+  }
 }
 
 torch::Tensor FrozenLinear::input_rows(const torch::Tensor& x) const {
@@ -301,12 +327,9 @@ torch::Tensor FrozenLinear::shaped_like(const torch::Tensor& y, const torch::Ten
   return y.view(sizes);
 }
 
-torch::Tensor FrozenLinear::packed_fp32(const torch::Tensor& x) const {
-  const auto rows_in = input_rows(x);
+void FrozenLinear::packed_fp32(const torch::Tensor& rows_in, float* yp) const {
   const int64_t rows = rows_in.size(0);
-  auto y = torch::empty({rows, out_}, torch::kFloat);
   const float* xp = rows_in.data_ptr<float>();
-  float* yp = y.data_ptr<float>();
   const int64_t panels = (out_ + kPanel - 1) / kPanel;
   const int64_t block = std::max(kTile, kBlockFloats / in_ / kTile * kTile);
   blocks_and_panels(rows, block, panels, [&](int64_t r0, int64_t n, int64_t p, bool next) {
@@ -320,11 +343,9 @@ torch::Tensor FrozenLinear::packed_fp32(const torch::Tensor& x) const {
                                cols);
     });
   });
-  return shaped_like(y, x);
 }
 
-torch::Tensor FrozenLinear::packed_int8(const torch::Tensor& x) const {
-  const auto rows_in = input_rows(x);
+void FrozenLinear::packed_int8(const torch::Tensor& rows_in, float* yp) const {
   const int64_t rows = rows_in.size(0), quads = (in_ + 3) / 4, in4 = (quads * 4 + 15) / 16 * 16;
   // Each input row in 8 bits with a scale of its own.
   std::vector<uint8_t> xq(rows * in4);
@@ -335,8 +356,6 @@ torch::Tensor FrozenLinear::packed_int8(const torch::Tensor& x) const {
       xs[r] = quantize_row(xp + r * in_, in_, in4, xq.data() + r * in4);
     }
   });
-  auto y = torch::empty({rows, out_}, torch::kFloat);
-  float* yp = y.data_ptr<float>();
   const int64_t panels = (out_ + kPanel8 - 1) / kPanel8, panel_bytes = quads * 4 * kPanel8;
   const int64_t block = std::max(kTile, kBlockBytes / in4 / kTile * kTile);
   blocks_and_panels(rows, block, panels, [&](int64_t r0, int64_t n, int64_t p, bool next) {
@@ -350,7 +369,6 @@ torch::Tensor FrozenLinear::packed_int8(const torch::Tensor& x) const {
                                 yp + at * out_ + c, out_, cols);
     });
   });
-  return shaped_like(y, x);
 }
 
 }  // namespace tandem::model

@@ -39,14 +39,23 @@ class FrozenLinear {
   // x [..., in] float on the CPU → x · weightᵀ + bias [..., out] float (no gradient).
   torch::Tensor operator()(const torch::Tensor& x) const;
 
+  // The same written into y [rows of x, out] (contiguous float on the CPU, e.g. a block of rows of
+  // a larger result): the packed loops allocate nothing for it, so a caller running a product a
+  // block of rows at a time reuses one buffer.
+  void operator()(const torch::Tensor& x, const torch::Tensor& y) const;
+
  private:
   // x [..., in], checked to be float on the CPU, as contiguous rows [n, in]; and a result
   // [n, out] of them back as [..., out].
   torch::Tensor input_rows(const torch::Tensor& x) const;
   torch::Tensor shaped_like(const torch::Tensor& y, const torch::Tensor& x) const;
-  torch::Tensor packed_fp32(const torch::Tensor& x) const;
+  // Whether a packed loop runs this layer (else LibTorch: Int8Linear, or BLAS without AVX2).
+  bool packed() const { return !panels_.empty() || !panels8_.empty(); }
+  // The packed loops: contiguous rows [n, in] → y [n, out] (row stride out).
+  void packed_product(const torch::Tensor& rows, float* y) const;
+  void packed_fp32(const torch::Tensor& rows, float* y) const;
   void pack_int8(const torch::Tensor& weight, const torch::Tensor& bias);
-  torch::Tensor packed_int8(const torch::Tensor& x) const;
+  void packed_int8(const torch::Tensor& rows, float* y) const;
 
   InferencePrecision precision_;
   int64_t in_ = 0, out_ = 0;

@@ -32,6 +32,9 @@ class FeedForwardImpl : public torch::nn::Module {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 
  private:
+  static constexpr int64_t kFrozenBlockRows = 128;  // rows per block of the frozen forward
+  torch::Tensor frozen_forward(const torch::Tensor& x);
+
   std::shared_ptr<const std::pair<FrozenLinear, FrozenLinear>>
       frozen_;  // fc1, fc2; null: not frozen
 };
