@@ -165,6 +165,76 @@ TEST_F(CheckpointTest, LoadModelOnlySkipsTrainingState) {
   EXPECT_TRUE(loaded.rng.empty());
 }
 
+TEST_F(CheckpointTest, DescriptionHasNoTensorsAndReadParametersFillsThemInPlace) {
+  const CheckpointData saved = make_data();
+  save(path_, saved);
+  const CheckpointData described = load_description(path_);
+  EXPECT_TRUE(described.model.empty());
+  EXPECT_TRUE(described.ema.empty());
+  EXPECT_TRUE(described.holds_ema);
+  EXPECT_EQ(described.step, 500);
+  EXPECT_EQ(described.config_yaml, saved.config_yaml);
+  EXPECT_EQ(described.vocab, saved.vocab);
+  // Targets shaped like the saved tensors, in another order; one contiguous of the saved type
+  // (read in place), one of another type and one not contiguous (read, then copied).
+  const auto& [scale_name, scale] = saved.model[7];
+  const auto& [weight_name, weight] = saved.model[0];
+  const auto& [embed_name, embed] = saved.model[2];
+  torch::Tensor scale_target = torch::zeros({});
+  torch::Tensor weight_target = torch::zeros({3, 4}, torch::kFloat64);
+  torch::Tensor embed_target = torch::zeros({2, 3}, torch::kFloat64).t();  // [3, 2], strided
+  const void* in_place = scale_target.data_ptr();
+  NamedTensors targets = {{embed_name, embed_target}, {scale_name, scale_target}};
+  for (size_t i = 0; i < saved.model.size(); ++i) {
+    if (i != 0 && i != 2 && i != 7)
+      targets.emplace_back(saved.model[i].first, torch::empty_like(saved.model[i].second));
+  }
+  targets.emplace_back(weight_name, weight_target);
+  read_parameters(path_, "model", targets);
+  EXPECT_EQ(scale_target.data_ptr(), in_place);
+  expect_bitwise_equal(scale_target, scale, scale_name);
+  expect_bitwise_equal(weight_target, weight.to(torch::kFloat64), weight_name);
+  expect_bitwise_equal(embed_target, embed, embed_name);
+  for (const auto& [name, target] : targets) {
+    for (const auto& [saved_name, tensor] : saved.model) {
+      if (name == saved_name) expect_bitwise_equal(target, tensor.to(target.scalar_type()), name);
+    }
+  }
+  // The average, into targets of its own.
+  NamedTensors averages;
+  for (const auto& [name, tensor] : saved.ema)
+    averages.emplace_back(name, torch::zeros_like(tensor));
+  read_parameters(path_, "ema", averages);
+  expect_same_tensors(saved.ema, averages);
+}
+
+TEST_F(CheckpointTest, ReadParametersRefusesWhatDoesNotFitAndLeavesTheTargets) {
+  save(path_, make_data());
+  NamedTensors targets = {{kWeight, torch::zeros({4, 3})}, {"extra", torch::zeros({1})}};
+  try {
+    read_parameters(path_, "ema", targets);
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), ("checkpoint '" + path_ +
+                            "' does not fit the model (3 differences): shape of " + kWeight +
+                            ": checkpoint [3, 4] vs model [4, 3]; missing in the checkpoint: "
+                            "extra; not in the model: scale")
+                               .c_str());
+  }
+  EXPECT_TRUE(torch::equal(targets[0].second, torch::zeros({4, 3})));
+  CheckpointData no_average;
+  no_average.model = {{"w", torch::ones({2})}};
+  save(path_, no_average);
+  EXPECT_FALSE(load_description(path_).holds_ema);
+  NamedTensors w = {{"w", torch::zeros({2})}};
+  try {
+    read_parameters(path_, "ema", w);
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), ("checkpoint '" + path_ + "': group /ema is missing").c_str());
+  }
+}
+
 TEST_F(CheckpointTest, DatasetsAreNamedByDottedParameterNamesWithFletcher32) {
   save(path_, make_data());
   const hid_t file = H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);

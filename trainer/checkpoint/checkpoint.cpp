@@ -302,25 +302,46 @@ Handle open_checkpoint(const std::string& path) {
   return file;
 }
 
-torch::Tensor read_tensor(hid_t group, const std::string& name, const std::string& full_name) {
+// A dataset's element type and shape (a scalar when it has the attribute scalar = 1).
+struct DatasetShape {
+  torch::ScalarType dtype;
+  std::vector<int64_t> sizes;
+};
+
+Handle open_dataset(hid_t group, const std::string& name, const std::string& full_name) {
   Handle dataset(H5Dopen2(group, name.c_str(), H5P_DEFAULT));
   if (!dataset.valid()) {
     throw std::invalid_argument("cannot open dataset " + full_name + ": " + h5::last_error());
   }
-  Handle type(H5Dget_type(dataset.get()));
+  return dataset;
+}
+
+DatasetShape shape_of(hid_t dataset, const std::string& full_name) {
+  Handle type(H5Dget_type(dataset));
   const std::optional<torch::ScalarType> dtype = dtype_of(type.get());
   if (!dtype) throw std::invalid_argument("dataset " + full_name + " has an unsupported type");
-  Handle space(H5Dget_space(dataset.get()));
+  Handle space(H5Dget_space(dataset));
   std::vector<hsize_t> dims(std::max(H5Sget_simple_extent_ndims(space.get()), 0));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   std::vector<int64_t> sizes(dims.begin(), dims.end());
-  if (h5::read_int_attribute(dataset.get(), "scalar") == 1) sizes.clear();
-  torch::Tensor tensor = torch::empty(sizes, torch::TensorOptions().dtype(*dtype));
-  if (tensor.numel() > 0 && H5Dread(dataset.get(), hdf5_types(*dtype)->memory, H5S_ALL, H5S_ALL,
-                                    H5P_DEFAULT, tensor.data_ptr()) < 0) {
+  if (h5::read_int_attribute(dataset, "scalar") == 1) sizes.clear();
+  return {*dtype, sizes};
+}
+
+// Reads the whole dataset into `tensor`, which has its shape and type (contiguous, CPU).
+void read_into(hid_t dataset, const torch::Tensor& tensor, const std::string& full_name) {
+  if (tensor.numel() > 0 && H5Dread(dataset, hdf5_types(tensor.scalar_type())->memory, H5S_ALL,
+                                    H5S_ALL, H5P_DEFAULT, tensor.data_ptr()) < 0) {
     throw std::invalid_argument("cannot read dataset " + full_name +
                                 " (checksum mismatch or corrupt data): " + h5::last_error());
   }
+}
+
+torch::Tensor read_tensor(hid_t group, const std::string& name, const std::string& full_name) {
+  Handle dataset = open_dataset(group, name, full_name);
+  const DatasetShape shape = shape_of(dataset.get(), full_name);
+  torch::Tensor tensor = torch::empty(shape.sizes, torch::TensorOptions().dtype(shape.dtype));
+  read_into(dataset.get(), tensor, full_name);
   return tensor;
 }
 
@@ -359,7 +380,7 @@ std::string require_string(hid_t object, const std::string& name) {
   return *value;
 }
 
-void read_model_part(hid_t file, CheckpointData& data) {
+void read_model_part(hid_t file, CheckpointData& data, bool tensors) {
   data.step = require_int(file, "step", "/");
   data.world_size = require_int(file, "world_size", "/");
   data.torch_version = require_string(file, "torch_version");
@@ -368,10 +389,13 @@ void read_model_part(hid_t file, CheckpointData& data) {
     std::istringstream paths(*averaged);
     for (std::string path; std::getline(paths, path);) data.averaged_from.push_back(path);
   }
-  data.model = read_tensors(require_group(file, "model").get(), "/model");
-  if (H5Lexists(file, "ema", H5P_DEFAULT) > 0) {
-    data.ema = read_tensors(require_group(file, "ema").get(), "/ema");
+  if (tensors) {
+    data.model = read_tensors(require_group(file, "model").get(), "/model");
+    if (H5Lexists(file, "ema", H5P_DEFAULT) > 0) {
+      data.ema = read_tensors(require_group(file, "ema").get(), "/ema");
+    }
   }
+  data.holds_ema = H5Lexists(file, "ema", H5P_DEFAULT) > 0;
   const std::optional<std::string> config = h5::read_string_dataset(file, "config");
   if (!config) throw std::invalid_argument("string dataset /config is missing or unreadable");
   data.config_yaml = *config;
@@ -405,19 +429,27 @@ void read_training_part(hid_t file, CheckpointData& data) {
   }
 }
 
-CheckpointData read_checkpoint(const std::string& path, bool training_state) {
+// Runs `read` on the open checkpoint at `path`, its errors named after the file.
+template <typename Read>
+auto with_checkpoint(const std::string& path, const Read& read) {
   h5::QuietErrors quiet;
   try {
     Handle file = open_checkpoint(path);
-    CheckpointData data;
-    read_model_part(file.get(), data);
-    if (training_state) read_training_part(file.get(), data);
-    return data;
+    return read(file.get());
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("checkpoint '" + path + "': " + e.what());
   } catch (const std::runtime_error& e) {  // listing a damaged group
     throw std::invalid_argument("checkpoint '" + path + "': " + e.what());
   }
+}
+
+CheckpointData read_checkpoint(const std::string& path, bool training_state, bool tensors = true) {
+  return with_checkpoint(path, [&](hid_t file) {
+    CheckpointData data;
+    read_model_part(file, data, tensors);
+    if (training_state) read_training_part(file, data);
+    return data;
+  });
 }
 
 std::string shape_text(const torch::Tensor& t) {
@@ -445,6 +477,43 @@ void save(const std::string& path, const CheckpointData& data) {
 CheckpointData load(const std::string& path) { return read_checkpoint(path, true); }
 
 CheckpointData load_model_only(const std::string& path) { return read_checkpoint(path, false); }
+
+CheckpointData load_description(const std::string& path) {
+  return read_checkpoint(path, false, false);
+}
+
+void read_parameters(const std::string& path, const std::string& group,
+                     const NamedTensors& params) {
+  const NamedTensors saved = with_checkpoint(path, [&](hid_t file) {
+    Handle tensors = require_group(file, group);
+    NamedTensors shapes;  // meta tensors: the datasets' shapes and types, no memory
+    for (const std::string& name : h5::link_names(tensors.get())) {
+      const std::string full_name = "/" + group + "/" + name;
+      const DatasetShape shape =
+          shape_of(open_dataset(tensors.get(), name, full_name).get(), full_name);
+      shapes.emplace_back(
+          name, torch::empty(shape.sizes,
+                             torch::TensorOptions().dtype(shape.dtype).device(torch::kMeta)));
+    }
+    return shapes;
+  });
+  check_compatible(path, saved, params);
+  std::map<std::string, torch::ScalarType> dtypes;
+  for (const auto& [name, shape] : saved) dtypes.emplace(name, shape.scalar_type());
+  with_checkpoint(path, [&](hid_t file) {
+    Handle tensors = require_group(file, group);
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, param] : params) {
+      const std::string full_name = "/" + group + "/" + name;
+      if (param.is_cpu() && param.is_contiguous() && param.scalar_type() == dtypes.at(name)) {
+        read_into(open_dataset(tensors.get(), name, full_name).get(), param, full_name);
+      } else {
+        param.copy_(read_tensor(tensors.get(), name, full_name));
+      }
+    }
+    return 0;
+  });
+}
 
 void check_compatible(const std::string& path, const NamedTensors& checkpoint_params,
                       const NamedTensors& model_params) {

@@ -36,6 +36,7 @@ struct CheckpointData {
   int64_t world_size = 1;
   NamedTensors model;                        // parameter name → tensor (CPU, any float/int dtype)
   NamedTensors ema;                          // parameter name → its moving average; empty if none
+  bool holds_ema = false;                    // the file has /ema (set by the readers)
   std::map<std::string, NamedTensors> optimizer;  // group ("exp_avg", ...) → param name → tensor
   int64_t optimizer_step = 0;
   std::map<std::string, double> schedule;    // LR schedule state, e.g. {"last_lr": ...}
@@ -59,8 +60,18 @@ void save(const std::string& path, const CheckpointData& data);
 // checksum failure (Fletcher32), missing datasets.
 CheckpointData load(const std::string& path);
 
-// Only what eval/decode need (model, EMA, config, vocab, step); same errors.
+// The model part (model, EMA, config, vocab, step) without the training state (tandem-average);
+// same errors.
 CheckpointData load_model_only(const std::string& path);
+
+// What eval/decode need to build the model (config, vocab, step, holds_ema), no tensors; same
+// errors. read_parameters then fills the model.
+CheckpointData load_description(const std::string& path);
+
+// Reads group `group` ("model" or "ema") of `path` straight into `params` (each saved tensor into
+// the parameter of its name, without a copy in between where the parameter is a contiguous CPU
+// tensor of the saved type), after the check of check_compatible; same errors as load().
+void read_parameters(const std::string& path, const std::string& group, const NamedTensors& params);
 
 // Compares names and shapes with the model's; throws std::invalid_argument listing the first few
 // differences (missing, unexpected, shape a vs b) and the path.

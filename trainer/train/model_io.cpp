@@ -38,12 +38,14 @@ void load_parameters(model::Transformer& model, const checkpoint::NamedTensors& 
 }
 
 InferenceModel load_for_inference(const std::string& checkpoint_path, Weights weights) {
-  auto data = checkpoint::load_model_only(checkpoint_path);
+  const auto data = checkpoint::load_description(checkpoint_path);
   InferenceModel out{config::parse_config(data.config_yaml, checkpoint_path + " /config"),
                      data::Vocab::from_bytes(data.vocab), nullptr, data.step};
   out.model = model::Transformer(model_options(out.config.model, out.vocab.size()));
-  out.averaged = weights == Weights::kAverage && !data.ema.empty();
-  load_parameters(out.model, out.averaged ? data.ema : data.model, checkpoint_path);
+  out.averaged = weights == Weights::kAverage && data.holds_ema;
+  // Straight into the parameters: no second copy of the weights is allocated and touched.
+  checkpoint::read_parameters(checkpoint_path, out.averaged ? "ema" : "model",
+                              named_parameters(out.model));
   out.model->eval();
   return out;
 }
