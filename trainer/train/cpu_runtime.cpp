@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <climits>
 
+#include "trainer/train/block_cache.h"
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -34,6 +36,7 @@ void set_onednn_cache(int64_t primitives) {
 }
 
 void tune_allocator(Workload workload) {
+  if (workload == Workload::kDecoding) use_block_cache();
 #if defined(__GLIBC__)
   // A fixed threshold also stops glibc's dynamic raising of it.
   if (workload == Workload::kTraining) {

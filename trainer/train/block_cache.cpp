@@ -1,0 +1,86 @@
+#include "trainer/train/block_cache.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+
+#include <iterator>
+
+namespace tandem::train {
+
+BlockCache::BlockCache(size_t max_cached_bytes) : max_cached_bytes_(max_cached_bytes) {}
+
+BlockCache::~BlockCache() {
+  for (auto& [size, block] : free_) {
+    c10::free_cpu(block->data);
+    delete block;
+  }
+}
+
+size_t BlockCache::block_size(size_t nbytes) {
+  size_t power = 1;
+  while (power <= nbytes / 2) power *= 2;  // the largest power of two <= nbytes
+  const size_t quarter = power / 4;
+  return (nbytes + quarter - 1) / quarter * quarter;
+}
+
+c10::DataPtr BlockCache::allocate(size_t nbytes) const {
+  const c10::Device cpu(c10::DeviceType::CPU);
+  if (nbytes < kMinBytes) {
+    void* data = c10::alloc_cpu(nbytes);
+    return {data, data, &c10::free_cpu, cpu};
+  }
+  const size_t size = block_size(nbytes);
+  Block* block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // The smallest free block that fits, if it is at most twice the size asked for.
+    const auto fit = free_.lower_bound(size);
+    if (fit != free_.end() && fit->first <= 2 * size) {
+      block = fit->second;
+      cached_bytes_ -= block->size;
+      free_.erase(fit);
+    }
+  }
+  if (block == nullptr) block = new Block{this, size, c10::alloc_cpu(size)};
+  return {block->data, block, &BlockCache::give_back, cpu};
+}
+
+void BlockCache::give_back(void* block) {
+  auto* b = static_cast<Block*>(block);
+  b->owner->keep(b);
+}
+
+void BlockCache::keep(Block* block) const {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cached_bytes_ + block->size <= max_cached_bytes_) {
+      free_.emplace(block->size, block);
+      cached_bytes_ += block->size;
+      return;
+    }
+  }
+  c10::free_cpu(block->data);
+  delete block;
+}
+
+size_t BlockCache::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cached_bytes_;
+}
+
+size_t BlockCache::cached_blocks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return free_.size();
+}
+
+void use_block_cache() {
+  // Never destroyed: tensors may be freed during static destruction, after main returns.
+  static BlockCache* const cache = [] {
+    auto* created = new BlockCache(size_t{1} << 30);
+    c10::SetCPUAllocator(created, /*priority=*/1);
+    return created;
+  }();
+  (void)cache;
+}
+
+}  // namespace tandem::train
