@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "trainer/decode/beam.h"
+#include "trainer/tools/one_blas_thread.h"
 #include "trainer/train/cpu_runtime.h"
 #include "trainer/train/device.h"
 #include "trainer/train/model_io.h"
@@ -123,9 +124,7 @@ inline train::InferenceEnsemble load_models(const ModelFlags& flags,
   }
   const torch::Device device = train::inference_device(flags.device);
   check_precision_on(flags.precision, device);
-  options.threads = flags.threads > 0 ? flags.threads
-                    : device.is_cpu() ? torch::get_num_threads()
-                                      : 1;
+  options.threads = flags.threads > 0 ? flags.threads : device.is_cpu() ? cpu_count() : 1;
   train::configure_cpu_runtime({1, 0, train::Workload::kDecoding});
   auto models = train::load_ensemble(flags.checkpoints, flags.weights, flags.which);
   // In place: the ensemble holds the same modules.
