@@ -84,19 +84,20 @@ inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags) {
          "--precision", flags.precision,
          "fp32: on the CPU the matrix products' weights are packed once at load for Tandem's "
          "AVX2 loop; or int8: quantized once at load (one scale per row) and run by "
-         "LibTorch's int8 kernels; close to fp32 in quality, in speed it depends on the CPU "
-         "(slower than fp32 on AVX2 without VNNI: see the README)")
+         "Tandem's AVX-512 VNNI loop (LibTorch's int8 kernels on CPUs without VNNI); close to "
+         "fp32 in quality, in speed it depends on the CPU (slower than fp32 on AVX2 without "
+         "VNNI: see the README)")
       ->check(CLI::IsMember({"fp32", "int8"}))
       ->capture_default_str();
   add_device_flag(app, flags.device);
   return checkpoint;
 }
 
-// int8's quantized kernels are LibTorch's CPU ones.
+// int8 runs on the CPU only (Tandem's VNNI loop or LibTorch's quantized CPU kernels).
 inline void check_precision_on(const std::string& precision, const torch::Device& device) {
   if (precision == "int8" && !device.is_cpu()) {
     throw std::invalid_argument(
-        "--precision int8 runs on the CPU only (LibTorch's quantized "
+        "--precision int8 runs on the CPU only (its int8 loops are CPU "
         "kernels); give --device cpu, or fp32 on the GPU");
   }
 }
