@@ -389,13 +389,11 @@ void read_model_part(hid_t file, CheckpointData& data, bool tensors) {
     std::istringstream paths(*averaged);
     for (std::string path; std::getline(paths, path);) data.averaged_from.push_back(path);
   }
+  data.holds_ema = H5Lexists(file, "ema", H5P_DEFAULT) > 0;
   if (tensors) {
     data.model = read_tensors(require_group(file, "model").get(), "/model");
-    if (H5Lexists(file, "ema", H5P_DEFAULT) > 0) {
-      data.ema = read_tensors(require_group(file, "ema").get(), "/ema");
-    }
+    if (data.holds_ema) data.ema = read_tensors(require_group(file, "ema").get(), "/ema");
   }
-  data.holds_ema = H5Lexists(file, "ema", H5P_DEFAULT) > 0;
   const std::optional<std::string> config = h5::read_string_dataset(file, "config");
   if (!config) throw std::invalid_argument("string dataset /config is missing or unreadable");
   data.config_yaml = *config;
@@ -429,17 +427,20 @@ void read_training_part(hid_t file, CheckpointData& data) {
   }
 }
 
-// Runs `read` on the open checkpoint at `path`, its errors named after the file.
+// Runs `read` on the open checkpoint at `path`, its errors named after the file (once: those that
+// already name it, as check_compatible's do, pass as they are).
 template <typename Read>
 auto with_checkpoint(const std::string& path, const Read& read) {
   h5::QuietErrors quiet;
+  const std::string named = "checkpoint '" + path + "'";
   try {
     Handle file = open_checkpoint(path);
     return read(file.get());
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument("checkpoint '" + path + "': " + e.what());
+    if (std::string(e.what()).rfind(named, 0) == 0) throw;
+    throw std::invalid_argument(named + ": " + e.what());
   } catch (const std::runtime_error& e) {  // listing a damaged group
-    throw std::invalid_argument("checkpoint '" + path + "': " + e.what());
+    throw std::invalid_argument(named + ": " + e.what());
   }
 }
 
@@ -484,29 +485,30 @@ CheckpointData load_description(const std::string& path) {
 
 void read_parameters(const std::string& path, const std::string& group,
                      const NamedTensors& params) {
-  const NamedTensors saved = with_checkpoint(path, [&](hid_t file) {
+  with_checkpoint(path, [&](hid_t file) {
     Handle tensors = require_group(file, group);
+    struct Saved {
+      Handle dataset;
+      torch::ScalarType dtype;
+    };
+    std::map<std::string, Saved> datasets;
     NamedTensors shapes;  // meta tensors: the datasets' shapes and types, no memory
     for (const std::string& name : h5::link_names(tensors.get())) {
       const std::string full_name = "/" + group + "/" + name;
-      const DatasetShape shape =
-          shape_of(open_dataset(tensors.get(), name, full_name).get(), full_name);
+      Handle dataset = open_dataset(tensors.get(), name, full_name);
+      const DatasetShape shape = shape_of(dataset.get(), full_name);
       shapes.emplace_back(
           name, torch::empty(shape.sizes,
                              torch::TensorOptions().dtype(shape.dtype).device(torch::kMeta)));
+      datasets.emplace(name, Saved{std::move(dataset), shape.dtype});
     }
-    return shapes;
-  });
-  check_compatible(path, saved, params);
-  std::map<std::string, torch::ScalarType> dtypes;
-  for (const auto& [name, shape] : saved) dtypes.emplace(name, shape.scalar_type());
-  with_checkpoint(path, [&](hid_t file) {
-    Handle tensors = require_group(file, group);
+    check_compatible(path, shapes, params);
     torch::NoGradGuard no_grad;
     for (const auto& [name, param] : params) {
+      const Saved& saved = datasets.at(name);
       const std::string full_name = "/" + group + "/" + name;
-      if (param.is_cpu() && param.is_contiguous() && param.scalar_type() == dtypes.at(name)) {
-        read_into(open_dataset(tensors.get(), name, full_name).get(), param, full_name);
+      if (param.is_cpu() && param.is_contiguous() && param.scalar_type() == saved.dtype) {
+        read_into(saved.dataset.get(), param, full_name);
       } else {
         param.copy_(read_tensor(tensors.get(), name, full_name));
       }

@@ -3,8 +3,6 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
-#include <iterator>
-
 namespace tandem::train {
 
 BlockCache::BlockCache(size_t max_cached_bytes) : max_cached_bytes_(max_cached_bytes) {}

@@ -3,11 +3,11 @@
 // Decoding allocates tensors of many sizes (every batch has its own rows and lengths, and rows
 // drop out at every step); glibc carves those that fit no free chunk from the top of its heap,
 // whose pages the kernel then maps on first touch. On greedy decoding of the 497-line Bible test
-// split the heap grew by ~10 MB a batch, its free space fragmented, and those first touches were
-// a third of the process's page faults. Here a block's size is rounded up to a quarter of its
-// power of two and a freed block serves any request up to twice smaller, so after the first
-// batches the same pages come back. Small tensors (under kMinBytes) stay with glibc's bins, which
-// reuse them well.
+// split the heap grew by ~10 MB a batch while its live bytes stayed the same; with this cache the
+// run took 53k page faults instead of 60k and its heap ended at 194 MB instead of 235 MB. Here a
+// block's size is rounded up to a quarter of its power of two and a freed block serves any
+// request up to twice smaller, so after the first batches the same pages come back. Small tensors
+// (under kMinBytes) stay with glibc's bins, which reuse them well.
 #pragma once
 
 #include <c10/core/Allocator.h>
