@@ -38,6 +38,9 @@ TEST(Presets, TinyIsTheCpuPreset) {
   EXPECT_TRUE(c.model.tie_embeddings);
   EXPECT_EQ(c.train.precision,
             Precision::kBf16);  // about 1.7x fp32 where the CPU has bf16 dot products
+  // A constant rate after warm-up leaves the decaying to the moving average: the README's recipe.
+  EXPECT_EQ(c.train.schedule, Schedule::kConstant);
+  EXPECT_GT(c.train.ema_decay, 0.0);
   EXPECT_EQ(c.data.corpus, "work/bible/corpus.h5");
   // Bounded by wall time, so the quickstart and a bare `tandem-train --config` both end.
   EXPECT_GT(c.train.max_minutes, 0);
