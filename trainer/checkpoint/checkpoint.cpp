@@ -509,8 +509,11 @@ void read_parameters(const std::string& path, const std::string& group,
       const std::string full_name = "/" + group + "/" + name;
       if (param.is_cpu() && param.is_contiguous() && param.scalar_type() == saved.dtype) {
         read_into(saved.dataset.get(), param, full_name);
-      } else {
-        param.copy_(read_tensor(tensors.get(), name, full_name));
+      } else {  // through a CPU tensor of the saved type, from the dataset already open
+        const torch::Tensor staged =
+            torch::empty(param.sizes(), torch::TensorOptions().dtype(saved.dtype));
+        read_into(saved.dataset.get(), staged, full_name);
+        param.copy_(staged);
       }
     }
     return 0;
