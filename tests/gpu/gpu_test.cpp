@@ -1,6 +1,7 @@
 // The GPU against the CPU (CTest label gpu): the fused output-layer loss in fp32 and under bf16
 // autocast, attention with padding and causal masks (SDPA on the GPU, the BLAS kernel on the CPU),
-// the autocast guard, Adam's multi-tensor GPU path, and NCCL at world size 1. Every test skips,
+// the autocast guard, Adam gated on the device (fused or masked), NCCL at world size 1, and steps
+// that never wait for the GPU. Every test skips,
 // saying why, where LibTorch sees no GPU, so CI (no GPU) stays green; launch/gpu-check.sh runs
 // them on a GPU machine.
 #include <gtest/gtest.h>
@@ -12,13 +13,21 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/synthetic_corpus.h"
+#include "trainer/common/temp_dir.h"
 #include "trainer/common/token_ids.h"
 #include "trainer/model/autocast.h"
 #include "trainer/model/kernels.h"
 #include "trainer/model/token_loss.h"
 #include "trainer/optim/adam.h"
+#include "trainer/optim/multi_tensor.h"
 #include "trainer/parallel/gradient_reducer.h"
 #include "trainer/parallel/process_group.h"
+#include "trainer/train/trainer.h"
+
+#ifdef TANDEM_TORCH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 namespace tandem {
 namespace {
@@ -29,6 +38,12 @@ namespace {
   }
 
 const torch::Device kGpu(torch::kCUDA, 0);
+
+// This process as a world of one (MPI initialised once, finalised at exit).
+parallel::ProcessGroup& world() {
+  static parallel::ProcessGroup group(nullptr, nullptr);
+  return group;
+}
 
 // ‖a − b‖ / ‖b‖ over all elements, in double on the CPU.
 double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
@@ -172,7 +187,10 @@ TEST(Gpu, AutocastGuardTurnsBf16OnForItsScopeOnly) {
   EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat);
 }
 
-TEST(Gpu, AdamMultiTensorStepsMatchTheCpu) {
+// Adam gated on the device (fused Adam where LibTorch has it; its clip factor as the gradient
+// scale, a non-finite step as found_inf) against the CPU loop reading the same gate, through a
+// clipped step and a skipped one with NaN gradients; and the masked tensor-op update on the GPU.
+TEST(Gpu, AdamGatedOnTheDeviceMatchesTheCpuThroughClippedAndSkippedSteps) {
   SKIP_WITHOUT_GPU();
   torch::manual_seed(3);
   const std::vector<std::vector<int64_t>> shapes = {{17, 5}, {5}, {3, 4, 6}, {1}};
@@ -181,27 +199,57 @@ TEST(Gpu, AdamMultiTensorStepsMatchTheCpu) {
     initial.push_back(torch::randn(shape));
     grads.push_back(torch::randn(shape));
   }
+  const int skipped_step = 3;
   auto run = [&](const torch::Device& device) {
     std::vector<std::pair<std::string, torch::Tensor>> named;
     for (size_t i = 0; i < initial.size(); ++i) {
       named.emplace_back("p" + std::to_string(i), leaf_on(initial[i], device));
     }
     optim::Adam adam(named, optim::AdamOptions{0.9, 0.98, 1e-8});
-    for (int step = 1; step <= 4; ++step) {
+    for (int step = 1; step <= 5; ++step) {
       adam.zero_grad();
       for (size_t i = 0; i < named.size(); ++i) {
         named[i].second.mutable_grad() = (grads[i] * step).to(device);
       }
-      const double norm = optim::global_grad_norm(adam.parameters());
-      optim::clip_grads(adam.parameters(), norm, 5.0);
-      adam.step(1e-2);
+      if (step == skipped_step) named[1].second.grad()[2] = std::nanf("");
+      const auto gate = optim::gate_gradients(adam.parameters(), 5.0);  // clips from step 1
+      EXPECT_EQ(gate.finite.device(), device);
+      adam.step(1e-2, gate);
     }
+    EXPECT_EQ(adam.step_count(), 4);
     return named;
   };
   const auto cpu = run(torch::kCPU);
   const auto gpu = run(kGpu);
   for (size_t i = 0; i < cpu.size(); ++i) {
     EXPECT_LT(relative_error(gpu[i].second, cpu[i].second), 1e-6) << cpu[i].first;
+  }
+  // The masked update, as it runs where fused Adam is missing, on the GPU against the CPU.
+  auto masked = [&](const torch::Device& device) {
+    std::vector<torch::Tensor> params, m, v;
+    for (const auto& t : initial) {
+      params.push_back(t.to(device).clone());
+      m.push_back(torch::zeros_like(params.back()));
+      v.push_back(torch::zeros_like(params.back()));
+    }
+    auto step = torch::zeros({}, torch::TensorOptions(device).dtype(torch::kFloat32));
+    for (int s = 1; s <= 3; ++s) {
+      std::vector<torch::Tensor> g;
+      for (const auto& t : grads) g.push_back((t * s).to(device));
+      const auto o = torch::TensorOptions(device).dtype(torch::kFloat64);
+      const optim::AdamUpdate u{0.9,
+                                0.98,
+                                1e-8,
+                                1e-2,
+                                torch::full({}, 0.5, o),
+                                torch::full({}, s != 2, o.dtype(torch::kBool))};
+      optim::adam_masked_update(params, g, m, v, step, u);
+    }
+    return params;
+  };
+  const auto masked_cpu = masked(torch::kCPU), masked_gpu = masked(kGpu);
+  for (size_t i = 0; i < masked_cpu.size(); ++i) {
+    EXPECT_LT(relative_error(masked_gpu[i], masked_cpu[i]), 1e-6) << i;
   }
 }
 
@@ -277,8 +325,7 @@ TEST(Gpu, GradientReducerHooksMatchPlainBackwardOnTheGpu) {
 #ifdef TANDEM_HAVE_NCCL
 TEST(Gpu, NcclAtWorldSizeOneReducesToItself) {
   SKIP_WITHOUT_GPU();
-  static parallel::ProcessGroup group(nullptr, nullptr);
-  auto nccl = parallel::make_nccl_communicator(group, 0, 60.0);
+  auto nccl = parallel::make_nccl_communicator(world(), 0, 60.0);
   auto values = torch::arange(10, torch::TensorOptions(kGpu).dtype(torch::kFloat32));
   auto copy = values.clone();
   nccl->all_reduce_sum(values);
@@ -289,6 +336,56 @@ TEST(Gpu, NcclAtWorldSizeOneReducesToItself) {
   nccl->barrier();
 }
 #endif
+
+// A training step in its steady state never makes the host wait for the GPU: LibTorch's sync
+// debug mode, set to error, throws at any synchronising call (.item(), a blocking copy, a stream
+// synchronisation) made through it during five steps after three warm-up ones. One rank, NCCL,
+// bf16, a moving average and clipping on, so every part of the update runs.
+TEST(Gpu, SteadyStateStepsNeverWaitForTheGpu) {
+  SKIP_WITHOUT_GPU();
+#ifndef TANDEM_TORCH_CUDA
+  GTEST_SKIP() << "built without a CUDA LibTorch (no sync debug mode to ask)";
+#else
+  TempDir dir("gpu-sync");
+  test::SyntheticCorpusOptions corpus;
+  corpus.train_pairs = 2000;
+  config::Config c;
+  c.model.d_model = 64;
+  c.model.heads = 4;
+  c.model.encoder_layers = 2;
+  c.model.decoder_layers = 2;
+  c.model.d_ff = 128;
+  c.data.corpus = test::make_reverse_corpus(dir.path(), corpus);
+  c.data.max_tokens = 512;
+  c.train.device = config::Device::kCuda;
+  c.train.precision = config::Precision::kBf16;
+  c.train.clip_norm = 0.1;  // clips every step
+  c.train.ema_decay = 0.99;
+  c.checkpoint.dir = dir.path() + "/run";
+  c.checkpoint.every_steps = 0;
+  train::Trainer trainer(c, world());
+  for (int s = 0; s < 3; ++s) trainer.train_step();  // allocations, handles, first collectives
+  torch::cuda::synchronize();
+  auto& warnings = c10::cuda::warning_state();
+  warnings.set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
+  std::string error;
+  std::vector<train::StepStats> steps;
+  try {
+    for (int s = 0; s < 5; ++s) steps.push_back(trainer.train_step());
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  warnings.set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+  EXPECT_EQ(error, "") << "a step synchronised with the GPU";
+  ASSERT_EQ(steps.size(), 5u);
+  for (const auto& step : steps) {
+    EXPECT_EQ(step.update.device(), kGpu);
+    EXPECT_GT(step.tgt_tokens, 0);
+    EXPECT_EQ(step.update[1].item<double>(), 0.0) << "step " << step.step << " was skipped";
+  }
+  EXPECT_EQ(trainer.step(), 8);
+#endif
+}
 
 }  // namespace
 }  // namespace tandem

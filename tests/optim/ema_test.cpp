@@ -45,6 +45,27 @@ TEST(Ema, FollowsTheParametersAsANaiveLoopDoes) {
   EXPECT_FALSE(torch::equal(got_w, w));
 }
 
+// A step the gate skipped (GradientGate::finite false) leaves the averages bit for bit; the next
+// taken one moves them as an update without the flag does.
+TEST(Ema, AStepNotTakenLeavesTheAveragesAlone) {
+  torch::manual_seed(5);
+  torch::Tensor w = torch::randn({4, 3});
+  torch::Tensor twin = w.clone();
+  Ema ema({{"w", w}}, 0.9), reference({{"w", twin}}, 0.9);
+  {
+    torch::NoGradGuard no_grad;
+    w.mul_(2);
+    twin.mul_(2);
+  }
+  const torch::Tensor before = ema.averages()[0].second.clone();
+  ema.update(1, torch::scalar_tensor(false, torch::kBool));
+  EXPECT_TRUE(torch::equal(ema.averages()[0].second, before));
+  ema.update(2, torch::scalar_tensor(true, torch::kBool));
+  reference.update(2);
+  EXPECT_TRUE(torch::equal(ema.averages()[0].second, reference.averages()[0].second));
+  EXPECT_FALSE(torch::equal(ema.averages()[0].second, before));
+}
+
 TEST(Ema, SwappingTwiceRestoresBothBitForBit) {
   torch::manual_seed(4);
   torch::Tensor w = torch::randn({5, 6});

@@ -10,18 +10,15 @@
 namespace tandem::train {
 namespace {
 
-TEST(Agreement, TotalsAreSummedOverRanksAndAnyRanksVoteCounts) {
+TEST(Agreement, TargetsAreSummedOverRanksAndAnyRanksVoteCounts) {
   auto& comm = test::process_group().cpu();
   const int n = comm.size(), r = comm.rank();
-  const StepTotals local{100.0 * (r + 1), 0.5 * (r + 1), 3.0};
   const StepVotes votes{/*stop=*/r == n - 1, /*save=*/false};
-  const Agreement agreed = agree_across_ranks(local, votes, comm);
-  EXPECT_EQ(agreed.totals.tgt_tokens, 100.0 * n * (n + 1) / 2);
-  EXPECT_EQ(agreed.totals.nll_sum, 0.5 * n * (n + 1) / 2);
-  EXPECT_EQ(agreed.totals.correct, 3.0 * n);
+  const Agreement agreed = agree_across_ranks(100.0 * (r + 1), votes, comm);
+  EXPECT_EQ(agreed.tgt_tokens, 100.0 * n * (n + 1) / 2);
   EXPECT_TRUE(agreed.votes.stop);
   EXPECT_FALSE(agreed.votes.save);
-  EXPECT_TRUE(agree_across_ranks({}, StepVotes{false, r == 0}, comm).votes.save);
+  EXPECT_TRUE(agree_across_ranks(0, StepVotes{false, r == 0}, comm).votes.save);
 }
 
 TEST(RankChecks, EqualParametersPassAndADifferentRankIsNamed) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -51,6 +52,18 @@ class CapturedStderr {
 };
 
 // Sets TANDEM_PROGRESS (and COLUMNS) for one test.
+// One step's figures as training makes them: host counts, and device sums as CPU tensors.
+StepStats step_stats(double tokens, double nll, double correct, double norm, double lr,
+                     int64_t step = 1, bool skipped = false) {
+  StepStats s;
+  s.step = step;
+  s.tgt_tokens = s.rank_tokens = tokens;
+  s.lr = lr;
+  s.token_sums = torch::tensor({nll, correct}, torch::kFloat64);
+  s.update = torch::tensor({norm, skipped ? 1.0 : 0.0}, torch::kFloat64);
+  return s;
+}
+
 class ProgressEnv : public ::testing::Test {
  protected:
   void SetUp() override { log::set_rank(0, 1); }
@@ -124,8 +137,8 @@ TEST(LiveViewLine, ShowsNoBarAndNoEtaWithoutALimit) {
 TEST_F(ProgressEnv, LiveViewAveragesTheCurrentWindowAndCountsStepsTowardsTheLimit) {
   ProgressMeter meter(config_with_steps(40), 0);
   // Two steps: 30 + 10 target tokens with NLL sums 60 and 40 → 100 / 40 = 2.5 nats per token.
-  meter.add(StepStats{30, 60, 0, 1.0, 2e-3});
-  meter.add(StepStats{10, 40, 0, 1.0, 1e-3});
+  meter.add(step_stats(30, 60, 0, 1.0, 2e-3));
+  meter.add(step_stats(10, 40, 0, 1.0, 1e-3));
   const LiveView v = meter.view(10, 0.25);
   EXPECT_DOUBLE_EQ(v.loss, 2.5);
   EXPECT_DOUBLE_EQ(v.lr, 1e-3);  // the latest step's
@@ -135,8 +148,43 @@ TEST_F(ProgressEnv, LiveViewAveragesTheCurrentWindowAndCountsStepsTowardsTheLimi
   // After a record, the empty new window shows the record's figures until a step arrives.
   const ProgressRecord r = meter.take(10, 0.25);
   EXPECT_DOUBLE_EQ(meter.view(10, 0.25).loss, r.loss);
-  meter.add(StepStats{20, 20, 0, 1.0, 1e-3});
+  meter.add(step_stats(20, 20, 0, 1.0, 1e-3));
   EXPECT_DOUBLE_EQ(meter.view(11, 0.3).loss, 1.0);
+}
+
+// A window's record: the loss figures summed over ranks by the meter's collective (here a double
+// standing in for a second rank that saw the same), the norm averaged over steps, skipped updates
+// counted with the last one's step.
+TEST_F(ProgressEnv, ARecordSumsTheRanksLossFiguresAndCountsSkippedUpdates) {
+  int collectives = 0;
+  ProgressMeter meter(config_with_steps(40), 0, [&](torch::Tensor& t) {
+    ++collectives;
+    t.mul_(2);
+  });
+  // Global counts 80 and 40 tokens; this rank's NLL sums 50 and 10, correct 20 and 10.
+  meter.add(step_stats(80, 50, 20, 3.0, 1e-3, 11));
+  meter.add(step_stats(40, 10, 10, 1.0, 1e-3, 12, /*skipped=*/true));
+  meter.add(step_stats(0, 0, 0, 2.0, 1e-3, 13, /*skipped=*/true));
+  const ProgressRecord r = meter.take(13, 0.5);
+  EXPECT_EQ(collectives, 1);
+  EXPECT_DOUBLE_EQ(r.loss, 2 * 60.0 / 120.0);
+  EXPECT_DOUBLE_EQ(r.accuracy, 2 * 30.0 / 120.0);
+  EXPECT_DOUBLE_EQ(r.grad_norm, 2.0);  // not summed over ranks: every rank has the same norm
+  EXPECT_EQ(r.skipped, 2);
+  EXPECT_EQ(r.last_skipped, 13);
+  EXPECT_EQ(r.json()["skipped_updates"], 2);
+  // The next window starts empty; a NaN norm makes its mean NaN (null in JSON). Its skip is
+  // there to report before any record (as training does when it ends between log steps).
+  EXPECT_EQ(meter.unreported_skips().count, 0);
+  meter.add(step_stats(10, 10, 5, NAN, 1e-3, 14, true));
+  EXPECT_EQ(meter.unreported_skips().count, 1);
+  EXPECT_EQ(meter.unreported_skips().last, 14);
+  const ProgressRecord next = meter.take(14, 0.6);
+  EXPECT_EQ(next.skipped, 1);
+  EXPECT_EQ(next.last_skipped, 14);
+  EXPECT_TRUE(std::isnan(next.grad_norm));
+  EXPECT_NE(next.json().dump().find("\"grad_norm\":null"), std::string::npos);
+  EXPECT_DOUBLE_EQ(next.loss, 2.0);
 }
 
 TEST_F(ProgressEnv, EpochLimitAloneGivesTheFraction) {
@@ -153,7 +201,7 @@ TEST_F(ProgressEnv, PlainModeDrawsNothingBesideTheLogLines) {
   CapturedStderr captured;
   {
     ProgressMeter meter(config_with_steps(10), 0);
-    meter.add(StepStats{10, 10, 5, 1.0, 1e-3});
+    meter.add(step_stats(10, 10, 5, 1.0, 1e-3));
     meter.show(1, 0.1);
     log::info("saved x.h5");
   }
@@ -167,7 +215,7 @@ TEST_F(ProgressEnv, BarModeErasesTheLiveLineBeforeALogLineAndRedrawsItBelow) {
   std::string live;
   {
     ProgressMeter meter(config_with_steps(10), 0);
-    meter.add(StepStats{10, 10, 5, 1.0, 1e-3});
+    meter.add(step_stats(10, 10, 5, 1.0, 1e-3));
     meter.show(1, 0.1);
     live = meter.view(1, 0.1).line(29);  // one column spare
     ASSERT_EQ(live, "step 1/10 [#-----------]  10%");
@@ -186,7 +234,7 @@ TEST_F(ProgressEnv, OtherRanksNeverDrawTheLiveLine) {
   CapturedStderr captured;
   {
     ProgressMeter meter(config_with_steps(10), 0);
-    meter.add(StepStats{10, 10, 5, 1.0, 1e-3});
+    meter.add(step_stats(10, 10, 5, 1.0, 1e-3));
     meter.show(1, 0.1);
   }
   log::set_rank(0, 1);

@@ -1,5 +1,6 @@
-// Adam with bias correction: one pass over each parameter on CPU (float), in-place tensor ops
-// elsewhere; state is held per named parameter in the order given, for bit-exact checkpoints.
+// Adam with bias correction: one pass over each parameter on CPU (float), tensor ops elsewhere
+// (fused or masked, multi_tensor.h); state is held per named parameter in the order given, for
+// bit-exact checkpoints.
 #include "trainer/optim/adam.h"
 
 #include <cmath>
@@ -40,11 +41,12 @@ struct AdamScalars {
   float beta1, beta2, eps, correction2, step_size;  // step_size = lr / correction1
 };
 
-// The tensor-op update below, element by element in one pass (the state stays in cache).
-void adam_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
+// The tensor-op update below, element by element in one pass (the state stays in cache), the
+// gradient scaled by the clipping factor as it is read.
+void adam_cpu(float* param, const float* grad, float* m, float* v, int64_t n, float scale,
               const AdamScalars& a) {
   for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i];
+    const float g = grad[i] * scale;
     m[i] = m[i] * a.beta1 + (1.0f - a.beta1) * g;
     v[i] = v[i] * a.beta2 + (1.0f - a.beta2) * g * g;
     param[i] -= a.step_size * m[i] / (std::sqrt(v[i] / a.correction2) + a.eps);
@@ -57,6 +59,13 @@ double sum_of_squares_cpu(const float* x, int64_t n) {
   return sum;
 }
 
+// The largest count a float32 holds exactly.
+constexpr int64_t kMaxSteps = int64_t{1} << 24;
+
+torch::Device device_of(const std::vector<torch::Tensor>& params) {
+  return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+}
+
 }  // namespace
 
 Adam::Adam(std::vector<std::pair<std::string, torch::Tensor>> named_params, AdamOptions options)
@@ -67,16 +76,38 @@ Adam::Adam(std::vector<std::pair<std::string, torch::Tensor>> named_params, Adam
     exp_avg_.push_back(torch::zeros_like(param, torch::MemoryFormat::Contiguous));
     exp_avg_sq_.push_back(torch::zeros_like(param, torch::MemoryFormat::Contiguous));
   }
+  step_ = torch::zeros({}, torch::TensorOptions(device_of(tensors_)).dtype(torch::kFloat32));
 }
 
+void Adam::step(double lr) { step(lr, open_gate(device_of(tensors_))); }
+
 // m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) +
-// eps)
-void Adam::step(double lr) {
+// eps), with g the gradient times gate.scale.
+void Adam::step(double lr, const GradientGate& gate) {
+  if (gate.finite.is_cpu()) {
+    step_on_cpu(lr, gate);
+    return;
+  }
+  auto grads = gradients(tensors_);
+  const AdamUpdate update{options_.beta1, options_.beta2, options_.eps, lr,
+                          gate.scale,     gate.finite};
+  if (fused_adam_update(tensors_, grads, exp_avg_, exp_avg_sq_, step_, update)) return;
+  adam_masked_update(tensors_, grads, exp_avg_, exp_avg_sq_, step_, update);
+}
+
+// The gate is on the CPU: read, it decides here.
+void Adam::step_on_cpu(double lr, const GradientGate& gate) {
+  if (!gate.finite.item<bool>()) return;
   torch::NoGradGuard no_grad;
-  ++step_;
-  const double correction1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_));
-  const double correction2 = 1.0 - std::pow(options_.beta2, static_cast<double>(step_));
-  if (step_on_gpu(lr, correction1, correction2)) return;
+  const int64_t t = step_count() + 1;
+  if (t > kMaxSteps) {
+    throw std::runtime_error("Adam: more than " + std::to_string(kMaxSteps) +
+                             " updates, beyond the exact range of its float32 step count");
+  }
+  step_.fill_(static_cast<double>(t));
+  const double correction1 = 1.0 - std::pow(options_.beta1, static_cast<double>(t));
+  const double correction2 = 1.0 - std::pow(options_.beta2, static_cast<double>(t));
+  const double scale = gate.scale.item<double>();
   const AdamScalars scalars{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
                             static_cast<float>(options_.eps), static_cast<float>(correction2),
                             static_cast<float>(lr / correction1)};
@@ -86,9 +117,10 @@ void Adam::step(double lr) {
     torch::Tensor grad = param.grad();
     if (cpu_float(param) && cpu_float(grad)) {
       adam_cpu(param.data_ptr<float>(), grad.data_ptr<float>(), exp_avg_[i].data_ptr<float>(),
-               exp_avg_sq_[i].data_ptr<float>(), param.numel(), scalars);
+               exp_avg_sq_[i].data_ptr<float>(), param.numel(), static_cast<float>(scale), scalars);
       continue;
     }
+    if (scale != 1.0) grad = grad.mul(scale);
     exp_avg_[i].mul_(options_.beta1).add_(grad, 1.0 - options_.beta1);
     exp_avg_sq_[i].mul_(options_.beta2).addcmul_(grad, grad, 1.0 - options_.beta2);
     const torch::Tensor denominator = exp_avg_sq_[i].div(correction2).sqrt_().add_(options_.eps);
@@ -96,14 +128,7 @@ void Adam::step(double lr) {
   }
 }
 
-// With every parameter and gradient on a GPU: the multi-tensor update.
-bool Adam::step_on_gpu(double lr, double correction1, double correction2) {
-  const auto grads = gradients(tensors_);
-  if (!all_on_gpu(tensors_) || !all_on_gpu(grads)) return false;
-  adam_update(tensors_, grads, exp_avg_, exp_avg_sq_, options_.beta1, options_.beta2, options_.eps,
-              lr, correction1, correction2);
-  return true;
-}
+int64_t Adam::step_count() const { return static_cast<int64_t>(step_.item<float>()); }
 
 void Adam::zero_grad() {
   torch::NoGradGuard no_grad;
@@ -132,8 +157,10 @@ std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>> Adam::
 void Adam::load_state(
     const std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>>& state,
     int64_t step) {
-  if (step < 0)
-    throw std::invalid_argument("optimizer state: step " + std::to_string(step) + " < 0");
+  if (step < 0 || step > kMaxSteps) {
+    throw std::invalid_argument("optimizer state: step " + std::to_string(step) + " outside [0, " +
+                                std::to_string(kMaxSteps) + "]");
+  }
   for (const auto& [group_name, group] : state) {
     if (group_name != "exp_avg" && group_name != "exp_avg_sq") {
       throw std::invalid_argument("optimizer state: unknown group " + group_name +
@@ -163,14 +190,18 @@ void Adam::load_state(
     exp_avg_[i].copy_(*avg[i]);
     exp_avg_sq_[i].copy_(*avg_sq[i]);
   }
-  step_ = step;
+  step_.fill_(static_cast<double>(step));
 }
 
-double global_grad_norm(const std::vector<torch::Tensor>& params) {
+torch::Tensor grad_norm(const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  const auto float64_on = [](const torch::Device& device) {
+    return torch::TensorOptions(device).dtype(torch::kFloat64);
+  };
   if (const auto grads = gradients(params); all_on_gpu(grads)) {
-    return std::sqrt(sum_of_squares(grads));
+    return sum_of_squares(grads).sqrt_();
   }
-  torch::Tensor sum_of_squares;  // float64, on the gradients' device: one host sync at the end
+  torch::Tensor device_sum;  // float64, on the gradients' device
   double cpu_sum = 0;  // float gradients on CPU: summed in one pass each, without a float64 copy
   for (const torch::Tensor& param : params) {
     if (!param.grad().defined()) continue;
@@ -179,25 +210,33 @@ double global_grad_norm(const std::vector<torch::Tensor>& params) {
       continue;
     }
     const torch::Tensor squares = param.grad().to(torch::kFloat64).square().sum();
-    sum_of_squares =
-        sum_of_squares.defined() ? sum_of_squares + squares.to(sum_of_squares.device()) : squares;
+    device_sum = device_sum.defined() ? device_sum + squares.to(device_sum.device()) : squares;
   }
-  if (sum_of_squares.defined()) cpu_sum += sum_of_squares.item<double>();
-  return std::sqrt(cpu_sum);
+  if (!device_sum.defined())
+    return torch::scalar_tensor(std::sqrt(cpu_sum), float64_on(torch::kCPU));
+  return device_sum.add_(cpu_sum).sqrt_();
 }
 
-// A NaN norm compares false and leaves the gradients alone; the trainer skips such steps.
-void clip_grads(const std::vector<torch::Tensor>& params, double norm, double max_norm) {
-  if (max_norm <= 0.0 || !(norm > max_norm)) return;
+GradientGate gate_gradients(const std::vector<torch::Tensor>& params, double max_norm) {
   torch::NoGradGuard no_grad;
-  const double scale = max_norm / norm;
-  if (auto grads = gradients(params); all_on_gpu(grads)) {
-    at::_foreach_mul_(grads, scale);
-    return;
+  GradientGate gate;
+  gate.norm = grad_norm(params);
+  gate.finite = torch::isfinite(gate.norm);
+  const torch::Tensor one = torch::ones_like(gate.norm);
+  torch::Tensor scale = one;
+  if (max_norm > 0) {
+    // A NaN norm compares false; such a step is skipped whatever the factor.
+    scale = torch::where(gate.norm > max_norm,
+                         torch::full_like(gate.norm, max_norm).div_(gate.norm), one);
   }
-  for (const torch::Tensor& param : params) {
-    if (param.grad().defined()) param.grad().mul_(scale);
-  }
+  gate.scale = torch::where(gate.finite, scale, torch::zeros_like(scale));
+  return gate;
+}
+
+GradientGate open_gate(const torch::Device& device) {
+  const auto options = torch::TensorOptions(device).dtype(torch::kFloat64);
+  return {torch::zeros({}, options), torch::ones({}, options),
+          torch::ones({}, options.dtype(torch::kBool))};
 }
 
 }  // namespace tandem::optim

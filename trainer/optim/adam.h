@@ -1,5 +1,7 @@
 // Adam (Kingma & Ba) with bias correction, state held per named parameter so it can be saved to
-// and restored from a checkpoint bit-exactly; and clipping by the global gradient norm.
+// and restored from a checkpoint bit-exactly; and the gate in front of it: the global gradient
+// norm, the clipping factor and the skip of a non-finite step, decided on the gradients' device so
+// that a step on a GPU never waits for the GPU (nothing is read by the host until a log step).
 #pragma once
 
 #include <torch/torch.h>
@@ -17,14 +19,35 @@ struct AdamOptions {
   double eps = 1e-9;
 };
 
+// What a step's gradients may do, as 0-dim tensors on the gradients' device.
+struct GradientGate {
+  torch::Tensor norm;    // float64: the L2 norm of all gradients together
+  torch::Tensor scale;   // float64: max_norm / norm where norm > max_norm > 0, else 1; 0 if skipped
+  torch::Tensor finite;  // bool: the norm is finite, so the update goes ahead (else every rank,
+                         // holding the same reduced gradients, skips it)
+};
+
+// The L2 norm of all gradients together (float64 accumulation), on their device; float gradients
+// on the CPU are summed in one pass each.
+torch::Tensor grad_norm(const std::vector<torch::Tensor>& params);
+// The gate for clipping at max_norm (0 disables clipping; a non-finite norm still skips).
+GradientGate gate_gradients(const std::vector<torch::Tensor>& params, double max_norm);
+// Gradients used as they are (scale 1, finite), on `device`.
+GradientGate open_gate(const torch::Device& device);
+
 class Adam {
  public:
   Adam(std::vector<std::pair<std::string, torch::Tensor>> named_params, AdamOptions options);
 
-  // One update of every parameter that has a gradient, at learning rate `lr`.
-  void step(double lr);
-  void zero_grad();  // sets gradients to zero (keeps the buffers)
-  int64_t step_count() const { return step_; }
+  // One update of every parameter that has a gradient, scaled by gate.scale, at learning rate
+  // `lr`; nothing changes (the step count included) where gate.finite is false. On the CPU the
+  // gate is read directly; elsewhere it is applied on the device: fused Adam (LibTorch >= 2 on
+  // CUDA, clipping as its gradient scale and the skip as its found_inf), else masked tensor ops.
+  void step(double lr, const GradientGate& gate);
+  void step(double lr);  // gradients as they are
+  void zero_grad();      // sets gradients to zero (keeps the buffers)
+  // Updates taken (skipped steps not counted). Read from the device: on a GPU it waits for it.
+  int64_t step_count() const;
   // The parameters it updates, in the order given.
   const std::vector<torch::Tensor>& parameters() const { return tensors_; }
 
@@ -40,14 +63,10 @@ class Adam {
   AdamOptions options_;
   std::vector<torch::Tensor> exp_avg_;
   std::vector<torch::Tensor> exp_avg_sq_;
-  int64_t step_ = 0;
+  // float32 0-dim on the parameters' device, as fused Adam reads it (exact up to 2^24 steps).
+  torch::Tensor step_;
 
-  bool step_on_gpu(double lr, double correction1, double correction2);
+  void step_on_cpu(double lr, const GradientGate& gate);
 };
-
-// The L2 norm of all gradients together (float64 accumulation).
-double global_grad_norm(const std::vector<torch::Tensor>& params);
-// Scales every gradient by max_norm / norm when norm > max_norm (max_norm 0 disables).
-void clip_grads(const std::vector<torch::Tensor>& params, double norm, double max_norm);
 
 }  // namespace tandem::optim

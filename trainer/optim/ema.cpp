@@ -22,12 +22,22 @@ double Ema::decay_at(double decay, int64_t step) {
   return std::min(decay, (1.0 + static_cast<double>(step)) / (10.0 + static_cast<double>(step)));
 }
 
-void Ema::update(int64_t step) {
+void Ema::update(int64_t step, const torch::Tensor& take) {
+  if (averages_.empty()) return;
   torch::NoGradGuard no_grad;
-  const double weight = 1.0 - decay_at(decay_, step);
+  // A 0-dim weight on the averages' device: (1 - d) where taken, 0 (no change) where not.
+  const torch::Tensor weight =
+      take.to(averages_.front().second.device(), torch::kFloat32).mul(1.0 - decay_at(decay_, step));
   for (size_t i = 0; i < params_.size(); ++i) {
     averages_[i].second.lerp_(params_[i].second.detach().to(torch::kFloat32), weight);
   }
+}
+
+void Ema::update(int64_t step) {
+  if (averages_.empty()) return;
+  update(
+      step,
+      torch::ones({}, torch::TensorOptions(averages_.front().second.device()).dtype(torch::kBool)));
 }
 
 void Ema::reset() {

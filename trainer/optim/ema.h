@@ -27,8 +27,11 @@ class Ema {
   // The weight d of the old average after `step` optimizer steps.
   static double decay_at(double decay, int64_t step);
 
-  // Moves the averages towards the parameters after optimizer step `step` (1 for the first).
-  void update(int64_t step);
+  // Moves the averages towards the parameters after optimizer step `step` (1 for the first), where
+  // `take` (a 0-dim bool tensor, e.g. GradientGate::finite) is true: decided on its device, so a
+  // GPU step does not wait for it. A false one leaves the averages bit for bit as they were.
+  void update(int64_t step, const torch::Tensor& take);
+  void update(int64_t step);  // always
 
   // The averages restart from the parameters' current values.
   void reset();

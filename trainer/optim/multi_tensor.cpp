@@ -1,5 +1,7 @@
 #include "trainer/optim/multi_tensor.h"
 
+#include <map>
+
 namespace tandem::optim {
 
 std::vector<torch::Tensor> gradients(const std::vector<torch::Tensor>& params) {
@@ -17,26 +19,70 @@ bool all_on_gpu(const std::vector<torch::Tensor>& tensors) {
   return true;
 }
 
-double sum_of_squares(const std::vector<torch::Tensor>& tensors) {
-  if (tensors.empty()) return 0.0;
+torch::Tensor sum_of_squares(const std::vector<torch::Tensor>& tensors) {
   torch::NoGradGuard no_grad;
   const auto norms = at::_foreach_norm(tensors, 2);
-  return at::stack(norms).to(torch::kFloat64).square().sum().item<double>();
+  return at::stack(norms).to(torch::kFloat64).square().sum();
 }
 
-void adam_update(std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
-                 std::vector<torch::Tensor>& exp_avg, std::vector<torch::Tensor>& exp_avg_sq,
-                 double beta1, double beta2, double eps, double lr, double correction1,
-                 double correction2) {
+void adam_masked_update(std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                        std::vector<torch::Tensor>& exp_avg, std::vector<torch::Tensor>& exp_avg_sq,
+                        torch::Tensor& step, const AdamUpdate& u) {
   torch::NoGradGuard no_grad;
-  at::_foreach_mul_(exp_avg, beta1);
-  at::_foreach_add_(exp_avg, grads, 1.0 - beta1);
-  at::_foreach_mul_(exp_avg_sq, beta2);
-  at::_foreach_addcmul_(exp_avg_sq, grads, grads, 1.0 - beta2);
-  auto denominator = at::_foreach_div(exp_avg_sq, correction2);
-  at::_foreach_sqrt_(denominator);
-  at::_foreach_add_(denominator, eps);
-  at::_foreach_addcdiv_(params, exp_avg, denominator, -lr / correction1);
+  const torch::Tensor take = u.finite.to(torch::kFloat64);
+  step.add_(take.to(step.scalar_type()));
+  // Corrections of the count after this step; at least 1 so a skipped first step divides by
+  // nothing that is zero (its step size is 0 anyway).
+  const torch::Tensor t = step.to(torch::kFloat64).clamp_min(1.0);
+  const torch::Tensor correction1 = 1.0 - torch::pow(u.beta1, t);
+  const torch::Tensor correction2 = 1.0 - torch::pow(u.beta2, t);
+  const torch::Tensor step_size = take * u.lr / correction1;
+  // The scalars in each parameter dtype (lerp wants its weight in the tensor's own).
+  struct Weights {
+    torch::Tensor scale, w1, w2, correction2, step_size;
+  };
+  std::map<torch::ScalarType, Weights> by_dtype;
+  const auto weights = [&](torch::ScalarType type) -> const Weights& {
+    auto found = by_dtype.find(type);
+    if (found != by_dtype.end()) return found->second;
+    return by_dtype
+        .emplace(type, Weights{u.scale.to(type), (take * (1.0 - u.beta1)).to(type),
+                               (take * (1.0 - u.beta2)).to(type), correction2.to(type),
+                               step_size.to(type)})
+        .first->second;
+  };
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    const Weights& w = weights(params[i].scalar_type());
+    // A skipped step's gradients may hold NaN or infinity; its weights are 0 and g is 0 too.
+    const torch::Tensor g = grads[i].mul(w.scale).nan_to_num_(0.0, 0.0, 0.0);
+    exp_avg[i].lerp_(g, w.w1);
+    exp_avg_sq[i].lerp_(g.square(), w.w2);
+    const torch::Tensor denominator = exp_avg_sq[i].div(w.correction2).sqrt_().add_(u.eps);
+    params[i].sub_(exp_avg[i].div(denominator).mul_(w.step_size));
+  }
+}
+
+bool fused_adam_update(std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                       std::vector<torch::Tensor>& exp_avg, std::vector<torch::Tensor>& exp_avg_sq,
+                       torch::Tensor& step, const AdamUpdate& u) {
+#if TORCH_VERSION_MAJOR >= 2
+  if (!all_on_gpu(params) || !all_on_gpu(grads) || !step.is_cuda()) return false;
+  torch::NoGradGuard no_grad;
+  step.add_(u.finite.to(torch::kFloat32));
+  // The kernel divides gradients by grad_scale and returns early where found_inf is 1; it reads
+  // each parameter's count from state_steps (here the one shared count, read only).
+  const torch::Tensor grad_scale = u.scale.reciprocal().to(torch::kFloat32);
+  const torch::Tensor found_inf = u.finite.logical_not().to(torch::kFloat32);
+  const std::vector<torch::Tensor> steps(params.size(), step);
+  at::_fused_adam_(params, grads, exp_avg, exp_avg_sq, /*max_exp_avg_sqs=*/{}, steps, u.lr, u.beta1,
+                   u.beta2, /*weight_decay=*/0.0, u.eps, /*amsgrad=*/false,
+                   /*maximize=*/false, grad_scale, found_inf);
+  return true;
+#else
+  (void)params, (void)grads, (void)exp_avg, (void)exp_avg_sq, (void)step, (void)u;
+  return false;
+#endif
 }
 
 }  // namespace tandem::optim

@@ -1,6 +1,7 @@
-// The optimizer's arithmetic on GPU tensors as multi-tensor operations (at::_foreach_*): a few
-// kernel launches per step for all parameters, instead of several per parameter, whose launch
-// cost dominates a step on a GPU. Same formulas as the per-tensor code in adam.cpp.
+// The optimizer's arithmetic as tensor operations that take their decisions (clip factor, skip)
+// from tensors on the device instead of host numbers, so a GPU step never waits for the GPU:
+// multi-tensor operations (at::_foreach_*) and fused Adam where LibTorch has them, a few kernel
+// launches per step for all parameters. Same formulas as the CPU loop in adam.cpp.
 #pragma once
 
 #include <torch/torch.h>
@@ -12,17 +13,32 @@ namespace tandem::optim {
 // The .grad() of each parameter, in order (undefined where a parameter has none yet).
 std::vector<torch::Tensor> gradients(const std::vector<torch::Tensor>& params);
 
-// True when every tensor is defined and on a GPU (then the functions below apply).
+// True when every tensor is defined and on a GPU (then the multi-tensor operations apply).
 bool all_on_gpu(const std::vector<torch::Tensor>& tensors);
 
-// Σ x² over all tensors, accumulated in float32 per tensor and float64 across them; one host sync.
-double sum_of_squares(const std::vector<torch::Tensor>& tensors);
+// Σ x² over all tensors on a GPU, accumulated in float32 per tensor and float64 across them: a
+// float64 0-dim tensor on their device, not read.
+torch::Tensor sum_of_squares(const std::vector<torch::Tensor>& tensors);
 
-// Adam with bias correction, in place: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²;
-// p -= (lr / correction1) m / (sqrt(v / correction2) + eps).
-void adam_update(std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
-                 std::vector<torch::Tensor>& exp_avg, std::vector<torch::Tensor>& exp_avg_sq,
-                 double beta1, double beta2, double eps, double lr, double correction1,
-                 double correction2);
+struct AdamUpdate {
+  double beta1, beta2, eps, lr;
+  torch::Tensor scale;   // 0-dim: gradients are multiplied by it (clipping)
+  torch::Tensor finite;  // 0-dim bool: false leaves every tensor below (and the count) unchanged
+};
+
+// Adam with bias correction, in place, on any device, decided by the tensors in `u`:
+// t += finite; g = scale·grad; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²;
+// p -= (lr / (1 - b1^t)) m / (sqrt(v / (1 - b2^t)) + eps), as lerps and products weighted by
+// `finite`, so a skipped step (NaN gradients included) changes nothing. Parameters whose gradient
+// is undefined are left alone. `step` is the float32 0-dim update count.
+void adam_masked_update(std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                        std::vector<torch::Tensor>& exp_avg, std::vector<torch::Tensor>& exp_avg_sq,
+                        torch::Tensor& step, const AdamUpdate& u);
+
+// The same through LibTorch's fused Adam kernel (one launch per group of tensors), where it
+// exists: LibTorch >= 2 and every tensor on a GPU. Returns false, doing nothing, elsewhere.
+bool fused_adam_update(std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                       std::vector<torch::Tensor>& exp_avg, std::vector<torch::Tensor>& exp_avg_sq,
+                       torch::Tensor& step, const AdamUpdate& u);
 
 }  // namespace tandem::optim

@@ -1,17 +1,12 @@
-// The one small all-reduce of every step: each rank's sums and votes, added over all ranks, so
-// every rank normalises by the global target count and acts on the same decisions at the same step.
+// The one small all-reduce of every step, on the host: each rank's target count and votes, added
+// over all ranks, so every rank normalises by the global target count and acts on the same
+// decisions at the same step. Loss statistics are not in it: they stay on the device until a log
+// step sums them (ProgressMeter), so a GPU step never waits for the GPU.
 #pragma once
 
 #include "trainer/parallel/communicator.h"
 
 namespace tandem::train {
-
-// Sums over a step's micro-batches (one rank's, or all ranks' once agreed).
-struct StepTotals {
-  double tgt_tokens = 0;  // targets predicted (non-pad, EOS included)
-  double nll_sum = 0;     // summed -log p(target), no smoothing
-  double correct = 0;     // targets equal to the argmax prediction
-};
 
 // Decisions any rank may trigger: a signal or rank 0's time limit (stop), rank 0's save clock.
 struct StepVotes {
@@ -20,12 +15,12 @@ struct StepVotes {
 };
 
 struct Agreement {
-  StepTotals totals;  // over all ranks
-  StepVotes votes;    // true where any rank voted for it
+  double tgt_tokens = 0;  // targets predicted (non-pad, EOS included), over all ranks
+  StepVotes votes;        // true where any rank voted for it
 };
 
 // Collective: every rank calls it once per step, after its backward pass.
-Agreement agree_across_ranks(const StepTotals& local, const StepVotes& votes,
+Agreement agree_across_ranks(double tgt_tokens, const StepVotes& votes,
                              parallel::Communicator& comm);
 
 }  // namespace tandem::train

@@ -30,10 +30,10 @@ model::TokenLoss micro_batch_loss(model::Transformer& model, const data::Batch& 
 
 }  // namespace
 
-StepTotals forward_backward(model::Transformer& model, const std::vector<data::Batch>& batches,
-                            parallel::GradientReducer& reducer, const DeviceChoice& device,
-                            double label_smoothing) {
-  StepTotals totals;
+RankStep forward_backward(model::Transformer& model, const std::vector<data::Batch>& batches,
+                          parallel::GradientReducer& reducer, const DeviceChoice& device,
+                          double label_smoothing) {
+  RankStep totals;
   torch::Tensor stats;  // [nll sum, tokens, correct] summed on the device
   const size_t completing = completing_micro_batch(batches);
   for (size_t m = 0; m < batches.size(); ++m) {
@@ -47,12 +47,11 @@ StepTotals forward_backward(model::Transformer& model, const std::vector<data::B
   // Buckets not yet sent (unused parameters, or no data here) go now, before the next collective,
   // so every rank issues the same collectives in the same order.
   reducer.end_backward();
-  // The statistics are read once, with every micro-batch's work queued (a GPU is still busy).
-  if (stats.defined()) {
-    const model::TokenCounts counts = model::read_token_counts(stats);
-    totals.nll_sum = counts.nll_sum;
-    totals.correct = static_cast<double>(counts.correct);
-  }
+  // [nll sum, correct] of [nll sum, tokens, correct], a view: nothing waits for the device.
+  totals.token_sums =
+      stats.defined()
+          ? stats.slice(0, 0, 3, 2)
+          : torch::zeros({2}, torch::TensorOptions(device.device).dtype(torch::kFloat64));
   return totals;
 }
 

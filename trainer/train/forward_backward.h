@@ -8,16 +8,22 @@
 #include "data/batch.h"
 #include "trainer/model/transformer.h"
 #include "trainer/parallel/gradient_reducer.h"
-#include "trainer/train/agreement.h"
 #include "trainer/train/device.h"
 
 namespace tandem::train {
 
+// One rank's share of a step.
+struct RankStep {
+  double tgt_tokens = 0;     // targets predicted, from the host-side batches
+  torch::Tensor token_sums;  // [summed -log p(target) (no smoothing), targets equal to the argmax
+                             //  prediction], float64 on the device, not read by the host
+};
+
 // The loss is the summed (not averaged) smoothed cross-entropy; the caller scales the reduced
 // gradients by the global target count. Returns this rank's sums. Afterwards every gradient
 // bucket has been launched (reducer.end_backward()), so the next collective may follow.
-StepTotals forward_backward(model::Transformer& model, const std::vector<data::Batch>& batches,
-                            parallel::GradientReducer& reducer, const DeviceChoice& device,
-                            double label_smoothing);
+RankStep forward_backward(model::Transformer& model, const std::vector<data::Batch>& batches,
+                          parallel::GradientReducer& reducer, const DeviceChoice& device,
+                          double label_smoothing);
 
 }  // namespace tandem::train

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "trainer/common/log.h"
@@ -70,19 +71,27 @@ std::string LiveView::line(size_t width) const {
 }
 
 nlohmann::json ProgressRecord::json() const {
-  return {{"step", step},           {"epoch", epoch},         {"loss", loss},
-          {"ppl", perplexity},      {"accuracy", accuracy},   {"lr", lr},
-          {"grad_norm", grad_norm}, {"tgt_tokens_per_s", tokens_per_s},
+  return {{"step", step},
+          {"epoch", epoch},
+          {"loss", loss},
+          {"ppl", perplexity},
+          {"accuracy", accuracy},
+          {"lr", lr},
+          {"grad_norm", grad_norm},
+          {"skipped_updates", skipped},
+          {"tgt_tokens_per_s", tokens_per_s},
           {"elapsed_s", elapsed_s}};
 }
 
-ProgressMeter::ProgressMeter(const config::Config& config, int64_t start_step)
+ProgressMeter::ProgressMeter(const config::Config& config, int64_t start_step,
+                             SumOverRanks sum_over_ranks)
     : max_steps_(static_cast<double>(config.train.max_steps)),
       max_minutes_(config.train.max_minutes),
       start_step_(start_step),
       started_(Clock::now()),
       window_start_(started_),
-      max_epochs_(static_cast<double>(config.train.max_epochs)) {
+      max_epochs_(static_cast<double>(config.train.max_epochs)),
+      sum_over_ranks_(std::move(sum_over_ranks)) {
   log::progress_mode_from_env();  // a bad value fails here, on every rank, before any step
   live_ = log::live_status_enabled();
 }
@@ -90,35 +99,62 @@ ProgressMeter::ProgressMeter(const config::Config& config, int64_t start_step)
 ProgressMeter::~ProgressMeter() { log::end_status(); }
 
 void ProgressMeter::add(const StepStats& stats) {
-  window_.tgt_tokens += stats.tgt_tokens;
-  window_.nll_sum += stats.nll_sum;
-  window_.correct += stats.correct;
-  window_.grad_norm += stats.grad_norm;
-  window_.lr = stats.lr;
+  torch::NoGradGuard no_grad;
+  const torch::Tensor skipped_at = stats.update.select(0, 1) * static_cast<double>(stats.step);
+  if (window_steps_ == 0) {
+    window_token_sums_ = stats.token_sums.clone();
+    window_update_ = stats.update.clone();
+    last_skipped_ = skipped_at;
+  } else {
+    window_token_sums_.add_(stats.token_sums);
+    window_update_.add_(stats.update);
+    last_skipped_ = torch::maximum(last_skipped_, skipped_at);
+  }
+  window_tokens_ += stats.tgt_tokens;
+  window_rank_tokens_ += stats.rank_tokens;
+  window_lr_ = stats.lr;
   ++window_steps_;
   total_tokens_ += stats.tgt_tokens;
 }
 
 ProgressRecord ProgressMeter::take(int64_t step, double epoch) {
+  // The window's device figures, the ranks' loss sums added up, in one read.
+  double nll = 0, correct = 0, norm_sum = 0, skipped = 0, last_skipped = 0;
+  if (window_steps_ > 0) {
+    torch::NoGradGuard no_grad;
+    if (sum_over_ranks_) sum_over_ranks_(window_token_sums_);
+    const torch::Tensor all =
+        torch::cat({window_token_sums_, window_update_, last_skipped_.reshape({1})}).cpu();
+    const auto v = all.accessor<double, 1>();
+    nll = v[0], correct = v[1], norm_sum = v[2], skipped = v[3], last_skipped = v[4];
+  }
   const auto now = Clock::now();
   const double window_s = std::chrono::duration<double>(now - window_start_).count();
   ProgressRecord r;
   r.step = step;
   r.epoch = epoch;
-  const double tokens = std::max(1.0, window_.tgt_tokens);
-  r.loss = window_.nll_sum / tokens;
+  const double tokens = std::max(1.0, window_tokens_);
+  r.loss = nll / tokens;
   r.perplexity = std::exp(std::min(r.loss, 100.0));
-  r.accuracy = window_.correct / tokens;
-  r.lr = window_.lr;
-  r.grad_norm = window_steps_ > 0 ? window_.grad_norm / window_steps_ : 0;
-  r.tokens_per_s = window_s > 0 ? window_.tgt_tokens / window_s : 0;
+  r.accuracy = correct / tokens;
+  r.lr = window_lr_;
+  r.grad_norm = window_steps_ > 0 ? norm_sum / window_steps_ : 0;
+  r.skipped = static_cast<int64_t>(skipped);
+  r.last_skipped = static_cast<int64_t>(last_skipped);
+  r.tokens_per_s = window_s > 0 ? window_tokens_ / window_s : 0;
   r.elapsed_s = std::chrono::duration<double>(now - started_).count();
   r.eta_s = eta(step, r.elapsed_s);
-  window_ = StepStats{};
+  window_tokens_ = window_rank_tokens_ = 0;
   window_steps_ = 0;
   window_start_ = now;
   last_record_ = r;
   return r;
+}
+
+ProgressMeter::Skips ProgressMeter::unreported_skips() const {
+  if (window_steps_ == 0) return {};
+  return {static_cast<int64_t>(window_update_[1].item<double>()),
+          static_cast<int64_t>(last_skipped_.item<double>())};
 }
 
 // The nearer of the step and time limits, at this process's mean time per step so far.
@@ -150,11 +186,16 @@ LiveView ProgressMeter::view(int64_t step, double epoch) const {
   v.max_steps = static_cast<int64_t>(max_steps_);
   v.epoch = epoch;
   // Right after take() the window is empty: keep showing the record just printed.
-  const bool fresh = window_steps_ > 0 && window_.tgt_tokens > 0;
+  const bool fresh = window_steps_ > 0 && window_tokens_ > 0;
   const double window_s = std::chrono::duration<double>(now - window_start_).count();
-  v.loss = fresh ? window_.nll_sum / window_.tgt_tokens : last_record_.loss;
-  v.lr = window_steps_ > 0 ? window_.lr : last_record_.lr;
-  v.tokens_per_s = fresh && window_s > 0 ? window_.tgt_tokens / window_s : last_record_.tokens_per_s;
+  // The loss so far in the window is this rank's, read where reading costs nothing (the CPU); on
+  // a GPU the live line shows the last record's, as waiting for the GPU would slow training.
+  v.loss = last_record_.loss;
+  if (fresh && window_rank_tokens_ > 0 && window_token_sums_.is_cpu()) {
+    v.loss = window_token_sums_[0].item<double>() / window_rank_tokens_;
+  }
+  v.lr = window_steps_ > 0 ? window_lr_ : last_record_.lr;
+  v.tokens_per_s = fresh && window_s > 0 ? window_tokens_ / window_s : last_record_.tokens_per_s;
   double fraction = -1;
   if (max_steps_ > 0) fraction = static_cast<double>(step) / max_steps_;
   if (max_minutes_ > 0) fraction = std::max(fraction, elapsed / (max_minutes_ * 60.0));

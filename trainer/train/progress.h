@@ -3,24 +3,28 @@
 // and on a terminal a live line redrawn in place every step (log::status; TANDEM_PROGRESS).
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <torch/torch.h>
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "trainer/config/config.h"
 
 namespace tandem::train {
 
-// Sums over all ranks for one optimizer step.
+// One optimizer step. What the host knows is a number; what the device computed stays there until
+// a log step reads a whole window of steps at once (on a GPU, reading waits for the GPU).
 struct StepStats {
-  double tgt_tokens = 0;
-  double nll_sum = 0;
-  double correct = 0;
-  double grad_norm = 0;
+  int64_t step = 0;
+  double tgt_tokens = 0;   // all ranks
+  double rank_tokens = 0;  // this rank's
   double lr = 0;
-  bool skipped = false;  // non-finite gradient norm: no update on any rank
+  torch::Tensor token_sums;  // float64 [summed NLL, correct predictions] over this rank's targets
+  torch::Tensor update;      // float64 [gradient norm, 1 where the update was skipped (a
+                             // non-finite norm: no update on any rank) else 0]
 };
 
 struct ProgressRecord {
@@ -31,6 +35,8 @@ struct ProgressRecord {
   double accuracy = 0;       // target-token accuracy over the window
   double lr = 0;
   double grad_norm = 0;      // mean over the window's steps
+  int64_t skipped = 0;       // updates skipped in the window (non-finite gradient norm)
+  int64_t last_skipped = 0;  // the last such step
   double tokens_per_s = 0;   // target tokens, all ranks
   double elapsed_s = 0;      // since this process started training
   double eta_s = -1;         // -1 when no step/time limit is set
@@ -56,12 +62,25 @@ struct LiveView {
 
 class ProgressMeter {
  public:
+  // Sums a tensor over all ranks in place (a collective); the default, for one process, does
+  // nothing.
+  using SumOverRanks = std::function<void(torch::Tensor&)>;
+
   // Throws std::invalid_argument for a bad TANDEM_PROGRESS (see log::progress_mode_from_env).
-  ProgressMeter(const config::Config& config, int64_t start_step);
+  ProgressMeter(const config::Config& config, int64_t start_step, SumOverRanks sum_over_ranks = {});
   ~ProgressMeter();  // erases the live line, e.g. when training ends by an exception
+  // Adds the step's device figures to the window's on the device, without reading them.
   void add(const StepStats& stats);
-  // The window's record; starts a new window.
+  // The window's record; starts a new window. Reads the window from the device, summing the
+  // ranks' loss figures first: every rank calls it at the same steps.
   ProgressRecord take(int64_t step, double epoch);
+  // Updates skipped in the current window (not yet in a record) and the last one's step; reads
+  // only figures every rank has (no collective), e.g. to report them when training ends.
+  struct Skips {
+    int64_t count = 0;
+    int64_t last = 0;
+  };
+  Skips unreported_skips() const;
   // Rank 0 on a terminal: redraws the live line (at most every 100 ms); otherwise nothing.
   // Call once per step, after add() (and take(), when due).
   void show(int64_t step, double epoch);
@@ -81,10 +100,17 @@ class ProgressMeter {
   double eta(int64_t step, double elapsed_s) const;  // -1 without a step or time limit
 
   double max_epochs_;
+  SumOverRanks sum_over_ranks_;
   bool live_;                // show() draws
   Clock::time_point last_shown_;
   double first_epoch_ = -1;  // at the first show(), for the epoch-limit ETA
-  StepStats window_;
+  // The window: host counts, and the device's sums (undefined until its first step).
+  double window_tokens_ = 0;         // all ranks
+  double window_rank_tokens_ = 0;    // this rank's
+  double window_lr_ = 0;             // the latest step's
+  torch::Tensor window_token_sums_;  // Σ StepStats::token_sums
+  torch::Tensor window_update_;      // Σ StepStats::update
+  torch::Tensor last_skipped_;       // max over the window of step × skipped
   int64_t window_steps_ = 0;
   double total_tokens_ = 0;
   ProgressRecord last_record_;  // what the live line shows while a new window is empty

@@ -133,34 +133,36 @@ StepStats Trainer::train_step() {
   adam_->zero_grad();
   if (poison) poison_gradient(adam_->parameters().front());
   // Forward and backward; gradient buckets are all-reduced while the last backward runs.
-  const StepTotals local =
+  const RankStep local =
       forward_backward(model_, batches, *reducer_, device_, config_.train.label_smoothing);
-  // Agree across ranks: global totals, and every rank's votes to stop or to save.
-  const Agreement agreed = agree_across_ranks(local, cadence_.local_votes(), group_.cpu());
+  // Agree across ranks: the global target count, and every rank's votes to stop or to save.
+  const Agreement agreed =
+      agree_across_ranks(local.tgt_tokens, cadence_.local_votes(), group_.cpu());
   cadence_.agree(agreed.votes);
   // Finish the reduction: the loss is a sum over this rank's targets, so dividing by the global
   // count makes N ranks equal one process that saw all N batches.
-  const double tokens = agreed.totals.tgt_tokens;
-  reducer_->finish(tokens > 0 ? 1.0 / tokens : 0.0);
+  reducer_->finish(agreed.tgt_tokens > 0 ? 1.0 / agreed.tgt_tokens : 0.0);
   ++step_;
+  StepStats stats;
+  stats.step = step_;
+  stats.tgt_tokens = agreed.tgt_tokens;
+  stats.rank_tokens = local.tgt_tokens;
+  stats.token_sums = local.token_sums;
   // Clip, update, and move the weights' average.
-  return update(agreed.totals);
+  update(stats);
+  return stats;
 }
 
-StepStats Trainer::update(const StepTotals& totals) {
-  const auto& params = adam_->parameters();
-  StepStats stats{totals.tgt_tokens, totals.nll_sum, totals.correct};
-  stats.grad_norm = optim::global_grad_norm(params);
+// Decided on the device (optim::GradientGate): the host reads nothing, so on a GPU it goes on
+// queueing the next step's work. A non-finite norm (the same reduced gradients everywhere) makes
+// every rank skip the update; the log step reports it.
+void Trainer::update(StepStats& stats) {
+  const optim::GradientGate gate =
+      optim::gate_gradients(adam_->parameters(), config_.train.clip_norm);
   stats.lr = optim::learning_rate(schedule_, step_);
-  if (!std::isfinite(stats.grad_norm)) {
-    stats.skipped = true;  // same reduced gradients everywhere, so every rank skips
-    log::info("step " + std::to_string(step_) + ": non-finite gradient norm, update skipped");
-    return stats;
-  }
-  optim::clip_grads(params, stats.grad_norm, config_.train.clip_norm);
-  adam_->step(stats.lr);
-  if (ema_) ema_->update(step_);
-  return stats;
+  adam_->step(stats.lr, gate);
+  if (ema_) ema_->update(step_, gate.finite);
+  stats.update = torch::stack({gate.norm, gate.finite.logical_not().to(torch::kFloat64)});
 }
 
 int Trainer::run() {
@@ -168,10 +170,16 @@ int Trainer::run() {
   cadence_.start();
   log::info(banner());
   model_->train();
-  ProgressMeter meter(config_, step_);
+  // The loss figures of a log window are summed over ranks where they are, on the device.
+  ProgressMeter meter(config_, step_,
+                      [this](torch::Tensor& t) { tensor_comm().all_reduce_sum(t); });
   while (!cadence_.should_stop(step_, completed_epochs(), validation_.keep_best().stop_early())) {
     meter.add(train_step());
     after_step(meter);
+  }
+  if (group_.rank() == 0) {  // what the last log step did not cover
+    const auto skips = meter.unreported_skips();
+    log_skipped_updates(skips.count, skips.last, step_);
   }
   if (validation_.enabled() && validation_.keep_best().last_step() != step_ && stop_signal() == 0) {
     validate();
@@ -190,6 +198,7 @@ void Trainer::after_step(ProgressMeter& meter) {
   if (cadence_.log_due(step_)) {
     const ProgressRecord record = meter.take(step_, epoch_progress());
     if (group_.rank() == 0) {
+      log_skipped_updates(record.skipped, record.last_skipped, record.step);
       log::info(record.line());
       metrics_->write(record.json());
     }
@@ -198,6 +207,16 @@ void Trainer::after_step(ProgressMeter& meter) {
   if (cadence_.check_due(step_)) check_parameters_agree(adam_->parameters(), step_, group_.cpu());
   if (validation_.enabled() && cadence_.validate_due(step_)) validate();
   if (cadence_.save_due(step_)) save_checkpoint();
+}
+
+void Trainer::log_skipped_updates(int64_t count, int64_t last, int64_t up_to) {
+  if (count == 1) {
+    log::info("step " + std::to_string(last) + ": non-finite gradient norm, update skipped");
+  } else if (count > 1) {
+    log::info(std::to_string(count) +
+              " updates skipped for a non-finite gradient norm in the steps up to " +
+              std::to_string(up_to) + ", the last at step " + std::to_string(last));
+  }
 }
 
 void Trainer::validate() {

@@ -3,8 +3,11 @@
 // check, validate, save and stop, Validation measures and decides, the CheckpointWriter saves.
 // One optimizer step, on every rank (train_step):
 //   next batches → forward/backward per micro-batch (gradient buckets all-reduced as they fill,
-//   during the last micro-batch's backward) → agree across ranks on the totals and the stop/save
-//   votes → finish the gradient reduction → clip → update → move the weights' average.
+//   during the last micro-batch's backward) → agree across ranks on the target count and the
+//   stop/save votes → finish the gradient reduction → clip → update → move the weights' average.
+// On a GPU the host never waits for the device during a step: the gradient norm, the clip factor
+// and the skip of a non-finite step are tensors the update reads on the device, and the loss
+// figures are summed there until a log step reads a window of them.
 #pragma once
 
 #include <cstdint>
@@ -52,8 +55,10 @@ class Trainer {
   void start_fresh();
   void resume_from(const std::string& path, const ResumeOptions& options);
   parallel::Communicator& tensor_comm();       // gradients and parameters: NCCL or MPI
-  StepStats update(const StepTotals& totals);  // gradient norm, clip, Adam (or skip)
+  void update(StepStats& stats);               // gradient norm, clip, Adam (or skip), the average
   void after_step(ProgressMeter& meter);       // log, check, validate, save, as the cadence says
+  // Rank 0, at a log step and at the end: updates skipped for a non-finite gradient norm.
+  void log_skipped_updates(int64_t count, int64_t last, int64_t up_to);
   void validate();
   void save_checkpoint();
   int64_t completed_epochs();
