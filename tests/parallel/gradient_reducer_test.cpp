@@ -162,6 +162,40 @@ TEST(GradientReducer, AccumulationReducesOncePerStepWhatEveryMicroBatchAdded) {
   EXPECT_TRUE(reducer.last_launches()[0].during_backward);
 }
 
+// After the first reduction every gradient is a view into its bucket: the second step's backward
+// pass accumulates into the buckets themselves and is still summed like one process. A gradient
+// replaced by a tensor of its own (as the fault injection's NaN is) is copied in, then a view
+// again.
+TEST(GradientReducer, GradientsBecomeBucketViewsAndAReplacedOneIsCopiedIn) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  Mlp mlp(/*extra_first=*/true);
+  GradientReducer reducer(mlp.params, comm, 1100 * kBytes, 300 * kBytes);
+  const auto step = [&] {
+    reducer.prepare_for_backward();
+    mlp.loss(mlp.params, comm.rank(), /*with_extra=*/true).backward();
+    reducer.end_backward();
+    reducer.finish(kScale);
+  };
+  const auto every_rank = [&](const auto& p, int q) { mlp.loss(p, q, true).backward(); };
+  step();
+  for (size_t i = 0; i < mlp.params.size(); ++i) EXPECT_TRUE(reducer.grad_is_bucket_view(i)) << i;
+  const std::vector<const void*> views = [&] {
+    std::vector<const void*> ptrs;
+    for (const auto& p : mlp.params) ptrs.push_back(p.grad().data_ptr());
+    return ptrs;
+  }();
+
+  for (auto& p : mlp.params) p.mutable_grad().zero_();  // as Adam::zero_grad: the buffers stay
+  mlp.params[2].mutable_grad() = torch::zeros_like(mlp.params[2]);  // replaced
+  EXPECT_FALSE(reducer.grad_is_bucket_view(2));
+  step();
+  expect_gradients(mlp, summed_in_one_process(mlp, comm.size(), every_rank));
+  for (size_t i = 0; i < mlp.params.size(); ++i) {
+    EXPECT_TRUE(reducer.grad_is_bucket_view(i)) << i;
+    EXPECT_EQ(mlp.params[i].grad().data_ptr(), views[i]) << i;
+  }
+}
+
 TEST(GradientReducer, MisuseIsALogicError) {
   MpiCommunicator comm(MPI_COMM_WORLD);
   Mlp mlp(/*extra_first=*/true);

@@ -138,16 +138,31 @@ void GradientReducer::on_gradient_ready(size_t param) {
   }
 }
 
+torch::Tensor GradientReducer::bucket_view(size_t param) const {
+  const torch::Tensor& p = params_[param];
+  return flat_[bucket_of_[param]].narrow(0, offset_of_[param], p.numel()).view(p.sizes());
+}
+
+bool GradientReducer::grad_is_bucket_view(size_t param) const {
+  if (solo_) return false;
+  const torch::Tensor& grad = params_[param].grad();
+  const torch::Tensor view = bucket_view(param);
+  return grad.defined() && grad.data_ptr() == view.data_ptr() && grad.sizes() == view.sizes() &&
+         grad.strides() == view.strides() && grad.scalar_type() == view.scalar_type();
+}
+
+// A gradient that is its bucket view is there already; any other is copied (none: zeros).
 void GradientReducer::copy_in(size_t param) {
+  copied_[param] = true;
+  if (grad_is_bucket_view(param)) return;
   torch::NoGradGuard no_grad;
   const torch::Tensor& p = params_[param];
-  auto slice = flat_[bucket_of_[param]].narrow(0, offset_of_[param], p.numel());
+  torch::Tensor slice = bucket_view(param);
   if (p.grad().defined()) {
-    slice.view(p.sizes()).copy_(p.grad());
+    slice.copy_(p.grad());
   } else {
     slice.zero_();
   }
-  copied_[param] = true;
 }
 
 // Strictly in bucket order: a bucket ready early waits for its predecessors, so every rank issues
@@ -200,13 +215,9 @@ void GradientReducer::finish(double scale) {
     work_[b]->fence();
     flat_[b].mul_(scale);
     for (size_t i : buckets_[b]) {
-      torch::Tensor& p = params_[i];
-      auto sum = flat_[b].narrow(0, offset_of_[i], p.numel()).view(p.sizes());
-      if (p.grad().defined()) {
-        p.mutable_grad().copy_(sum);
-      } else {
-        p.mutable_grad() = sum.clone();
-      }
+      // The sum is in the bucket: the gradient becomes (or stays) its view, so the next backward
+      // pass accumulates into the bucket in place (autograd adds into a defined .grad()).
+      if (!grad_is_bucket_view(i)) params_[i].mutable_grad() = bucket_view(i);
     }
   }
   work_.clear();

@@ -24,7 +24,9 @@ struct BucketLaunch {
 // As PyTorch DDP: parameters, in reverse registration order (about the order backward produces
 // their gradients), form buckets of at most bucket_cap_mb, the first smaller so communication
 // starts early. A rank without data contributes zeros, so N ranks equal one process that saw
-// every rank's batch.
+// every rank's batch. As DDP's gradient_as_bucket_view: after the first reduction each .grad() is
+// a view into its bucket, so backward accumulates straight into the buckets and nothing is copied
+// in or out; a gradient someone replaced with another tensor is copied in and becomes a view again.
 class GradientReducer {
  public:
   static constexpr double kDefaultBucketCapMb = 25.0;
@@ -54,6 +56,8 @@ class GradientReducer {
   const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
   int64_t all_reduce_calls() const { return all_reduce_calls_; }  // since construction
   const std::vector<BucketLaunch>& last_launches() const { return launches_; }
+  // Whether parameter `param`'s .grad() is its slice of a bucket (not in a world of one).
+  bool grad_is_bucket_view(size_t param) const;
 
   // Parameter indices grouped as the constructor does: reverse order, a new bucket when the next
   // tensor would exceed the cap (a tensor larger than the cap gets a bucket of its own) or has
@@ -69,6 +73,7 @@ class GradientReducer {
   void register_hooks();
   void on_gradient_ready(size_t param);
   void copy_in(size_t param);
+  torch::Tensor bucket_view(size_t param) const;  // the parameter's slice, shaped like it
   void launch_ready_buckets();
   void launch(size_t bucket, bool during_backward);
   void finish_solo(double scale);
