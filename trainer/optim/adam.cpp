@@ -195,9 +195,6 @@ void Adam::load_state(
 
 torch::Tensor grad_norm(const std::vector<torch::Tensor>& params) {
   torch::NoGradGuard no_grad;
-  const auto float64_on = [](const torch::Device& device) {
-    return torch::TensorOptions(device).dtype(torch::kFloat64);
-  };
   if (const auto grads = gradients(params); all_on_gpu(grads)) {
     return sum_of_squares(grads).sqrt_();
   }
@@ -212,8 +209,7 @@ torch::Tensor grad_norm(const std::vector<torch::Tensor>& params) {
     const torch::Tensor squares = param.grad().to(torch::kFloat64).square().sum();
     device_sum = device_sum.defined() ? device_sum + squares.to(device_sum.device()) : squares;
   }
-  if (!device_sum.defined())
-    return torch::scalar_tensor(std::sqrt(cpu_sum), float64_on(torch::kCPU));
+  if (!device_sum.defined()) return torch::scalar_tensor(std::sqrt(cpu_sum), torch::kFloat64);
   return device_sum.add_(cpu_sum).sqrt_();
 }
 

@@ -1,7 +1,5 @@
 #include "trainer/optim/multi_tensor.h"
 
-#include <map>
-
 namespace tandem::optim {
 
 std::vector<torch::Tensor> gradients(const std::vector<torch::Tensor>& params) {
@@ -37,29 +35,21 @@ void adam_masked_update(std::vector<torch::Tensor>& params, const std::vector<to
   const torch::Tensor correction1 = 1.0 - torch::pow(u.beta1, t);
   const torch::Tensor correction2 = 1.0 - torch::pow(u.beta2, t);
   const torch::Tensor step_size = take * u.lr / correction1;
-  // The scalars in each parameter dtype (lerp wants its weight in the tensor's own).
-  struct Weights {
-    torch::Tensor scale, w1, w2, correction2, step_size;
-  };
-  std::map<torch::ScalarType, Weights> by_dtype;
-  const auto weights = [&](torch::ScalarType type) -> const Weights& {
-    auto found = by_dtype.find(type);
-    if (found != by_dtype.end()) return found->second;
-    return by_dtype
-        .emplace(type, Weights{u.scale.to(type), (take * (1.0 - u.beta1)).to(type),
-                               (take * (1.0 - u.beta2)).to(type), correction2.to(type),
-                               step_size.to(type)})
-        .first->second;
-  };
+  // The scalars in the parameters' dtype (lerp wants its weight in the tensor's own); a parameter
+  // of another dtype converts them again (to() returns the tensor itself where it matches).
+  const torch::ScalarType type = params.empty() ? torch::kFloat : params.front().scalar_type();
+  const torch::Tensor scale = u.scale.to(type), w1 = (take * (1.0 - u.beta1)).to(type),
+                      w2 = (take * (1.0 - u.beta2)).to(type), c2 = correction2.to(type),
+                      size = step_size.to(type);
   for (size_t i = 0; i < params.size(); ++i) {
     if (!grads[i].defined()) continue;
-    const Weights& w = weights(params[i].scalar_type());
+    const auto as_param = [&](const torch::Tensor& x) { return x.to(params[i].scalar_type()); };
     // A skipped step's gradients may hold NaN or infinity; its weights are 0 and g is 0 too.
-    const torch::Tensor g = grads[i].mul(w.scale).nan_to_num_(0.0, 0.0, 0.0);
-    exp_avg[i].lerp_(g, w.w1);
-    exp_avg_sq[i].lerp_(g.square(), w.w2);
-    const torch::Tensor denominator = exp_avg_sq[i].div(w.correction2).sqrt_().add_(u.eps);
-    params[i].sub_(exp_avg[i].div(denominator).mul_(w.step_size));
+    const torch::Tensor g = grads[i].mul(as_param(scale)).nan_to_num_(0.0, 0.0, 0.0);
+    exp_avg[i].lerp_(g, as_param(w1));
+    exp_avg_sq[i].lerp_(g.square(), as_param(w2));
+    const torch::Tensor denominator = exp_avg_sq[i].div(as_param(c2)).sqrt_().add_(u.eps);
+    params[i].sub_(exp_avg[i].div(denominator).mul_(as_param(size)));
   }
 }
 

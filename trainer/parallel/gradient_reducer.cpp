@@ -143,12 +143,16 @@ torch::Tensor GradientReducer::bucket_view(size_t param) const {
   return flat_[bucket_of_[param]].narrow(0, offset_of_[param], p.numel()).view(p.sizes());
 }
 
+// By address and layout, without making a view (it is asked twice per parameter and step).
 bool GradientReducer::grad_is_bucket_view(size_t param) const {
   if (solo_) return false;
   const torch::Tensor& grad = params_[param].grad();
-  const torch::Tensor view = bucket_view(param);
-  return grad.defined() && grad.data_ptr() == view.data_ptr() && grad.sizes() == view.sizes() &&
-         grad.strides() == view.strides() && grad.scalar_type() == view.scalar_type();
+  const torch::Tensor& flat = flat_[bucket_of_[param]];
+  const char* start = static_cast<const char*>(flat.data_ptr()) +
+                      offset_of_[param] * static_cast<int64_t>(flat.element_size());
+  return grad.defined() && grad.scalar_type() == flat.scalar_type() &&
+         grad.device() == flat.device() && grad.data_ptr() == start &&
+         grad.sizes() == params_[param].sizes() && grad.is_contiguous();
 }
 
 // A gradient that is its bucket view is there already; any other is copied (none: zeros).
