@@ -21,7 +21,11 @@ size_t BlockCache::block_size(size_t nbytes) {
   return (nbytes + quarter - 1) / quarter * quarter;
 }
 
+#ifdef TANDEM_ALLOCATOR_API_2_3
+c10::DataPtr BlockCache::allocate(size_t nbytes) {
+#else
 c10::DataPtr BlockCache::allocate(size_t nbytes) const {
+#endif
   const c10::Device cpu(c10::DeviceType::CPU);
   if (nbytes < kMinBytes) {
     void* data = c10::alloc_cpu(nbytes);
@@ -42,6 +46,13 @@ c10::DataPtr BlockCache::allocate(size_t nbytes) const {
   if (block == nullptr) block = new Block{this, size, c10::alloc_cpu(size)};
   return {block->data, block, &BlockCache::give_back, cpu};
 }
+
+#ifdef TANDEM_ALLOCATOR_API_2_3
+// Blocks are plain host memory.
+void BlockCache::copy_data(void* dest, const void* src, size_t count) const {
+  default_copy_data(dest, src, count);
+}
+#endif
 
 void BlockCache::give_back(void* block) {
   auto* b = static_cast<Block*>(block);

@@ -11,10 +11,17 @@
 #pragma once
 
 #include <c10/core/Allocator.h>
+#include <torch/version.h>
 
 #include <cstddef>
 #include <map>
 #include <mutex>
+
+// LibTorch 2.3 made c10::Allocator::allocate non-const and copy_data pure virtual: the one place
+// that tells the two interfaces apart.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define TANDEM_ALLOCATOR_API_2_3 1
+#endif
 
 namespace tandem::train {
 
@@ -28,7 +35,12 @@ class BlockCache final : public c10::Allocator {
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
 
+#ifdef TANDEM_ALLOCATOR_API_2_3
+  c10::DataPtr allocate(size_t nbytes) override;
+  void copy_data(void* dest, const void* src, size_t count) const override;
+#else
   c10::DataPtr allocate(size_t nbytes) const override;
+#endif
 
   // The size of the block that serves `nbytes` (kMinBytes and up): rounded up to a multiple of a
   // quarter of the largest power of two not above it.
