@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "trainer/common/temp_dir.h"
+
 namespace tandem::checkpoint {
 namespace {
 
@@ -72,11 +74,11 @@ class CheckpointTest : public ::testing::Test {
     dir_ = fs::temp_directory_path() /
            ("tandem_checkpoint_test_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    remove_tree(dir_);
     fs::create_directories(dir_);
     path_ = (dir_ / "ckpt.h5").string();
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { remove_tree(dir_); }
 
   // The one-line message of the std::invalid_argument that load() throws.
   std::string load_error(const std::string& path) {

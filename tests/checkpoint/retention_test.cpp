@@ -8,6 +8,7 @@
 #include <string>
 
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/common/temp_dir.h"
 
 namespace tandem::checkpoint {
 namespace {
@@ -20,10 +21,10 @@ class RetentionTest : public ::testing::Test {
     dir_ = fs::temp_directory_path() /
            ("tandem_retention_test_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    remove_tree(dir_);
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { remove_tree(dir_); }
 
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   void save_step(int64_t step) {

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/common/temp_dir.h"
 #include "trainer/config/config.h"
 
 namespace tandem::config {
@@ -213,7 +214,7 @@ class LoadConfigTest : public ::testing::Test {
          "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override { remove_tree(dir_); }
   std::string write(const std::string& name, const std::string& text) {
     const std::string path = (dir_ / name).string();
     std::ofstream(path) << text;
