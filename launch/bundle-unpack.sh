@@ -2,8 +2,10 @@
 # Unpacks a folder made by launch/bundle-pack.sh into PREFIX (no root, no dpkg database: files
 # only) and prints the environment that builds and runs Tandem from it: PATH, LD_LIBRARY_PATH,
 # CMAKE_PREFIX_PATH, HDF5_ROOT, OPAL_PREFIX (Open MPI moved away from /usr finds its plugins
-# and help files through it) and PMIx's two equivalents (without them PMIx loads the plugins of
-# whatever PMIx the node has in /usr, which were seen failing to load on a GPU node). Use it as:
+# and help files through it) and PMIx's plugin folder (PMIX_PKGLIBDIR: without it PMIx loads the
+# plugins of whatever PMIx the node has in /usr, which were seen failing to load on a GPU node,
+# "undefined symbol: pmix_output_info"; PMIX_INSTALL_PREFIX alone does not move Debian's libdir,
+# and PMIX_MCA_mca_base_component_path only adds a folder to search). Use it as:
 #
 #   eval "$(launch/bundle-unpack.sh BUNDLE_DIR PREFIX)"
 #   cmake -S . -B build -G Ninja -DCMAKE_PREFIX_PATH="$TANDEM_PREFIX_PATH;$(python3 -c \
@@ -53,7 +55,7 @@ export PATH="$usr/bin:\$PATH"
 export LD_LIBRARY_PATH="$lib:$lib/openmpi/lib:$lib/hdf5/serial\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export OPAL_PREFIX="$usr"
 export PMIX_INSTALL_PREFIX="$lib/pmix2"
-export PMIX_MCA_mca_base_component_path="$lib/pmix2/lib/pmix"
+export PMIX_PKGLIBDIR="$lib/pmix2/lib/pmix"
 export HDF5_ROOT="$lib/hdf5/serial"
 export TANDEM_PREFIX_PATH="$usr;$lib/cmake"
 export CMAKE_PREFIX_PATH="$usr\${CMAKE_PREFIX_PATH:+:\$CMAKE_PREFIX_PATH}"
