@@ -38,6 +38,22 @@ std::optional<std::pair<char, int>> proc_state(int pid) {
   return std::make_pair(state, parent);
 }
 
+// Whether process `pid` is gone, or a zombie with no thread left but its leader: all its threads
+// have then closed their files.
+bool exited(int pid) {
+  const auto state = proc_state(pid);
+  if (!state) return true;
+  if (state->first != 'Z') return false;
+  std::error_code error;
+  int threads = 0;
+  for (auto it = std::filesystem::directory_iterator(
+           "/proc/" + std::to_string(pid) + "/task", error);
+       !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    ++threads;
+  }
+  return threads <= 1;
+}
+
 // `root` and all its descendants (Open MPI puts each rank in a process group of its own, so the
 // command's process group alone would miss them).
 std::vector<int> process_tree(int root) {
@@ -116,12 +132,12 @@ void BackgroundCommand::kill_all() {
   for (int pid : tree) kill(pid, SIGSTOP);
   kill(-pid_, SIGKILL);
   for (int pid : tree) kill(pid, SIGKILL);
-  // kill() only queues the signal; a process is harmless once it is a zombie or gone. Those that
-  // are not our children cannot be waited for, hence the polling (the kernel needs microseconds).
+  // kill() only queues the signal; a process is harmless once it is gone, or a zombie whose
+  // threads have all exited (a zombie leader's threads can still be closing its files, and with
+  // them a checkpoint directory's lock). Those that are not our children cannot be waited for,
+  // hence the polling (the kernel needs microseconds to milliseconds).
   for (int pid : tree) {
-    for (auto state = proc_state(pid); state && state->first != 'Z'; state = proc_state(pid)) {
-      sched_yield();
-    }
+    while (!exited(pid)) sched_yield();
   }
 }
 
