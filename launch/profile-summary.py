@@ -5,9 +5,11 @@
 
 Prints how busy the GPU was over the traced steps (kernel time over the span from the first to the
 last GPU activity), GPU time by kind of kernel (matrix products, attention, the rest), the TOP
-kernels by total time, and the CUDA runtime calls the host made that wait for the device
+kernels by total time, the LibTorch operators whose launches took the most GPU time (the innermost
+operator around each launch, with its caller), and the CUDA runtime calls the host made that wait for the device
 (synchronisations, device-to-host copies), which are the host syncs of a step.
 """
+import bisect
 import collections
 import json
 import sys
@@ -31,6 +33,52 @@ def kind_of(name):
         if any(n in lower for n in needles):
             return kind
     return "other"
+
+
+def gpu_time_by_operator(events, gpu):
+    """Kernel time per launching operator. A kernel's "External id" names the operator that
+    launched it (else its correlation id names the runtime launch, and the innermost operator
+    around that launch on its thread does); the operator around that one names the caller."""
+    ops = collections.defaultdict(list)  # tid -> [(ts, end, name)] sorted by start
+    by_external_id, launches = {}, {}
+    for e in events:
+        args = e.get("args", {})
+        if e.get("cat") == "cpu_op" and "dur" in e:
+            ops[e.get("tid")].append((e["ts"], e["ts"] + e["dur"], e["name"]))
+            if "External id" in args:
+                by_external_id[args["External id"]] = e
+        elif e.get("cat") == "cuda_runtime" and "correlation" in args:
+            launches[args["correlation"]] = e
+    starts = {}
+    for tid, spans in ops.items():
+        spans.sort()
+        starts[tid] = [s[0] for s in spans]
+
+    def around(tid, ts, inner_end=None, count=2):
+        """Names of the operators on `tid` that contain time ts, innermost first."""
+        spans = ops.get(tid, [])
+        i = bisect.bisect_right(starts.get(tid, []), ts) - 1
+        names = []
+        while i >= 0 and len(names) < count:
+            if spans[i][1] >= (inner_end if inner_end is not None else ts):
+                names.append(spans[i][2])
+            i -= 1
+        return names
+
+    totals = collections.defaultdict(lambda: [0.0, 0])
+    for k in gpu:
+        args = k.get("args", {})
+        op = by_external_id.get(args.get("External id"))
+        if op is not None:
+            callers = around(op.get("tid"), op["ts"], op["ts"] + op["dur"], count=3)
+            names = [op["name"]] + [n for n in callers if n != op["name"]][:1]
+        else:
+            launch = launches.get(args.get("correlation"))
+            names = around(launch.get("tid"), launch["ts"]) if launch is not None else []
+        label = " < ".join(names) if names else "(no launching operator)"
+        totals[label][0] += k["dur"]
+        totals[label][1] += 1
+    return totals
 
 
 def main():
@@ -61,6 +109,10 @@ def main():
         print(f"  {kind:14s} {us / 1e3:9.2f} ms  {100 * us / busy:5.1f}%")
     print(f"top {top} kernels:")
     for name, (us, count) in sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"  {us / 1e3:8.2f} ms {count:6d}x  {name[:110]}")
+    print(f"top {top} operators by the GPU time of the kernels they launched (operator < caller):")
+    for name, (us, count) in sorted(gpu_time_by_operator(events, gpu).items(),
+                                    key=lambda kv: -kv[1][0])[:top]:
         print(f"  {us / 1e3:8.2f} ms {count:6d}x  {name[:110]}")
     runtime = collections.defaultdict(lambda: [0.0, 0])
     for e in events:
