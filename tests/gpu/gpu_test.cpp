@@ -19,6 +19,7 @@
 #include "trainer/model/autocast.h"
 #include "trainer/model/kernels.h"
 #include "trainer/model/token_loss.h"
+#include "trainer/model/transformer.h"
 #include "trainer/optim/adam.h"
 #include "trainer/optim/multi_tensor.h"
 #include "trainer/parallel/gradient_reducer.h"
@@ -168,6 +169,59 @@ TEST(Gpu, PaddedCrossAttentionMatchesTheCpuKernel) {
   SKIP_WITHOUT_GPU();
   expect_attention_matches(false, false);
   expect_attention_matches(false, true);
+}
+
+// Under bf16 autocast on a GPU the activations between the matrix products are bf16 (the residual
+// stream, LayerNorm, dropout), and the whole model's loss and gradients stay near the CPU's in
+// fp32 from the same initial weights.
+TEST(Gpu, Bf16StreamModelStaysNearTheCpuInFp32) {
+  SKIP_WITHOUT_GPU();
+  model::TransformerOptions o;
+  o.vocab_size = 300;
+  o.d_model = 64;
+  o.heads = 4;
+  o.encoder_layers = 2;
+  o.decoder_layers = 2;
+  o.d_ff = 128;
+  o.dropout = 0.0;
+  o.tie_embeddings = false;
+  torch::manual_seed(21);
+  model::Transformer cpu(o);
+  torch::manual_seed(21);
+  model::Transformer gpu(o);
+  gpu->to(kGpu);
+  torch::manual_seed(22);
+  auto src = torch::randint(4, o.vocab_size, {5, 13}, torch::kLong);
+  auto tgt = torch::randint(4, o.vocab_size, {5, 11}, torch::kLong);
+  src[1].slice(0, 8).fill_(kPadId);
+  src[3].slice(0, 4).fill_(kPadId);
+  tgt[2].slice(0, 6).fill_(kPadId);
+  const auto tgt_in = tgt.slice(1, 0, 10), tgt_out = tgt.slice(1, 1, 11);
+
+  const auto cpu_loss = cpu->loss(src, tgt_in, tgt_out, 0.1);
+  cpu_loss.loss_sum.backward();
+  model::TokenLoss gpu_loss;
+  {
+    model::AutocastGuard autocast(true, kGpu);
+    EXPECT_TRUE(model::bf16_stream(kGpu));
+    EXPECT_EQ(gpu->encode(src.to(kGpu)).scalar_type(), torch::kBFloat16);
+    gpu_loss = gpu->loss(src.to(kGpu), tgt_in.to(kGpu), tgt_out.to(kGpu), 0.1);
+  }
+  EXPECT_FALSE(model::bf16_stream(kGpu));
+  gpu_loss.loss_sum.backward();
+  EXPECT_LT(relative_error(gpu_loss.loss_sum, cpu_loss.loss_sum), 1e-2);
+  std::vector<torch::Tensor> cpu_grads, gpu_grads;
+  const auto gpu_params = gpu->named_parameters();
+  for (const auto& p : cpu->named_parameters()) {
+    const auto& g = gpu_params[p.key()].grad();
+    ASSERT_TRUE(g.defined()) << p.key();
+    EXPECT_EQ(g.scalar_type(), torch::kFloat) << p.key();
+    EXPECT_TRUE(torch::isfinite(g).all().item<bool>()) << p.key();
+    cpu_grads.push_back(p.value().grad().flatten());
+    gpu_grads.push_back(g.flatten());
+  }
+  // bf16 through four layers: 4.9% measured on an H200 (a wrong or missing term gives ~100%).
+  EXPECT_LT(relative_error(torch::cat(gpu_grads), torch::cat(cpu_grads)), 8e-2);
 }
 
 TEST(Gpu, AutocastGuardTurnsBf16OnForItsScopeOnly) {

@@ -18,6 +18,10 @@ bool autocast_enabled(const torch::Device& device) {
 #endif
 }
 
+bool bf16_stream(const torch::Device& device) {
+  return device.is_cuda() && autocast_enabled(device);
+}
+
 namespace {
 
 void set_autocast(bool cuda, bool enabled) {

@@ -281,9 +281,23 @@ torch::Tensor attention_with_tensor_ops(const torch::Tensor& q_rows, const torch
   };
 #if TORCH_VERSION_MAJOR >= 2
   if (q_rows.is_cuda()) {
-    auto context = sdpa(split(q_rows.narrow(2, 0, d)), split(kv_rows.narrow(2, k_col, d)),
-                        split(kv_rows.narrow(2, k_col + d, d)), mask);
-    return context.transpose(1, 2).reshape({q_rows.size(0), q_rows.size(1), d});
+    // Heads as views of the projections' rows: unbind's backward stacks the three gradients in
+    // one pass, where a narrow's backward writes a zeroed copy of the whole rows per part.
+    const int64_t batch = q_rows.size(0), d_head = d / heads;
+    const auto heads_of = [&](const torch::Tensor& rows, int64_t parts) {
+      return rows.reshape({batch, rows.size(1), parts, heads, d_head}).unbind(2);
+    };
+    torch::Tensor q, k, v;
+    if (self) {
+      const auto qkv = heads_of(q_rows, 3);
+      q = qkv[0], k = qkv[1], v = qkv[2];
+    } else {
+      const auto both = heads_of(kv_rows, 2);
+      q = q_rows.reshape({batch, q_rows.size(1), heads, d_head}), k = both[0], v = both[1];
+    }
+    // [batch, heads, len, d_head] with the rows' layout: the context comes back in it too.
+    auto context = sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask);
+    return context.transpose(1, 2).reshape({batch, q_rows.size(1), d});
   }
 #endif
   auto q = split(q_rows.narrow(2, 0, d) * (1.0 / std::sqrt(static_cast<double>(d / heads))));

@@ -1,5 +1,7 @@
 #include "trainer/model/layers.h"
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
 #include <algorithm>
 
 #include "trainer/model/decoder_state.h"
@@ -7,15 +9,25 @@
 namespace tandem::model {
 namespace {
 
+// A bf16 stream (bf16_stream) stays bf16 through LayerNorm, which still sums in fp32 inside:
+// autocast would widen its output to fp32, so it is kept out, and the weight and bias are cast.
+torch::Tensor normalize(torch::nn::LayerNorm& norm, const torch::Tensor& x) {
+  if (x.scalar_type() != torch::kBFloat16 || !x.is_cuda()) return norm(x);
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+  const auto& options = norm->options;
+  return torch::layer_norm(x, options.normalized_shape(), norm->weight.to(torch::kBFloat16),
+                           norm->bias.to(torch::kBFloat16), options.eps());
+}
+
 // One sublayer with its residual connection and LayerNorm, in either order:
 // post-norm x = norm(x + dropout(f(x))); pre-norm x = x + dropout(f(norm(x))).
 template <typename Sublayer>
 torch::Tensor residual(const torch::Tensor& x, torch::nn::LayerNorm& norm,
                        const LayerOptions& options, bool training, Sublayer&& sublayer) {
   if (options.pre_norm) {
-    return dropout_add(sublayer(norm(x)), options.dropout, training, x);
+    return dropout_add(sublayer(normalize(norm, x)), options.dropout, training, x);
   }
-  return norm(dropout_add(sublayer(x), options.dropout, training, x));
+  return normalize(norm, dropout_add(sublayer(x), options.dropout, training, x));
 }
 
 torch::nn::LayerNorm layer_norm(int64_t d_model) {
@@ -134,7 +146,7 @@ torch::Tensor EncoderImpl::forward(const torch::Tensor& x, const AttentionMask& 
   for (auto& layer : layers_) {
     h = layer(h, mask);
   }
-  return final_norm_ ? final_norm_(h) : h;
+  return final_norm_ ? normalize(final_norm_, h) : h;
 }
 
 DecoderImpl::DecoderImpl(const StackOptions& options) {
@@ -155,7 +167,7 @@ torch::Tensor DecoderImpl::forward(const torch::Tensor& x, const torch::Tensor& 
   for (auto& layer : layers_) {
     h = layer(h, memory, self_mask, cross_mask);
   }
-  return final_norm_ ? final_norm_(h) : h;
+  return final_norm_ ? normalize(final_norm_, h) : h;
 }
 
 void DecoderImpl::start(DecoderState& state, const torch::Tensor& memory) {
@@ -170,7 +182,7 @@ torch::Tensor DecoderImpl::step(const torch::Tensor& x, DecoderState& state) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     h = layers_[i]->step(h, state, i);
   }
-  return final_norm_ ? final_norm_(h) : h;
+  return final_norm_ ? normalize(final_norm_, h) : h;
 }
 
 }  // namespace tandem::model

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "trainer/model/autocast.h"
+
 namespace tandem::model {
 namespace {
 
@@ -94,8 +96,14 @@ torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens, const torch::T
         "Transformer: sequence length " + std::to_string(offset + len) +
         " exceeds model option max_positions = " + std::to_string(options_.max_positions));
   }
-  auto x = torch::embedding(weight, tokens) * std::sqrt(static_cast<double>(options_.d_model));
-  x = x + positions_.slice(0, offset, offset + len);  // [batch, len, d_model]
+  const double scale = std::sqrt(static_cast<double>(options_.d_model));
+  auto x = torch::embedding(weight, tokens);
+  const auto positions = positions_.slice(0, offset, offset + len);
+  if (bf16_stream(x.device())) {  // cast once, then positions + scale * x in one pass
+    x = torch::add(positions.to(torch::kBFloat16), x.to(torch::kBFloat16), scale);
+  } else {
+    x = x * scale + positions;  // [batch, len, d_model]
+  }
   return dropout_add(x, options_.dropout, is_training(), torch::Tensor());
 }
 
