@@ -12,7 +12,9 @@ shift || true
 [ "${1:-}" = "--" ] && shift
 python=${PYTHON:-python3}
 
-torch_cmake=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)') || {
+# The torch folder itself, not its share/cmake: CMake then takes its libraries before any other
+# LibTorch the machine has (CMakeLists.txt refuses a mix).
+torch_root=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))') || {
   echo "build-cuda: '$python' cannot import torch (set PYTHON to a python with PyTorch)" >&2
   exit 2
 }
@@ -26,11 +28,11 @@ for base in nvidia.__path__:
 PY
 )
 args=(-DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DTANDEM_TESTS="${TANDEM_TESTS:-OFF}"
-      "-DCMAKE_PREFIX_PATH=${TANDEM_PREFIX_PATH:+$TANDEM_PREFIX_PATH;}$torch_cmake"
+      "-DCMAKE_PREFIX_PATH=${TANDEM_PREFIX_PATH:+$TANDEM_PREFIX_PATH;}$torch_root"
       # h5cc from a relocated bundle reports /usr paths; find HDF5 by its files instead.
       -DHDF5_C_COMPILER_EXECUTABLE=)
 [ -n "$nccl_root" ] && [ ! -f /usr/local/cuda/include/nccl.h ] && args+=(-DNCCL_ROOT="$nccl_root")
-echo "build-cuda: LibTorch from $torch_cmake${nccl_root:+, NCCL candidates $nccl_root}"
+echo "build-cuda: LibTorch from $torch_root${nccl_root:+, NCCL candidates $nccl_root}"
 cmake -S . -B "$build" -G Ninja "${args[@]}" "$@" >"$build.configure.log" 2>&1 ||
   { cat "$build.configure.log" >&2; exit 1; }
 grep -E "Tandem:|Torch|CUDA" "$build.configure.log" | head -5 || true

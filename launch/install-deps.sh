@@ -10,6 +10,7 @@ PACKAGES=(
   libhdf5-dev hdf5-tools                                 # corpus and checkpoint files, h5dump
   libyaml-cpp-dev libsentencepiece-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev                                           # tests
+  python3-pip                                            # the PyPI LibTorch (launch/torch-wheel.sh)
   iproute2                                               # the multi-node rehearsal test (ip netns)
   libsword-utils sword-text-web sword-text-sparv python3 # the Bible corpus (data/prepare/bible.sh)
   gnuplot-nox                                            # loss curve plots

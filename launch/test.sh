@@ -1,9 +1,27 @@
 #!/usr/bin/env bash
-# The README's test command: installs dependencies, builds, runs every CTest suite
-# (labels: unit, mpi, e2e). Extra arguments go to ctest, e.g. `launch/test.sh -L unit`.
+# The README's test command: installs dependencies, builds, runs every CTest suite (labels: unit,
+# mpi, e2e; gpu, skipped where no GPU is visible). Extra arguments go to ctest, e.g.
+# `launch/test.sh -L unit`.
+# TANDEM_LIBTORCH=wheel builds and tests against the PyPI wheel's LibTorch (launch/torch-wheel.sh)
+# with the NCCL backend (TANDEM_CUDA=ON, CUDA toolkit in /usr/local/cuda) in build-wheel/, instead
+# of Debian's LibTorch in build/. TANDEM_BUILD_DIR names another folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 launch/install-deps.sh
-launch/build.sh
+case "${TANDEM_LIBTORCH:-debian}" in
+  debian)
+    build=${TANDEM_BUILD_DIR:-build}
+    TANDEM_BUILD_DIR=$build launch/build.sh
+    ;;
+  wheel)
+    torch=$(launch/torch-wheel.sh)
+    build=${TANDEM_BUILD_DIR:-build-wheel}
+    TANDEM_BUILD_DIR=$build launch/build.sh -DTANDEM_CUDA=ON "-DCMAKE_PREFIX_PATH=$torch"
+    ;;
+  *)
+    echo "test.sh: TANDEM_LIBTORCH='$TANDEM_LIBTORCH': expected debian or wheel" >&2
+    exit 2
+    ;;
+esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-ctest --test-dir "${TANDEM_BUILD_DIR:-build}" --output-on-failure "$@"
+ctest --test-dir "$build" --output-on-failure "$@"
