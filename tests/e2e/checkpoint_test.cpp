@@ -233,16 +233,20 @@ TEST_F(CheckpointE2E, KillDashNineDuringCheckpointWritesAlwaysLeavesAResumableCh
 TEST_F(CheckpointE2E, SigtermToMpirunSavesTheCurrentStepAndResumeContinuesFromIt) {
   const std::string cfg = config("sigterm");
   const std::string run = run_dir("sigterm");
-  BackgroundCommand job("exec " + mpirun(2) + tool("tandem-train") + " --config " + cfg +
+  // With the grace the README asks of a plain mpirun (the launcher and train-hosts.sh set it):
+  // Open MPI 4.1 answers SIGTERM with SIGCONT to the ranks, SIGTERM one grace later and SIGKILL
+  // one grace after that, so a rank has the grace to finish its step and save, however slow the
+  // machine. mpirun reads none of the ranks' output meanwhile: this model logs steps of under a
+  // millisecond, so rank 0 fills its pipe to mpirun well before its SIGTERM, and what it logs after
+  // it may be dropped (stop_signal.cpp); the checkpoint and the metrics file say what happened.
+  BackgroundCommand job("exec " + mpirun(2) + "--mca odls_base_sigkill_timeout 10 " +
+                        tool("tandem-train") + " --config " + cfg +
                         " --set checkpoint.every_steps=100000");
   ASSERT_TRUE(job.wait_for_line("] step 3 |")) << job.output();
   job.signal(SIGTERM);
-  // Seen with Open MPI 4.1: mpirun passes SIGTERM on to the ranks, which finish the step, save
-  // and exit with 128 + 15, but mpirun itself then exits with 1, not 143 (signalled directly, the
-  // ranks' 143 is what mpirun returns: next test). It also SIGKILLs ranks still running about
-  // odls_base_sigkill_timeout (default 1 s) later, which this tiny model's step and save beat.
+  // The ranks exit with 128 + 15, but mpirun itself then exits with 1, not 143 (signalled
+  // directly, the ranks' 143 is what mpirun returns: next test).
   EXPECT_EQ(job.wait(), 1) << job.output();
-  EXPECT_NE(job.output().find("(stopped by signal 15)"), std::string::npos) << job.output();
   const auto steps = logged_steps("sigterm");
   ASSERT_FALSE(steps.empty());
   const int64_t stopped = steps.back();
