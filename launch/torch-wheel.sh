@@ -16,9 +16,9 @@ cd "$(dirname "$0")/.."
 prefix=${1:-.deps/torch-$TORCH_VERSION}
 python=${PYTHON:-python3}
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
-meta=$(ls -d "$prefix"/torch-"$TORCH_VERSION".dist-info 2>/dev/null || true)
+meta="$prefix/torch-$TORCH_VERSION.dist-info"
 
-if [ -z "$meta" ]; then
+if [ ! -d "$meta" ]; then
   if ! "$python" -m pip --version >/dev/null 2>&1; then
     echo "torch-wheel: '$python -m pip' is missing (apt-get install python3-pip)" >&2
     exit 1
@@ -34,7 +34,6 @@ if [ -z "$meta" ]; then
     fi
   }
   pip_install --no-deps "torch==$TORCH_VERSION"
-  meta="$prefix/torch-$TORCH_VERSION.dist-info"
   # The NVIDIA packages torch pins, as pip requirements (environment markers dropped).
   mapfile -t nvidia < <(sed -n 's/^Requires-Dist: \(\(nvidia-\|cuda-toolkit\)[^;]*\).*/\1/p' \
     "$meta/METADATA" | tr -d ' ')

@@ -24,6 +24,7 @@ std::invalid_argument no_gpu(const std::string& setting) {
       setting + ": no GPU is usable (LibTorch built without CUDA, or no device visible)");
 }
 
+#ifdef TANDEM_HAVE_NCCL  // a GPU build
 // LibTorch 2.2 has a switch per attention kernel (cuDNN's among them).
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
 #define TANDEM_HAVE_SDPA_SWITCHES 1
@@ -35,7 +36,8 @@ std::invalid_argument no_gpu(const std::string& setting) {
 // big shape. TANDEM_SDPA=flash,efficient,cudnn,math (any of them) chooses; for comparing them.
 void allow_attention_kernels() {
   const char* env = std::getenv("TANDEM_SDPA");
-  const std::string list = env != nullptr && *env != '\0' ? env : "flash,efficient,math";
+  const bool chosen = env != nullptr && *env != '\0';
+  const std::string list = chosen ? env : "flash,efficient,math";
   bool flash = false, efficient = false, cudnn = false, math = false;
   std::istringstream names(list);
   for (std::string name; std::getline(names, name, ',');) {
@@ -56,16 +58,22 @@ void allow_attention_kernels() {
   context.setSDPUseMemEfficient(efficient);
   context.setSDPUseCuDNN(cudnn);
   context.setSDPUseMath(math);
-  if (env != nullptr && *env != '\0') {
-    log::info("attention kernels allowed on the GPU (TANDEM_SDPA): " + list);
-  }
+  if (chosen) log::info("attention kernels allowed on the GPU (TANDEM_SDPA): " + list);
 #else
-  if (env != nullptr && *env != '\0') {
+  if (chosen) {
     throw std::invalid_argument("TANDEM_SDPA='" + list + "': this LibTorch (" TORCH_VERSION
                                 ") has no per-kernel switches (LibTorch >= 2.2)");
   }
 #endif
 }
+
+// Every GPU a tool runs on, training's and decoding's: current for LibTorch's allocations and
+// kernels (and NCCL's), with the attention kernels chosen.
+void use_gpu(int gpu) {
+  parallel::set_current_gpu(gpu);
+  allow_attention_kernels();
+}
+#endif
 
 DeviceChoice on_gpu(const config::TrainConfig& train, int local_rank, int local_size) {
   const std::string key = "train.device " + std::string(config::name_of(train.device)) + ": ";
@@ -80,8 +88,7 @@ DeviceChoice on_gpu(const config::TrainConfig& train, int local_rank, int local_
   throw std::invalid_argument(key +
                               "this build has no NCCL backend (configure with -DTANDEM_CUDA=ON)");
 #else
-  parallel::set_current_gpu(gpu);  // LibTorch's allocations and kernels, and NCCL, go there
-  allow_attention_kernels();
+  use_gpu(gpu);
   DeviceChoice choice;
   choice.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(gpu));
   choice.bf16 = train.precision == config::Precision::kBf16;
@@ -139,7 +146,7 @@ torch::Device inference_device(const std::string& flag) {
                                 " GPU(s), numbered from 0");
   }
 #ifdef TANDEM_HAVE_NCCL
-  parallel::set_current_gpu(gpu);
+  use_gpu(gpu);
 #endif
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(gpu));
 }
