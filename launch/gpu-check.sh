@@ -191,7 +191,8 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     echo "   yardstick $ref_shape ${sizes[0]} (compiled PyTorch): $ref_line"
     echo "yardstick $ref_shape ${sizes[0]}: $ref_line" >>"$summary"
     best=$(echo "$ref_line" | grep -o 'best [0-9]*' | cut -d' ' -f2)
-    ratio=$("$python" -c "print(f'{float(\"${median[$ref_shape-${sizes[0]}]:-0}\") / float(\"${best:-0}\" or 1):.2f}')")
+    ratio=0  # no yardstick figure: no ratio
+    [ -n "$best" ] && ratio=$("$python" -c "print(f'{${median[$ref_shape-${sizes[0]}]:-0} / $best:.2f}')")
     echo "   $ref_shape ${sizes[0]}: tandem ${median[$ref_shape-${sizes[0]}]:-?} (median) / pytorch ${best:-?} (best window) = ${ratio}x"
     if [ -n "${MIN_RATIO:-}" ]; then
       "$python" -c "import sys; sys.exit(0 if $ref_ok == 0 and $ratio >= $MIN_RATIO else 1)"

@@ -43,7 +43,8 @@ yardstick_finish() {  # WAIT_S: how long to wait for its warm-up (compilation) t
   if [ ! -e "$yardstick_dir/ready" ]; then
     yardstick_signal KILL
     wait "$yardstick_pid" 2>/dev/null
-    echo "no figure: still compiling after ${wait_s} s more, or it failed (see $yardstick_log)"
+    echo "no figure: still compiling after ${wait_s} s more, or it failed (see $yardstick_log); its last lines:"
+    tail -n 15 "$yardstick_log" | sed 's/^/    | /'
     return 1
   fi
   touch "$yardstick_dir/go"
@@ -51,7 +52,11 @@ yardstick_finish() {  # WAIT_S: how long to wait for its warm-up (compilation) t
   local compile windows
   compile=$(grep -o 'compilation included) in [0-9.]* s' "$yardstick_log" | grep -o '[0-9.]* s')
   windows=$(grep -o '"window_tokens_per_s": \[[^]]*\]' "$yardstick_log" | grep -o '\[.*\]')
-  [ -n "$windows" ] || { echo "no figure: it printed none (see $yardstick_log)"; return 1; }
+  if [ -z "$windows" ]; then  # its last lines travel with the summary (its log may not)
+    echo "no figure: it printed none (see $yardstick_log); its last lines:"
+    tail -n 15 "$yardstick_log" | sed 's/^/    | /'
+    return 1
+  fi
   python3 - "$compile" "$windows" <<'PY'
 import json, statistics, sys
 windows = json.loads(sys.argv[2])

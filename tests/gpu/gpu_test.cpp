@@ -1,9 +1,9 @@
 // The GPU against the CPU (CTest label gpu): the fused output-layer loss in fp32 and under bf16
-// autocast, attention with padding and causal masks (SDPA on the GPU, the BLAS kernel on the CPU),
-// the autocast guard, Adam gated on the device (fused or masked), NCCL at world size 1, and steps
-// that never wait for the GPU. Every test skips,
-// saying why, where LibTorch sees no GPU, so CI (no GPU) stays green; launch/gpu-check.sh runs
-// them on a GPU machine.
+// autocast, Tandem's CUDA kernels (token loss, column sums, LayerNorm) against double sums and the
+// CPU, attention with padding and causal masks (SDPA on the GPU, the BLAS kernel on the CPU), the
+// autocast guard, Adam gated on the device (fused or masked), NCCL at world size 1, and steps that
+// never wait for the GPU. Every test skips, saying why, where LibTorch sees no GPU, so CI (no GPU)
+// stays green; launch/gpu-check.sh runs them on a GPU machine.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -17,6 +17,7 @@
 #include "trainer/common/temp_dir.h"
 #include "trainer/common/token_ids.h"
 #include "trainer/model/autocast.h"
+#include "trainer/model/gpu_ops.h"
 #include "trainer/model/kernels.h"
 #include "trainer/model/token_loss.h"
 #include "trainer/model/transformer.h"
@@ -119,6 +120,92 @@ TEST(Gpu, ProjectedTokenLossUnderBf16AutocastStaysNearTheCpuInFp32) {
   EXPECT_LT(relative_error(gpu.rows_grad, cpu.rows_grad), 3e-2);
   EXPECT_LT(relative_error(gpu.weight_grad, cpu.weight_grad), 3e-2);
   EXPECT_LT(relative_error(gpu.bias_grad, cpu.bias_grad), 3e-2);
+}
+
+#define SKIP_WITHOUT_OWN_KERNELS()                                                        \
+  SKIP_WITHOUT_GPU();                                                                     \
+  if (!model::own_kernels_for(torch::zeros({1}, kGpu))) {                                 \
+    GTEST_SKIP() << "this build has no CUDA kernels of its own (or TANDEM_KERNELS=aten)"; \
+  }
+
+// The token loss kernel on logits in fp32 and bf16 against the formulas in double on the CPU:
+// row loss (1 − ε)·nll + ε·mean(−log p), gradient softmax − (1 − ε)[j = t] − ε / V, nothing at
+// padding; the argmax is the first largest logit.
+void expect_token_loss_kernel_matches(torch::ScalarType type) {
+  torch::manual_seed(31);
+  const int64_t rows = 37, vocab = 1000;
+  const double eps = 0.1;
+  const auto values = (torch::randn({rows, vocab}) * 3).to(type);
+  auto targets = torch::randint(1, vocab, {rows}, torch::kLong);
+  targets.slice(0, 30).fill_(kPadId);
+  const auto x = values.to(torch::kDouble);
+  const auto logp = torch::log_softmax(x, 1);
+  const auto real = targets.ne(kPadId).to(torch::kDouble);
+  const auto nll = -logp.gather(1, targets.unsqueeze(1)).squeeze(1) * real;
+  const auto row_loss = (1 - eps) * nll - eps * logp.mean(1) * real;
+  auto expected_grad = logp.exp() - eps / vocab;
+  expected_grad.scatter_add_(1, targets.unsqueeze(1),
+                             torch::full({rows, 1}, -(1 - eps), x.options()));
+  expected_grad.mul_(real.unsqueeze(1));
+  const int64_t expected_correct =
+      (x.argmax(1).eq(targets).to(torch::kDouble) * real).sum().item<int64_t>();
+
+  auto logits = values.to(kGpu).requires_grad_(true);
+  const auto loss = model::token_loss(logits, targets.to(kGpu), eps);
+  const double tolerance = type == torch::kFloat ? 1e-5 : 1e-2;  // bf16: the written gradient
+  EXPECT_LT(relative_error(loss.loss_sum, row_loss.sum()), 1e-5);
+  EXPECT_NEAR(loss.counts().nll_sum, nll.sum().item<double>(), 1e-5 * nll.sum().item<double>());
+  EXPECT_EQ(loss.counts().tokens, 30);
+  EXPECT_EQ(loss.counts().correct, expected_correct);
+  loss.loss_sum.backward();
+  EXPECT_LT(relative_error(logits.grad().to(torch::kDouble), expected_grad), tolerance);
+}
+
+TEST(Gpu, TokenLossKernelMatchesTheFormulasInDouble) {
+  SKIP_WITHOUT_OWN_KERNELS();
+  expect_token_loss_kernel_matches(torch::kFloat);
+  expect_token_loss_kernel_matches(torch::kBFloat16);
+}
+
+// Column sums over one block of rows, many, and more rows than blocks (several per thread), fp32
+// and bf16, against double sums of the same values.
+TEST(Gpu, ColumnSumsKernelMatchesDoubleSums) {
+  SKIP_WITHOUT_OWN_KERNELS();
+  torch::manual_seed(32);
+  for (const auto type : {torch::kFloat, torch::kBFloat16}) {
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{5, 7}, {5000, 300}, {70001, 9}}) {
+      const auto a = torch::randn(shape).to(type);
+      const auto got = model::column_sums(a.to(kGpu));
+      EXPECT_EQ(got.scalar_type(), torch::kFloat);
+      EXPECT_LT(relative_error(got, a.to(torch::kDouble).sum(0)), 1e-5)
+          << "rows " << shape[0] << ", type " << type;
+    }
+  }
+}
+
+// LayerNorm with the column-sum weight and bias gradients, bf16 input and fp32 parameters on the
+// GPU, against LibTorch's fp32 LayerNorm on the CPU; enough rows for several column blocks.
+TEST(Gpu, LayerNormKernelGradientsMatchTheCpu) {
+  SKIP_WITHOUT_OWN_KERNELS();
+  torch::manual_seed(33);
+  const int64_t d = 64;
+  const auto x = (torch::randn({9, 37, d}) * 2 + 0.5).to(torch::kBFloat16).to(torch::kFloat);
+  const auto weight = 1 + 0.3 * torch::randn({d}), bias = 0.2 * torch::randn({d});
+  const auto upstream = torch::randn({9, 37, d});
+  auto cpu_x = leaf_on(x, torch::kCPU), cpu_w = leaf_on(weight, torch::kCPU),
+       cpu_b = leaf_on(bias, torch::kCPU);
+  const auto cpu_y = torch::layer_norm(cpu_x, {d}, cpu_w, cpu_b, 1e-5);
+  (cpu_y * upstream).sum().backward();
+  auto gpu_x = x.to(kGpu, torch::kBFloat16).requires_grad_(true);
+  auto gpu_w = leaf_on(weight, kGpu), gpu_b = leaf_on(bias, kGpu);
+  const auto gpu_y = model::layer_norm_own(gpu_x, gpu_w, gpu_b, 1e-5);
+  EXPECT_EQ(gpu_y.scalar_type(), torch::kBFloat16);
+  (gpu_y.to(torch::kFloat) * upstream.to(kGpu)).sum().backward();
+  EXPECT_EQ(gpu_w.grad().scalar_type(), torch::kFloat);
+  EXPECT_LT(relative_error(gpu_y, cpu_y), 1e-2);
+  EXPECT_LT(relative_error(gpu_x.grad(), cpu_x.grad()), 2e-2);
+  EXPECT_LT(relative_error(gpu_w.grad(), cpu_w.grad()), 1e-2);
+  EXPECT_LT(relative_error(gpu_b.grad(), cpu_b.grad()), 1e-2);
 }
 
 // Self-attention (causal, with padding) and cross-attention (padding), forward and backward.

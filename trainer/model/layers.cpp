@@ -5,16 +5,19 @@
 #include <algorithm>
 
 #include "trainer/model/decoder_state.h"
+#include "trainer/model/gpu_ops.h"
 
 namespace tandem::model {
 namespace {
 
 // A bf16 stream (bf16_stream) stays bf16 through LayerNorm, which still sums in fp32 inside:
 // autocast would widen its output to fp32, so it is kept out, and the weight and bias are cast.
+// Where Tandem's CUDA kernels serve, the weight and bias gradients are their column sums, in fp32.
 torch::Tensor normalize(torch::nn::LayerNorm& norm, const torch::Tensor& x) {
   if (x.scalar_type() != torch::kBFloat16 || !x.is_cuda()) return norm(x);
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
   const auto& options = norm->options;
+  if (own_kernels_for(x)) return layer_norm_own(x, norm->weight, norm->bias, options.eps());
   return torch::layer_norm(x, options.normalized_shape(), norm->weight.to(torch::kBFloat16),
                            norm->bias.to(torch::kBFloat16), options.eps());
 }

@@ -7,6 +7,7 @@
 
 #include "trainer/common/token_ids.h"
 #include "trainer/model/autocast.h"
+#include "trainer/model/gpu_ops.h"
 
 namespace tandem::model {
 namespace {
@@ -53,6 +54,18 @@ struct RowStats {
     target_logit.narrow(0, begin, n).copy_(x.gather(1, targets.unsqueeze(1)).squeeze(1));
     if (mean_logit.defined()) mean_logit.narrow(0, begin, n).copy_(x.mean(1));
   }
+
+  // The same from rows begin.. of logits x [n, vocab] in one pass on a GPU (own_kernels_for(x));
+  // with weight ([n] fp32), x then holds the gradient loss_gradient_ would give.
+  void fill_on_gpu(int64_t begin, torch::Tensor& x, const torch::Tensor& targets,
+                   const torch::Tensor& weight, double smoothing) {
+    const int64_t n = x.size(0);
+    const auto rows = [&](const torch::Tensor& t) {
+      return t.defined() ? t.narrow(0, begin, n) : t;
+    };
+    token_loss_rows_(x, targets, weight, smoothing,
+                     {rows(lse), rows(target_logit), rows(mean_logit), rows(argmax)});
+  }
 };
 
 // x [n, vocab] widened logits → d loss / d x in place: weight * (softmax_j - (1 - eps) [j =
@@ -89,7 +102,12 @@ class TokenLossFunction : public torch::autograd::Function<TokenLossFunction> {
     RowStats s(rows, logits.options().dtype(dtype), targets, smoothing > 0);
     for (int64_t begin = 0; begin < rows; begin += step) {
       const int64_t n = std::min(step, rows - begin);
-      s.fill(begin, logits.narrow(0, begin, n).to(dtype), targets.narrow(0, begin, n));
+      auto chunk = logits.narrow(0, begin, n);
+      if (own_kernels_for(chunk)) {
+        s.fill_on_gpu(begin, chunk, targets.narrow(0, begin, n), torch::Tensor(), smoothing);
+      } else {
+        s.fill(begin, chunk.to(dtype), targets.narrow(0, begin, n));
+      }
     }
     ctx->save_for_backward({logits, targets, s.lse, real});
     ctx->saved_data["smoothing"] = smoothing;
@@ -110,6 +128,12 @@ class TokenLossFunction : public torch::autograd::Function<TokenLossFunction> {
     for (int64_t begin = 0; begin < rows; begin += step) {
       const int64_t n = std::min(step, rows - begin);
       auto out = grad.narrow(0, begin, n);
+      if (own_kernels_for(out)) {
+        if (!grad.is_same(logits)) out.copy_(logits.narrow(0, begin, n));
+        token_loss_rows_(out, targets.narrow(0, begin, n), weight.narrow(0, begin, n).view({-1}),
+                         smoothing, {});
+        continue;
+      }
       auto g = widened ? logits.narrow(0, begin, n).to(lse.scalar_type())
                        : out.copy_(logits.narrow(0, begin, n));
       loss_gradient_(g, lse.narrow(0, begin, n), targets.narrow(0, begin, n),
@@ -150,8 +174,13 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
       for (int64_t at = begin; at < begin + n; at += part_rows) {
         const int64_t m = std::min(part_rows, begin + n - at);
         auto part = g.narrow(0, at - begin, m);
-        auto x = part.to(dtype);  // part itself unless widened
         const auto t = targets.narrow(0, at, m);
+        if (own_kernels_for(part)) {  // one read and one write of the part's logits
+          s.fill_on_gpu(at, part, t, incoming.narrow(0, at, m).view({-1}), smoothing);
+          d_bias.add_(column_sums(part));
+          continue;
+        }
+        auto x = part.to(dtype);  // part itself unless widened
         s.fill(at, x, t);
         loss_gradient_(x, s.lse.narrow(0, at, m), t, incoming.narrow(0, at, m), smoothing);
         d_bias.add_(x.sum(0));

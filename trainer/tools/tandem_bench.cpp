@@ -30,6 +30,10 @@
 #include "trainer/tools/tool_main.h"
 #include "trainer/train/trainer.h"
 
+#ifdef TANDEM_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
 namespace {
 
 namespace cfg = tandem::config;
@@ -56,7 +60,7 @@ struct Flags {
   int ranks = 1, threads = 1, warmup = 3, steps = 10, windows = 3;
   bool pytorch = false;
   std::string pytorch_precision;  // "" = the precision Tandem trained in
-  double peak_tflops = 0;  // 0: from the device name where known
+  double peak_tflops = 0;         // 0: from the device name where known
   std::vector<std::string> overrides;
   std::string profile;  // "": no trace; else a Chrome trace of --steps more steps, rank 0
   tools::YardstickOptions yardstick;
@@ -65,8 +69,9 @@ struct Flags {
 struct Measurement {
   std::vector<double> window_tokens, window_seconds;  // global target tokens, seconds per window
   std::vector<double> rss_mb;                         // peak RSS of each rank
-  std::string device = "cpu";                         // rank 0's, as the trainer describes it
-  std::string precision = "fp32";                     // what train.precision resolved to
+  std::vector<double> gpu_mb;  // peak GPU memory LibTorch's allocator handed out, per rank; 0: CPU
+  std::string device = "cpu";  // rank 0's, as the trainer describes it
+  std::string precision = "fp32";  // what train.precision resolved to
 
   std::vector<double> rates() const {  // target tokens/s of each window
     std::vector<double> out;
@@ -87,6 +92,7 @@ nlohmann::json measurement_json(const Measurement& m) {
   return {{"window_tokens", m.window_tokens},
           {"window_seconds", m.window_seconds},
           {"rss_mb", m.rss_mb},
+          {"gpu_mb", m.gpu_mb},
           {"device", m.device},
           {"precision", m.precision}};
 }
@@ -94,7 +100,9 @@ nlohmann::json measurement_json(const Measurement& m) {
 Measurement measurement_from_json(const nlohmann::json& j) {
   return {j.at("window_tokens").get<std::vector<double>>(),
           j.at("window_seconds").get<std::vector<double>>(),
-          j.at("rss_mb").get<std::vector<double>>(), j.at("device").get<std::string>(),
+          j.at("rss_mb").get<std::vector<double>>(),
+          j.at("gpu_mb").get<std::vector<double>>(),
+          j.at("device").get<std::string>(),
           j.at("precision").get<std::string>()};
 }
 
@@ -157,8 +165,20 @@ void profile_steps(tandem::train::Trainer& trainer, const Flags& f, Settle settl
   }
 }
 
+// The most memory LibTorch's allocator has handed out on this rank's GPU, MB; 0 on the CPU.
+double peak_gpu_mb(const torch::Device& device) {
+#ifdef TANDEM_TORCH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return static_cast<double>(stats.allocated_bytes[0].peak) / (1024 * 1024);  // all pools
+  }
+#endif
+  return 0;
+}
+
 // The measurement itself, on every rank.
-Measurement measure(const cfg::Config& config, tandem::parallel::ProcessGroup& group, const Flags& f) {
+Measurement measure(const cfg::Config& config, tandem::parallel::ProcessGroup& group,
+                    const Flags& f) {
   tandem::train::Trainer trainer(config, group);
   auto& comm = group.cpu();
   // GPU work is asynchronous: the clock is read only when the device has finished.
@@ -181,6 +201,10 @@ Measurement measure(const cfg::Config& config, tandem::parallel::ProcessGroup& g
   }
   for (const uint64_t kib : comm.all_gather(static_cast<uint64_t>(tools::peak_rss_mb() * 1024))) {
     m.rss_mb.push_back(static_cast<double>(kib) / 1024);
+  }
+  const auto gpu_kib = static_cast<uint64_t>(peak_gpu_mb(trainer.device().device) * 1024);
+  for (const uint64_t kib : comm.all_gather(gpu_kib)) {
+    m.gpu_mb.push_back(static_cast<double>(kib) / 1024);
   }
   if (!f.profile.empty()) profile_steps(trainer, f, settle, group.rank() == 0);
   return m;
@@ -283,6 +307,12 @@ void print_rss(const Measurement& m) {
     std::printf("%s rank %zu %.1f MB", r ? "," : "", r, m.rss_mb[r]);
   }
   std::printf("; max %.1f MB\n", m.max_rss_mb());
+  if (std::all_of(m.gpu_mb.begin(), m.gpu_mb.end(), [](double mb) { return mb == 0; })) return;
+  std::printf("peak GPU memory allocated per rank:");
+  for (size_t r = 0; r < m.gpu_mb.size(); ++r) {
+    std::printf("%s rank %zu %.1f MB", r ? "," : "", r, m.gpu_mb[r]);
+  }
+  std::printf("\n");
 }
 
 // Prints the measurement with its FLOPs and returns the JSON record of it.
@@ -320,6 +350,7 @@ nlohmann::json report(const Measurement& m, const cfg::Config& config, const Fla
           {"warmup", f.warmup},
           {"window_tokens_per_s", m.rates()},
           {"peak_rss_mb_per_rank", m.rss_mb},
+          {"peak_gpu_mb_per_rank", m.gpu_mb},
           {"vocab_size", vocab_size},
           {"max_tokens", config.data.max_tokens}};
 }

@@ -1,0 +1,30 @@
+// Tandem's own CUDA kernels, for what LibTorch spends many passes or a slow kernel on: the
+// token loss over a row of logits in one read and one write, and the column sums behind
+// LayerNorm's weight and bias gradients. Plain pointers and a stream: gpu_ops.h wraps them for
+// tensors. Compiled by nvcc only in builds whose LibTorch has CUDA (TANDEM_CUDA_KERNELS).
+#pragma once
+
+#include <cstdint>
+
+namespace tandem::model::cuda {
+
+enum class Element { kFloat, kBFloat16 };
+
+// Per row r of logits [rows, vocab] (contiguous, `element`): lse[r] = log Σ exp, target_logit[r],
+// mean_logit[r] and argmax[r] (the first index of the largest logit), in fp32 sums. With
+// `weight` (fp32 [rows]), the row is then overwritten by the smoothed loss's gradient
+// weight[r] · (softmax − (1 − smoothing) [j = target] − smoothing / vocab).
+void token_loss_rows(void* logits, Element element, int64_t rows, int64_t vocab,
+                     const int64_t* targets, const float* weight, float smoothing, float* lse,
+                     float* target_logit, float* mean_logit, int64_t* argmax, void* stream);
+
+// Partial column sums of a [rows, cols] (contiguous, `element`) over column_blocks(rows) blocks
+// of rows, in fp32: sums[b, c] = Σ_{r in block b} a[r, c], and with x, mean and rstd (LayerNorm's
+// input and the statistics of its rows) also scaled[b, c] = Σ a[r, c] · (x[r, c] − mean[r]) ·
+// rstd[r]. sums and scaled hold column_blocks(rows) × cols floats; the caller adds the blocks up.
+int64_t column_blocks(int64_t rows);
+void column_sums(const void* a, const void* x, const float* mean, const float* rstd,
+                 Element element, int64_t rows, int64_t cols, float* sums, float* scaled,
+                 void* stream);
+
+}  // namespace tandem::model::cuda

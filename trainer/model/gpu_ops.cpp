@@ -1,0 +1,147 @@
+#include "trainer/model/gpu_ops.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#ifdef TANDEM_CUDA_KERNELS
+#include <c10/cuda/CUDAStream.h>
+
+#include "trainer/model/cuda_kernels.h"
+#endif
+
+namespace tandem::model {
+
+#ifdef TANDEM_CUDA_KERNELS
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+bool own_kernels_allowed() {
+  static const bool allowed = [] {
+    const char* choice = std::getenv("TANDEM_KERNELS");
+    return !choice || std::strcmp(choice, "aten") != 0;
+  }();
+  return allowed;
+}
+
+cuda::Element element_of(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kBFloat16 ? cuda::Element::kBFloat16 : cuda::Element::kFloat;
+}
+
+void* stream_of(const torch::Tensor& t) {
+  return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+}
+
+template <typename T>
+T* pointer_or_null(const torch::Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+void require_own(const torch::Tensor& t, const char* op) {
+  if (!own_kernels_for(t)) {
+    throw std::invalid_argument(std::string(op) +
+                                ": expected a contiguous fp32 or bf16 GPU tensor");
+  }
+}
+
+// dgamma, dbeta of LayerNorm from the rows of its incoming gradient dy and input x [rows, d].
+std::pair<torch::Tensor, torch::Tensor> gamma_beta_gradients(const torch::Tensor& dy,
+                                                             const torch::Tensor& x,
+                                                             const torch::Tensor& mean,
+                                                             const torch::Tensor& rstd) {
+  const int64_t rows = dy.size(0), cols = dy.size(1);
+  const auto partial =
+      torch::empty({2, cuda::column_blocks(rows), cols}, dy.options().dtype(torch::kFloat));
+  cuda::column_sums(dy.data_ptr(), x.data_ptr(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
+                    element_of(dy), rows, cols, partial[1].data_ptr<float>(),
+                    partial[0].data_ptr<float>(), stream_of(dy));
+  const auto sums = partial.sum(1);
+  return {sums[0], sums[1]};
+}
+
+class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias, double eps) {
+    const auto w = weight.to(x.scalar_type()), b = bias.to(x.scalar_type());
+    auto [y, mean, rstd] = at::native_layer_norm(x, {x.size(-1)}, w, b, eps);
+    ctx->save_for_backward({x, w, b, mean, rstd});
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &w = saved[1], &b = saved[2];
+    const auto mean = saved[3].to(torch::kFloat).contiguous();
+    const auto rstd = saved[4].to(torch::kFloat).contiguous();
+    const auto dy = grads[0].contiguous();
+    const int64_t d = x.size(-1);
+    auto dx = std::get<0>(
+        at::native_layer_norm_backward(dy, x, {d}, mean, rstd, w, b, {true, false, false}));
+    auto [dgamma, dbeta] = gamma_beta_gradients(dy.view({-1, d}), x.contiguous().view({-1, d}),
+                                                mean.view({-1}), rstd.view({-1}));
+    return {dx, dgamma, dbeta, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool own_kernels_for(const torch::Tensor& t) {
+  return t.is_cuda() && t.is_contiguous() &&
+         (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16) &&
+         own_kernels_allowed();
+}
+
+void token_loss_rows_(torch::Tensor& logits, const torch::Tensor& targets,
+                      const torch::Tensor& weight, double smoothing, const LossRowsOut& out) {
+  require_own(logits, "token_loss_rows_");
+  const auto t = targets.to(torch::kLong).contiguous();
+  const auto w = weight.defined() ? weight.to(torch::kFloat).contiguous() : torch::Tensor();
+  cuda::token_loss_rows(
+      logits.data_ptr(), element_of(logits), logits.size(0), logits.size(1), t.data_ptr<int64_t>(),
+      pointer_or_null<float>(w), static_cast<float>(smoothing), pointer_or_null<float>(out.lse),
+      pointer_or_null<float>(out.target_logit), pointer_or_null<float>(out.mean_logit),
+      pointer_or_null<int64_t>(out.argmax), stream_of(logits));
+}
+
+torch::Tensor column_sums(const torch::Tensor& a) {
+  require_own(a, "column_sums");
+  const int64_t rows = a.size(0), cols = a.size(1);
+  auto partial = torch::empty({cuda::column_blocks(rows), cols}, a.options().dtype(torch::kFloat));
+  cuda::column_sums(a.data_ptr(), nullptr, nullptr, nullptr, element_of(a), rows, cols,
+                    partial.data_ptr<float>(), nullptr, stream_of(a));
+  return partial.sum(0);
+}
+
+torch::Tensor layer_norm_own(const torch::Tensor& x, const torch::Tensor& weight,
+                             const torch::Tensor& bias, double eps) {
+  require_own(x, "layer_norm_own");
+  return LayerNormFunction::apply(x, weight, bias, eps);
+}
+
+#else  // no CUDA kernels in this build
+
+bool own_kernels_for(const torch::Tensor&) { return false; }
+
+namespace {
+[[noreturn]] void unavailable(const char* op) {
+  throw std::logic_error(std::string(op) + ": this build has no CUDA kernels (own_kernels_for)");
+}
+}  // namespace
+
+void token_loss_rows_(torch::Tensor&, const torch::Tensor&, const torch::Tensor&, double,
+                      const LossRowsOut&) {
+  unavailable("token_loss_rows_");
+}
+torch::Tensor column_sums(const torch::Tensor&) { unavailable("column_sums"); }
+torch::Tensor layer_norm_own(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
+                             double) {
+  unavailable("layer_norm_own");
+}
+
+#endif
+
+}  // namespace tandem::model
