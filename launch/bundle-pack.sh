@@ -8,7 +8,7 @@
 #
 # Left out: what any machine that compiles C++ already has (the closure of build-essential, and
 # Debian's required/important base system), compilers (Fortran), autotools and ssh. LibTorch is
-# not bundled: the node's PyTorch install provides it (with CUDA), see README › Air-gapped nodes.
+# not bundled: the node's PyTorch install provides it (with CUDA), see docs/gpus.md › Air-gapped nodes.
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU acceptance run (README › GPUs), on a machine with one GPU and a CUDA PyTorch but possibly
+# The GPU acceptance run (docs/gpus.md), on a machine with one GPU and a CUDA PyTorch but possibly
 # nothing else. It unpacks a bundle (launch/bundle-pack.sh), builds with launch/build-cuda.sh, then
 # checks, each one PASS or FAIL in the summary at the end:
 #  - ctest -L gpu: the GPU against the CPU (tests/gpu);

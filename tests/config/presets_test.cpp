@@ -34,11 +34,11 @@ TEST(Presets, TinyIsTheCpuPreset) {
   EXPECT_EQ(c.model.decoder_layers, 3);
   EXPECT_EQ(c.model.d_ff, 1024);
   EXPECT_EQ(c.model.dropout, 0.1);
-  EXPECT_EQ(c.data.max_tokens, 2048);  // the BLEU recipe of the README (more, smaller updates)
+  EXPECT_EQ(c.data.max_tokens, 2048);  // the BLEU recipe of docs/recipes.md (more, smaller updates)
   EXPECT_TRUE(c.model.tie_embeddings);
   EXPECT_EQ(c.train.precision,
             Precision::kBf16);  // about 1.7x fp32 where the CPU has bf16 dot products
-  // A constant rate after warm-up leaves the decaying to the moving average: the README's recipe.
+  // A constant rate after warm-up leaves the decaying to the moving average: docs/recipes.md's recipe.
   EXPECT_EQ(c.train.schedule, Schedule::kConstant);
   EXPECT_GT(c.train.ema_decay, 0.0);
   EXPECT_EQ(c.data.corpus, "work/bible/corpus.h5");

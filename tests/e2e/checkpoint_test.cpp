@@ -233,7 +233,7 @@ TEST_F(CheckpointE2E, KillDashNineDuringCheckpointWritesAlwaysLeavesAResumableCh
 TEST_F(CheckpointE2E, SigtermToMpirunSavesTheCurrentStepAndResumeContinuesFromIt) {
   const std::string cfg = config("sigterm");
   const std::string run = run_dir("sigterm");
-  // With the grace the README asks of a plain mpirun (the launcher and train-hosts.sh set it):
+  // With the grace docs/multi-node.md asks of a plain mpirun (the launcher and train-hosts.sh set it):
   // Open MPI 4.1 answers SIGTERM with SIGCONT to the ranks, SIGTERM one grace later and SIGKILL
   // one grace after that, so a rank has the grace to finish its step and save, however slow the
   // machine. mpirun reads none of the ranks' output meanwhile: this model logs steps of under a

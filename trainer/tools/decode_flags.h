@@ -86,7 +86,7 @@ inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags) {
          "AVX2 loop; or int8: quantized once at load (one scale per row) and run by "
          "Tandem's AVX-512 VNNI loop (LibTorch's int8 kernels on CPUs without VNNI); close to "
          "fp32 in quality, in speed it depends on the CPU (slower than fp32 on AVX2 without "
-         "VNNI: see the README)")
+         "VNNI: see docs/configs.md)")
       ->check(CLI::IsMember({"fp32", "int8"}))
       ->capture_default_str();
   add_device_flag(app, flags.device);
