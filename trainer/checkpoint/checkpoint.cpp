@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -20,6 +19,7 @@
 #include <stdexcept>
 
 #include "trainer/common/hdf5.h"
+#include "trainer/common/timestamp.h"
 
 namespace tandem::checkpoint {
 namespace {
@@ -128,14 +128,6 @@ void write_bytes(hid_t parent, const std::string& name, const std::string& bytes
   write_tensor(parent, name, view);
 }
 
-std::string utc_now_iso8601() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
 
 void write_root_attributes(hid_t file, const CheckpointData& data) {
   h5::write_attribute(file, "format", std::string(kFormatName));

@@ -7,12 +7,12 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
 
 #include "trainer/common/log.h"
+#include "trainer/common/timestamp.h"
 
 namespace tandem::checkpoint {
 
@@ -33,14 +33,6 @@ std::string this_host() {
   return name;
 }
 
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
 
 Holder read_holder(int fd) {
   char buffer[512] = {};
@@ -72,7 +64,7 @@ DirLock::DirLock(const std::string& dir)
   while (!lock_file(dir, previous)) {
     // The holder removed the file between our open and our lock: lock the new one.
   }
-  const Holder holder{this_host(), std::to_string(getpid()), utc_now()};
+  const Holder holder{this_host(), std::to_string(getpid()), utc_now_iso8601()};
   if (!previous.host.empty() && previous.host != holder.host) {
     close(fd_);
     throw std::invalid_argument("checkpoint.dir '" + dir + "' was locked by a job on another " +

@@ -41,6 +41,23 @@ MultiheadAttention attention(const LayerOptions& options) {
   return MultiheadAttention(MultiheadAttentionOptions{options.d_model, options.heads});
 }
 
+// An encoder's or decoder's layers, registered in `stack` as "layers" (a ModuleList), and with
+// pre-norm the LayerNorm that closes the stack ("final_norm").
+template <typename Layer>
+std::vector<Layer> stack_layers(torch::nn::Module& stack, const StackOptions& options,
+                                torch::nn::LayerNorm& final_norm) {
+  auto list = stack.register_module("layers", torch::nn::ModuleList());
+  std::vector<Layer> layers;
+  for (int64_t i = 0; i < options.layers; ++i) {
+    layers.emplace_back(options.layer);
+    list->push_back(layers.back());
+  }
+  if (options.layer.pre_norm) {
+    final_norm = stack.register_module("final_norm", layer_norm(options.layer.d_model));
+  }
+  return layers;
+}
+
 }  // namespace
 
 FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& options) {
@@ -134,14 +151,7 @@ torch::Tensor DecoderLayerImpl::step(const torch::Tensor& x, DecoderState& state
 }
 
 EncoderImpl::EncoderImpl(const StackOptions& options) {
-  auto list = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < options.layers; ++i) {
-    layers_.emplace_back(options.layer);
-    list->push_back(layers_.back());
-  }
-  if (options.layer.pre_norm) {
-    final_norm_ = register_module("final_norm", layer_norm(options.layer.d_model));
-  }
+  layers_ = stack_layers<EncoderLayer>(*this, options, final_norm_);
 }
 
 torch::Tensor EncoderImpl::forward(const torch::Tensor& x, const AttentionMask& mask) {
@@ -153,14 +163,7 @@ torch::Tensor EncoderImpl::forward(const torch::Tensor& x, const AttentionMask& 
 }
 
 DecoderImpl::DecoderImpl(const StackOptions& options) {
-  auto list = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < options.layers; ++i) {
-    layers_.emplace_back(options.layer);
-    list->push_back(layers_.back());
-  }
-  if (options.layer.pre_norm) {
-    final_norm_ = register_module("final_norm", layer_norm(options.layer.d_model));
-  }
+  layers_ = stack_layers<DecoderLayer>(*this, options, final_norm_);
 }
 
 torch::Tensor DecoderImpl::forward(const torch::Tensor& x, const torch::Tensor& memory,
