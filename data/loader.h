@@ -1,12 +1,5 @@
-// Per-rank view of the global batch plan. One optimizer step consumes world x accum consecutive
-// global batches of the current epoch: micro-step m on rank r takes batch next + m*world + r
-// (an empty Batch when the epoch has run out). A step never spans two epochs, so the position
-// (epoch, next global batch) means the same thing at any world size.
-//
-// With prefetch_steps > 0 a thread reads and assembles the next steps' batches while the current
-// step runs (a queue of at most that many steps). The batches and positions are the same as
-// without it: position() is always that after the last step handed out, so checkpoints stay
-// exact; an error on the thread is thrown by the next_step() that would have met it.
+// Each rank's view of the global batch plan: the batches of its steps, read (optionally ahead, on
+// a prefetch thread) in the same order at any world size.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +12,16 @@
 #include "data/corpus.h"
 
 namespace tandem::data {
+
+// Per-rank view of the global batch plan. One optimizer step consumes world x accum consecutive
+// global batches of the current epoch: micro-step m on rank r takes batch next + m*world + r
+// (an empty Batch when the epoch has run out). A step never spans two epochs, so the position
+// (epoch, next global batch) means the same thing at any world size.
+//
+// With prefetch_steps > 0 a thread reads and assembles the next steps' batches while the current
+// step runs (a queue of at most that many steps). The batches and positions are the same as
+// without it: position() is always that after the last step handed out, so checkpoints stay
+// exact; an error on the thread is thrown by the next_step() that would have met it.
 
 struct DataPosition {
   int64_t epoch = 0;       // 0-based

@@ -1,8 +1,5 @@
-// Raw parallel text → one HDF5 corpus file (tandem-prep): trains the joint SentencePiece model on
-// a seeded sample of the train split, encodes every split on several threads, skips bad pairs with
-// counted reasons, records provenance. Memory is bounded by the sample and the encoding chunks,
-// not by the corpus: the text is streamed twice (sample, then encode), the token arrays go through
-// temporary files next to the output.
+// Raw parallel text → one HDF5 corpus file (tandem-prep): a joint SentencePiece model, every split
+// encoded on several threads, bad pairs skipped and counted, memory bounded by a sample.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +10,12 @@
 #include "data/vocab.h"
 
 namespace tandem::data {
+
+// Raw parallel text → one HDF5 corpus file (tandem-prep): trains the joint SentencePiece model on
+// a seeded sample of the train split, encodes every split on several threads, skips bad pairs with
+// counted reasons, records provenance. Memory is bounded by the sample and the encoding chunks,
+// not by the corpus: the text is streamed twice (sample, then encode), the token arrays go through
+// temporary files next to the output.
 
 struct SplitFiles {
   std::string name;              // "train", "valid" or "test"

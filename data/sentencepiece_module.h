@@ -1,7 +1,5 @@
-// The narrow interface through which Tandem uses SentencePiece. SentencePiece embeds and exports
-// its own protobuf runtime, which clashes with the libprotobuf LibTorch loads (a crash at start-up
-// when both are linked), so it lives in the module libtandem_sentencepiece.so that vocab.cpp opens
-// with RTLD_LOCAL | RTLD_DEEPBIND: its symbols neither leak into nor resolve from the process.
+// The narrow interface through which Tandem uses SentencePiece, loaded as a module of its own so
+// that its protobuf runtime cannot clash with LibTorch's.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +9,11 @@
 #include <vector>
 
 namespace tandem::data {
+
+// The narrow interface through which Tandem uses SentencePiece. SentencePiece embeds and exports
+// its own protobuf runtime, which clashes with the libprotobuf LibTorch loads (a crash at start-up
+// when both are linked), so it lives in the module libtandem_sentencepiece.so that vocab.cpp opens
+// with RTLD_LOCAL | RTLD_DEEPBIND: its symbols neither leak into nor resolve from the process.
 
 // One loaded SentencePiece model. Methods returning std::string return "" on success and
 // SentencePiece's message otherwise (no exceptions cross the module boundary).

@@ -1,10 +1,10 @@
 // utc_now_iso8601 against the clock: its format, and the moment it names.
+#include "trainer/common/timestamp.h"
+
 #include <gtest/gtest.h>
 
 #include <ctime>
 #include <regex>
-
-#include "trainer/common/timestamp.h"
 
 namespace tandem {
 namespace {

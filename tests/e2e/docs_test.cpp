@@ -96,8 +96,8 @@ TEST(Docs, ReadmeLayoutNamesEveryFolderOfTheTreeAndNoOther) {
     EXPECT_TRUE(listed.count(folder)) << folder << " holds files but README.md's layout omits it";
   }
   for (const auto& folder : listed) {
-    EXPECT_TRUE(present.count(folder)) << "README.md's layout names " << folder
-                                       << ", which holds no file";
+    EXPECT_TRUE(present.count(folder))
+        << "README.md's layout names " << folder << ", which holds no file";
   }
 }
 

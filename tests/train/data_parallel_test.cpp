@@ -13,11 +13,11 @@
 #include "data/loader.h"
 #include "tests/common/mpi_test.h"
 #include "tests/common/synthetic_corpus.h"
+#include "trainer/checkpoint/model_io.h"
 #include "trainer/model/token_loss.h"
 #include "trainer/optim/adam.h"
 #include "trainer/parallel/gradient_reducer.h"
 #include "trainer/parallel/mpi_communicator.h"
-#include "trainer/train/model_io.h"
 #include "trainer/train/trainer.h"
 
 namespace tandem::test {
@@ -45,7 +45,7 @@ config::Config tiny_config(const std::string& corpus, const std::string& run_dir
 // FNV-1a over the raw bytes of every parameter, in order.
 uint64_t parameter_hash(const model::Transformer& model) {
   std::vector<std::string> bytes;
-  for (const auto& [name, p] : train::named_parameters(model)) {
+  for (const auto& [name, p] : checkpoint::named_parameters(model)) {
     auto c = p.contiguous();
     bytes.emplace_back(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
   }
@@ -61,9 +61,9 @@ struct Reference {
         clip(c.train.clip_norm),
         lr(c.train.lr) {
     torch::manual_seed(c.train.seed);
-    model = model::Transformer(train::model_options(c.model, corpus.vocab().size()));
+    model = model::Transformer(checkpoint::model_options(c.model, corpus.vocab().size()));
     adam = std::make_unique<optim::Adam>(
-        train::named_parameters(model),
+        checkpoint::named_parameters(model),
         optim::AdamOptions{c.train.adam_beta1, c.train.adam_beta2, c.train.adam_eps});
   }
   double step() {
@@ -79,13 +79,14 @@ struct Reference {
       nll += loss.counts().nll_sum;
     }
     double squares = 0;  // clipping by the global norm, computed here with plain tensor ops
-    for (auto& [name, p] : train::named_parameters(model)) {
+    for (auto& [name, p] : checkpoint::named_parameters(model)) {
       p.mutable_grad().div_(tokens);
       squares += p.grad().to(torch::kFloat64).square().sum().item<double>();
     }
     const double norm = std::sqrt(squares);
     if (norm > clip) {
-      for (auto& [name, p] : train::named_parameters(model)) p.mutable_grad().mul_(clip / norm);
+      for (auto& [name, p] : checkpoint::named_parameters(model))
+        p.mutable_grad().mul_(clip / norm);
     }
     adam->step(lr);
     return nll / tokens;
@@ -99,7 +100,8 @@ struct Reference {
 };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Largest |a - b| / max|b| over parameters. Key-projection biases are left out: their exact
@@ -109,8 +111,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 double max_relative_difference(const model::Transformer& a, const model::Transformer& b,
                                double noise_bound) {
   double worst = 0;
-  auto pa = train::named_parameters(a);
-  auto pb = train::named_parameters(b);
+  auto pa = checkpoint::named_parameters(a);
+  auto pb = checkpoint::named_parameters(b);
   for (size_t i = 0; i < pa.size(); ++i) {
     const double diff = (pa[i].second - pb[i].second).abs().max().item<double>();
     if (ends_with(pa[i].first, "k_proj.bias")) {
@@ -146,7 +148,7 @@ void expect_equal_to_one_process(int64_t accum) {
     reference = std::make_unique<Reference>(config, corpus, group.size() * static_cast<int>(accum));
   }
   std::vector<torch::Tensor> params;
-  for (const auto& [name, p] : train::named_parameters(trainer.model())) params.push_back(p);
+  for (const auto& [name, p] : checkpoint::named_parameters(trainer.model())) params.push_back(p);
   using parallel::GradientReducer;
   const auto buckets = GradientReducer::plan_buckets(params, GradientReducer::kDefaultBucketCapMb,
                                                      GradientReducer::kDefaultFirstBucketMb);
@@ -165,8 +167,9 @@ void expect_equal_to_one_process(int64_t accum) {
     const double expected_loss = reference->step();
     const double loss = token_sums[0].item<double>() / stats.tgt_tokens;
     EXPECT_NEAR(loss, expected_loss, 1e-5 * std::abs(expected_loss)) << "step " << step;
-    EXPECT_LT(max_relative_difference(trainer.model(), reference->model, 2 * step * config.train.lr),
-              1e-5)
+    EXPECT_LT(
+        max_relative_difference(trainer.model(), reference->model, 2 * step * config.train.lr),
+        1e-5)
         << "step " << step;
   }
   comm.barrier();  // rank 0's TempDir outlives every rank's use of the corpus

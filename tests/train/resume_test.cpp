@@ -12,9 +12,9 @@
 #include "tests/common/mpi_test.h"
 #include "tests/common/synthetic_corpus.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/model_io.h"
 #include "trainer/train/checkpoint_writer.h"
 #include "trainer/train/keep_best.h"
-#include "trainer/train/model_io.h"
 #include "trainer/train/rng.h"
 
 namespace tandem::train {
@@ -57,8 +57,8 @@ struct SmallRun {
     o.decoder_layers = 1;
     o.d_ff = 32;
     model = model::Transformer(o);
-    adam = std::make_unique<optim::Adam>(named_parameters(model), optim::AdamOptions{});
-    ema = std::make_unique<optim::Ema>(named_parameters(model), 0.9);
+    adam = std::make_unique<optim::Adam>(checkpoint::named_parameters(model), optim::AdamOptions{});
+    ema = std::make_unique<optim::Ema>(checkpoint::named_parameters(model), 0.9);
     for (int s = 0; s < steps; ++s) {
       for (auto p : adam->parameters()) p.mutable_grad() = torch::sin(p.detach() * (s + 2));
       adam->step(1e-2);
@@ -117,15 +117,17 @@ TEST(Resume, EveryRankGetsRankZerosCheckpoint) {
       comm);
 
   SmallRun resumed(vocab.size(), 50 + comm.rank(), 1);  // other weights and moments on every rank
-  ASSERT_FALSE(equal_tensors(named_parameters(resumed.model), named_parameters(saved.model)));
+  ASSERT_FALSE(equal_tensors(checkpoint::named_parameters(resumed.model),
+                             checkpoint::named_parameters(saved.model)));
   ASSERT_FALSE(equal_tensors(resumed.ema->averages(), saved.ema->averages()));
   const auto point = load_everywhere(
       writer.step_path(7), {}, {resumed.model, *resumed.adam, resumed.ema.get(), shared.corpus()},
       comm, comm);
-  EXPECT_TRUE(equal_tensors(named_parameters(resumed.model), named_parameters(saved.model)));
+  EXPECT_TRUE(equal_tensors(checkpoint::named_parameters(resumed.model),
+                            checkpoint::named_parameters(saved.model)));
   EXPECT_TRUE(equal_state(*resumed.adam, *saved.adam));
   EXPECT_TRUE(equal_tensors(resumed.ema->averages(), saved.ema->averages()));
-  EXPECT_FALSE(equal_tensors(resumed.ema->averages(), named_parameters(saved.model)));
+  EXPECT_FALSE(equal_tensors(resumed.ema->averages(), checkpoint::named_parameters(saved.model)));
   EXPECT_EQ(point.step, 7);
   EXPECT_EQ(point.world_size, comm.size());
   EXPECT_EQ(point.position.epoch, 2);
@@ -161,9 +163,10 @@ TEST(Resume, ResetOptimizerKeepsTheFreshMomentsAndAnotherWorldReseedsDropout) {
   auto point =
       load_everywhere(config.checkpoint.dir + "/last.h5", options,
                       {fresh.model, *fresh.adam, fresh.ema.get(), shared.corpus()}, comm, comm);
-  EXPECT_TRUE(equal_tensors(named_parameters(fresh.model), named_parameters(saved.model)));
+  EXPECT_TRUE(equal_tensors(checkpoint::named_parameters(fresh.model),
+                            checkpoint::named_parameters(saved.model)));
   // Fine-tuning: the average restarts from the weights it starts from.
-  EXPECT_TRUE(equal_tensors(fresh.ema->averages(), named_parameters(saved.model)));
+  EXPECT_TRUE(equal_tensors(fresh.ema->averages(), checkpoint::named_parameters(saved.model)));
   EXPECT_TRUE(equal_state(*fresh.adam, *SmallRun(vocab.size(), 9, 0).adam));  // zeros, step 0
   EXPECT_EQ(point.validation, "");
 
@@ -183,14 +186,14 @@ TEST(Resume, RefusesAnotherVocabularyAMissingOptimizerStateAndAMisfitAverage) {
   const auto vocab = shared.corpus().vocab();
   SmallRun run(vocab.size(), 1, 1);
   checkpoint::CheckpointData data;
-  data.model = named_parameters(run.model);
+  data.model = checkpoint::named_parameters(run.model);
   data.vocab = vocab.bytes();
   data.config_yaml = config::to_yaml(run_config(shared));
   std::filesystem::create_directories(shared.run_dir());
   const std::string averaged = shared.run_dir() + "/averaged.h5";
   checkpoint::save(averaged, data);
   data.optimizer = run.adam->state();
-  data.ema = named_parameters(run.model);
+  data.ema = checkpoint::named_parameters(run.model);
   data.ema.pop_back();                                // one parameter's average missing
   data.ema.emplace_back("extra", torch::zeros({2}));  // and one the model does not have
   const std::string misfit = shared.run_dir() + "/misfit.h5";

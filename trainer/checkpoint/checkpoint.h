@@ -1,3 +1,17 @@
+// One self-describing HDF5 file per checkpoint (DESIGN.md › Checkpoints): its layout, and
+// saving (atomically) and loading everything a run needs to continue.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tandem::checkpoint {
+
 // One self-describing HDF5 file per checkpoint (DESIGN.md › Checkpoints):
 //   /model/<param name>          float32 datasets, Fletcher32-checksummed (dotted names as-is)
 //   /ema/<param name>            the exponential moving average of each parameter (float32); absent
@@ -14,17 +28,6 @@
 //                                torch_version, created (ISO 8601 UTC); averaged_from (the input
 //                                paths, one per line) only in checkpoints made by tandem-average
 // Writing is atomic: <path>.tmp, flush, close, rename. HDF5 is reached through common/hdf5.h.
-#pragma once
-
-#include <torch/torch.h>
-
-#include <cstdint>
-#include <map>
-#include <string>
-#include <utility>
-#include <vector>
-
-namespace tandem::checkpoint {
 
 constexpr const char* kFormatName = "tandem-checkpoint";
 constexpr int64_t kFormatVersion = 1;

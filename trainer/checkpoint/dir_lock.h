@@ -1,13 +1,16 @@
-// One job at a time in a checkpoint directory. The job's rank 0 holds an exclusive lock (flock) on
-// <dir>/tandem.lock for as long as it runs, and the file says whose it is: host, pid, start time.
-// A second job is refused with those; a lock file left by a job that died on this host (the kernel
-// released its flock) is taken over with a message. A file naming another host is refused: this
-// host cannot tell whether that job still runs.
+// One job at a time in a checkpoint directory: rank 0 holds an flock on <dir>/tandem.lock, whose
+// text names the holder (host, pid, start time).
 #pragma once
 
 #include <string>
 
 namespace tandem::checkpoint {
+
+// One job at a time in a checkpoint directory. The job's rank 0 holds an exclusive lock (flock) on
+// <dir>/tandem.lock for as long as it runs, and the file says whose it is: host, pid, start time.
+// A second job is refused with those; a lock file left by a job that died on this host (the kernel
+// released its flock) is taken over with a message. A file naming another host is refused: this
+// host cannot tell whether that job still runs.
 
 constexpr const char* kLockFileName = "tandem.lock";
 

@@ -1,12 +1,15 @@
-// Float loops that decoding runs over every row of the logits: built in their own translation unit
-// with -ffast-math (sums reassociated, so vectorized, and glibc's vector expf) and an AVX2 clone
-// picked at load time. Their results differ from a sequential loop's in the last bits only.
-// Input must be finite.
+// Float loops that decoding runs over every row of the logits, vectorized (-ffast-math, an AVX2
+// clone picked at load time).
 #pragma once
 
 #include <cstdint>
 
 namespace tandem::decode {
+
+// Float loops that decoding runs over every row of the logits: built in their own translation unit
+// with -ffast-math (sums reassociated, so vectorized, and glibc's vector expf) and an AVX2 clone
+// picked at load time. Their results differ from a sequential loop's in the last bits only.
+// Input must be finite.
 
 // The largest of x[0..n), n >= 1.
 float max_of(const float* x, int64_t n);

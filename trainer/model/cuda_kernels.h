@@ -1,12 +1,15 @@
-// Tandem's own CUDA kernels, for what LibTorch spends many passes or a slow kernel on: the
-// token loss over a row of logits in one read and one write, and the column sums behind
-// LayerNorm's weight and bias gradients. Plain pointers and a stream: gpu_ops.h wraps them for
-// tensors. Compiled by nvcc only in builds whose LibTorch has CUDA (TANDEM_CUDA_KERNELS).
+// Tandem's own CUDA kernels on plain pointers and a stream: the token loss of logit rows in one read
+// and one write, and column sums (LayerNorm's weight and bias gradients).
 #pragma once
 
 #include <cstdint>
 
 namespace tandem::model::cuda {
+
+// Tandem's own CUDA kernels, for what LibTorch spends many passes or a slow kernel on: the
+// token loss over a row of logits in one read and one write, and the column sums behind
+// LayerNorm's weight and bias gradients. Plain pointers and a stream: gpu_ops.h wraps them for
+// tensors. Compiled by nvcc only in builds whose LibTorch has CUDA (TANDEM_CUDA_KERNELS).
 
 enum class Element { kFloat, kBFloat16 };
 

@@ -1,7 +1,5 @@
 // What incremental decoding carries between steps: per decoder layer the keys and values of the
-// positions fed so far (allocated once per batch; beam search's reorders rewrite a table of where
-// each hypothesis's positions are on the CPU, and move rows in place elsewhere) and those of the
-// encoder output (one per sentence, shared by the sentence's hypotheses).
+// positions fed so far and those of the encoder output.
 #pragma once
 
 #include <torch/torch.h>
@@ -9,6 +7,11 @@
 #include <vector>
 
 namespace tandem::model {
+
+// What incremental decoding carries between steps: per decoder layer the keys and values of the
+// positions fed so far (allocated once per batch; beam search's reorders rewrite a table of where
+// each hypothesis's positions are on the CPU, and move rows in place elsewhere) and those of the
+// encoder output (one per sentence, shared by the sentence's hypotheses).
 
 struct LayerCache {
   // [allocated rows, capacity, 2 d_model]: keys | values of positions 0..step-1. Where decoder

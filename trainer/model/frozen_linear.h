@@ -1,3 +1,16 @@
+// Linear layers whose weights are fixed for inference (tandem-decode, tandem-eval), packed once at
+// load so that no matrix product repacks them: fp32 panels, or int8 on CPUs with AVX-512 VNNI.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "trainer/model/int8_linear.h"
+
+namespace tandem::model {
+
 // Linear layers whose weights are fixed for inference (tandem-decode, tandem-eval): prepared once
 // at load, so that no matrix product repacks them.
 // - fp32: the weight packed into panels of 16 output columns, each panel's [in, 16] block
@@ -10,16 +23,6 @@
 //   row, 8 bits, offset by 128 as VNNI's u8 x s8 product wants; the offset's share is subtracted
 //   exactly), by a 6 x 32 tile loop of vpdpbusd with 32-bit sums. Elsewhere Int8Linear
 //   (LibTorch's quantized kernels).
-#pragma once
-
-#include <torch/torch.h>
-
-#include <cstdint>
-#include <vector>
-
-#include "trainer/model/int8_linear.h"
-
-namespace tandem::model {
 
 enum class InferencePrecision { kFp32, kInt8 };
 

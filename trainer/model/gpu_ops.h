@@ -1,12 +1,15 @@
-// Tandem's CUDA kernels (cuda_kernels.h) on tensors: the token loss of a block of logit rows in
-// place, column sums, and LayerNorm whose weight and bias gradients come from those column sums.
-// Each serves only where own_kernels_for() says so; callers keep their tensor-op path for the rest
-// (CPU, builds without CUDA kernels, TANDEM_KERNELS=aten).
+// Tandem's CUDA kernels (cuda_kernels.h) on tensors: the token loss of logit rows in place, column
+// sums, and LayerNorm with column-sum weight and bias gradients.
 #pragma once
 
 #include <torch/torch.h>
 
 namespace tandem::model {
+
+// Tandem's CUDA kernels (cuda_kernels.h) on tensors: the token loss of a block of logit rows in
+// place, column sums, and LayerNorm whose weight and bias gradients come from those column sums.
+// Each serves only where own_kernels_for() says so; callers keep their tensor-op path for the rest
+// (CPU, builds without CUDA kernels, TANDEM_KERNELS=aten).
 
 // Whether Tandem's own CUDA kernels take `t`: a contiguous fp32 or bf16 tensor on a GPU, in a
 // build that has them, unless the environment says TANDEM_KERNELS=aten (LibTorch's ops only: for

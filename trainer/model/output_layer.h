@@ -1,7 +1,5 @@
-// The output layer: decoder states to vocabulary logits (x · weightᵀ + bias), and in training the
-// same projection fused with the loss, a chunk of rows at a time (model/token_loss.h), so the one
-// module that owns the weight and bias computes both. With tied embeddings the weight is the
-// embedding matrix, passed in by the Transformer.
+// The output layer: decoder states to vocabulary logits, and in training the same projection
+// fused with the loss (model/token_loss.h).
 #pragma once
 
 #include <torch/torch.h>
@@ -12,6 +10,11 @@
 #include "trainer/model/token_loss.h"
 
 namespace tandem::model {
+
+// The output layer: decoder states to vocabulary logits (x · weightᵀ + bias), and in training the
+// same projection fused with the loss, a chunk of rows at a time (model/token_loss.h), so the one
+// module that owns the weight and bias computes both. With tied embeddings the weight is the
+// embedding matrix, passed in by the Transformer.
 
 struct OutputProjectionOptions {
   int64_t d_model = 256;

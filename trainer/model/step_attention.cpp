@@ -112,6 +112,25 @@ bool loop_applies(const torch::Tensor& q, const torch::Tensor& kv, int64_t heads
          (q.size(1) / heads) % 8 == 0;
 }
 
+// The same through the attention kernels of kernels.h, where the packed loop does not apply.
+torch::Tensor step_attention_with_tensor_ops(const torch::Tensor& q, const torch::Tensor& kv,
+                                             int64_t len, int64_t width,
+                                             const torch::Tensor& pad_in, int64_t heads,
+                                             const torch::Tensor& cache_rows) {
+  const int64_t rows = q.size(0), d = q.size(1);
+  auto keys = kv;
+  if (cache_rows.defined()) {
+    // Each row's positions gathered into a row of their own.
+    const auto at = cache_rows.narrow(1, 0, len).to(kv.device(), torch::kLong) * kv.size(1) +
+                    torch::arange(len, torch::TensorOptions(kv.device()).dtype(torch::kLong));
+    keys = kv.reshape({-1, 2 * d}).index_select(0, at.reshape({-1})).view({rows, len, 2 * d});
+  }
+  if (width == 1 && !pad_in.defined()) return cached_attention(q, keys, len, heads);
+  const AttentionMask mask{pad_in.defined() ? pad_in.narrow(1, 0, len) : torch::Tensor(), false};
+  return fused_attention(q.reshape({-1, width, d}), keys.narrow(1, 0, len), heads, mask)
+      .view({rows, d});
+}
+
 }  // namespace
 
 torch::Tensor step_attention(const torch::Tensor& q, const torch::Tensor& kv, int64_t len,
@@ -126,17 +145,7 @@ torch::Tensor step_attention(const torch::Tensor& q, const torch::Tensor& kv, in
               "step_attention: q ", q.sizes(), ", kv ", kv.sizes(), ", len ", len, ", width ",
               width, ", heads ", heads);
   if (!loop_applies(q, kv, heads)) {
-    auto keys = kv;
-    if (cache_rows.defined()) {
-      // Each row's positions gathered into a row of their own.
-      const auto at = cache_rows.narrow(1, 0, len).to(kv.device(), torch::kLong) * kv.size(1) +
-                      torch::arange(len, torch::TensorOptions(kv.device()).dtype(torch::kLong));
-      keys = kv.reshape({-1, 2 * d}).index_select(0, at.reshape({-1})).view({rows, len, 2 * d});
-    }
-    if (width == 1 && !pad_in.defined()) return cached_attention(q, keys, len, heads);
-    const AttentionMask mask{pad_in.defined() ? pad_in.narrow(1, 0, len) : torch::Tensor(), false};
-    return fused_attention(q.reshape({-1, width, d}), keys.narrow(1, 0, len), heads, mask)
-        .view({rows, d});
+    return step_attention_with_tensor_ops(q, kv, len, width, pad_in, heads, cache_rows);
   }
   const auto pad = pad_in.defined() ? pad_in.to(torch::kBool).contiguous() : torch::Tensor();
   const auto table = cache_rows.defined() ? cache_rows.to(torch::kInt).contiguous() : cache_rows;

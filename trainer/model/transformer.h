@@ -1,13 +1,5 @@
-// The encoder-decoder Transformer (Vaswani et al. 2017, the seeds' model): scaled token embeddings,
-// sinusoidal positions, multi-head attention with padding and causal masks, position-wise FFN,
-// residual + LayerNorm (post-norm, or pre-norm as an option), dropout, output projection.
-// Parameter names are stable dotted paths (they are checkpoint dataset names), e.g.
-//   src_embed.weight, tgt_embed.weight, encoder.layers.0.self_attn.q_proj.weight,
-//   decoder.layers.2.cross_attn.out_proj.bias, decoder.final_norm.weight (pre-norm only),
-//   output_proj.weight, output_proj.bias.
-// With tie_embeddings the one shared matrix is registered once, as src_embed.weight: there is no
-// tgt_embed module and output_proj has only its bias. The sinusoidal table is a buffer
-// ("positions"), not a parameter: it is not in named_parameters(), so checkpoints skip it.
+// The encoder-decoder Transformer (Vaswani et al. 2017, the seeds' model), with parameter names
+// that are stable dotted paths (checkpoint dataset names).
 #pragma once
 
 #include <torch/torch.h>
@@ -21,6 +13,17 @@
 #include "trainer/model/output_layer.h"
 
 namespace tandem::model {
+
+// The encoder-decoder Transformer (Vaswani et al. 2017, the seeds' model): scaled token embeddings,
+// sinusoidal positions, multi-head attention with padding and causal masks, position-wise FFN,
+// residual + LayerNorm (post-norm, or pre-norm as an option), dropout, output projection.
+// Parameter names are stable dotted paths (they are checkpoint dataset names), e.g.
+//   src_embed.weight, tgt_embed.weight, encoder.layers.0.self_attn.q_proj.weight,
+//   decoder.layers.2.cross_attn.out_proj.bias, decoder.final_norm.weight (pre-norm only),
+//   output_proj.weight, output_proj.bias.
+// With tie_embeddings the one shared matrix is registered once, as src_embed.weight: there is no
+// tgt_embed module and output_proj has only its bias. The sinusoidal table is a buffer
+// ("positions"), not a parameter: it is not in named_parameters(), so checkpoints skip it.
 
 // Checked by the TransformerImpl constructor (std::invalid_argument naming the field).
 struct TransformerOptions {

@@ -1,7 +1,5 @@
-// Adam (Kingma & Ba) with bias correction, state held per named parameter so it can be saved to
-// and restored from a checkpoint bit-exactly; and the gate in front of it: the global gradient
-// norm, the clipping factor and the skip of a non-finite step, decided on the gradients' device so
-// that a step on a GPU never waits for the GPU (nothing is read by the host until a log step).
+// Adam with bias correction and its state per named parameter (saved and restored bit-exactly), and
+// the gate before it: global gradient norm, clipping and the skip of a non-finite step.
 #pragma once
 
 #include <torch/torch.h>
@@ -12,6 +10,11 @@
 #include <vector>
 
 namespace tandem::optim {
+
+// Adam (Kingma & Ba) with bias correction, state held per named parameter so it can be saved to
+// and restored from a checkpoint bit-exactly; and the gate in front of it: the global gradient
+// norm, the clipping factor and the skip of a non-finite step, decided on the gradients' device so
+// that a step on a GPU never waits for the GPU (nothing is read by the host until a log step).
 
 struct AdamOptions {
   double beta1 = 0.9;

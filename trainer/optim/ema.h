@@ -1,11 +1,5 @@
-// An exponential moving average of the parameters (Polyak averaging), the smoothed weights that
-// Marian keeps with --exponential-smoothing and fairseq with --ema-decay. After every update
-//   average ← d·average + (1 − d)·parameter,   d = min(decay, (1 + t) / (10 + t)),
-// with t the number of optimizer steps taken: the second term lets the first steps count while the
-// average is young (as TensorFlow's ExponentialMovingAverage does with num_updates), so a short run
-// is not dominated by its random initialisation. Every rank holds the same parameters after a step,
-// so every rank keeps the same average without communicating. Averages are fp32, on the
-// parameters' device.
+// An exponential moving average of the parameters (Marian's --exponential-smoothing, fairseq's
+// --ema-decay), kept alike on every rank without communication.
 #pragma once
 
 #include <torch/torch.h>
@@ -16,6 +10,15 @@
 #include <vector>
 
 namespace tandem::optim {
+
+// An exponential moving average of the parameters (Polyak averaging), the smoothed weights that
+// Marian keeps with --exponential-smoothing and fairseq with --ema-decay. After every update
+//   average ← d·average + (1 − d)·parameter,   d = min(decay, (1 + t) / (10 + t)),
+// with t the number of optimizer steps taken: the second term lets the first steps count while the
+// average is young (as TensorFlow's ExponentialMovingAverage does with num_updates), so a short run
+// is not dominated by its random initialisation. Every rank holds the same parameters after a step,
+// so every rank keeps the same average without communicating. Averages are fp32, on the
+// parameters' device.
 
 class Ema {
  public:

@@ -1,7 +1,5 @@
-// The optimizer's arithmetic as tensor operations that take their decisions (clip factor, skip)
-// from tensors on the device instead of host numbers, so a GPU step never waits for the GPU:
-// multi-tensor operations (at::_foreach_*) and fused Adam where LibTorch has them, a few kernel
-// launches per step for all parameters. Same formulas as the CPU loop in adam.cpp.
+// The optimizer's arithmetic as multi-tensor and fused operations that read their decisions (clip
+// factor, skip) from device tensors, so a GPU step never waits for the GPU.
 #pragma once
 
 #include <torch/torch.h>
@@ -9,6 +7,11 @@
 #include <vector>
 
 namespace tandem::optim {
+
+// The optimizer's arithmetic as tensor operations that take their decisions (clip factor, skip)
+// from tensors on the device instead of host numbers, so a GPU step never waits for the GPU:
+// multi-tensor operations (at::_foreach_*) and fused Adam where LibTorch has them, a few kernel
+// launches per step for all parameters. Same formulas as the CPU loop in adam.cpp.
 
 // The .grad() of each parameter, in order (undefined where a parameter has none yet).
 std::vector<torch::Tensor> gradients(const std::vector<torch::Tensor>& params);

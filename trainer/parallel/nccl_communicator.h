@@ -1,7 +1,5 @@
-// The NCCL backend of Communicator: collectives on CUDA tensors of this rank's GPU, run on a
-// stream of their own and ordered against the caller's compute stream with CUDA events.
-// Host values (control flow, metrics) go over MPI. A dead or stuck peer ends the job within the
-// timeout (NcclWatchdog). Built only where CUDA and NCCL exist.
+// The NCCL backend of Communicator: collectives on this rank's GPU, on a stream of their own
+// ordered against the compute stream by CUDA events. Built only where CUDA and NCCL exist.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,6 +14,11 @@
 #include "trainer/parallel/process_group.h"
 
 namespace tandem::parallel {
+
+// The NCCL backend of Communicator: collectives on CUDA tensors of this rank's GPU, run on a
+// stream of their own and ordered against the caller's compute stream with CUDA events.
+// Host values (control flow, metrics) go over MPI. A dead or stuck peer ends the job within the
+// timeout (NcclWatchdog). Built only where CUDA and NCCL exist.
 
 // The stream that produces and consumes the tensors a collective is given, asked at every
 // collective (with LibTorch CUDA: its current stream, which callers may change).

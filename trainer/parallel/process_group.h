@@ -1,5 +1,5 @@
 // The MPI process group: initialisation, world and local ranks (which device a rank uses is the
-// trainer's choice, train/device.h), the MPI communicator over the world, and job-wide abort.
+// trainer's choice, runtime/device.h), the MPI communicator over the world, and job-wide abort.
 // One per process, created first thing in a tool's main().
 #pragma once
 

@@ -11,9 +11,9 @@
 
 #include "trainer/decode/beam.h"
 #include "trainer/tools/one_blas_thread.h"
-#include "trainer/train/cpu_runtime.h"
-#include "trainer/train/device.h"
-#include "trainer/train/model_io.h"
+#include "trainer/runtime/cpu_runtime.h"
+#include "trainer/runtime/device.h"
+#include "trainer/checkpoint/model_io.h"
 
 namespace tandem::tools {
 
@@ -38,14 +38,14 @@ inline void add_decode_flags(CLI::App& app, decode::DecodeOptions& options) {
 }
 
 // --raw-weights: the checkpoint's weights as training left them rather than their moving average.
-inline void add_weights_flag(CLI::App& app, train::Weights& weights) {
+inline void add_weights_flag(CLI::App& app, checkpoint::Weights& weights) {
   app.add_flag_callback(
-      "--raw-weights", [&weights] { weights = train::Weights::kRaw; },
+      "--raw-weights", [&weights] { weights = checkpoint::Weights::kRaw; },
       "translate with the weights as the last training step left them, not their exponential "
       "moving average (the default when the checkpoint holds one: train.ema_decay > 0)");
 }
 
-// --device: where the models run (train::inference_device); the CPU unless asked.
+// --device: where the models run (runtime::inference_device); the CPU unless asked.
 inline void add_device_flag(CLI::App& app, std::string& device) {
   app.add_option("--device", device,
                  "cpu, cuda (GPU 0), cuda:N, or auto (GPU 0 when one is visible, else the CPU)")
@@ -57,7 +57,7 @@ inline void add_device_flag(CLI::App& app, std::string& device) {
 struct ModelFlags {
   std::vector<std::string> checkpoints;
   std::vector<double> weights;
-  train::Weights which = train::Weights::kAverage;
+  checkpoint::Weights which = checkpoint::Weights::kAverage;
   int threads = 0;  // --threads; 0 = one per core
   std::string precision = "fp32";  // --precision: fp32 or int8
   std::string device = "cpu";      // --device
@@ -115,7 +115,7 @@ inline void place_model(model::Transformer& model, const std::string& precision,
 
 // Loads the checkpoints onto --device and sets the process up for decoding: `--threads` workers
 // with one intra-op thread each (more threads in one batch's matrix products scale poorly on CPUs).
-inline train::InferenceEnsemble load_models(const ModelFlags& flags,
+inline checkpoint::InferenceEnsemble load_models(const ModelFlags& flags,
                                             decode::DecodeOptions& options) {
   if (flags.checkpoints.empty()) throw std::invalid_argument("give --checkpoint; see --help");
   if (!flags.weights.empty() && flags.weights.size() != flags.checkpoints.size()) {
@@ -123,11 +123,11 @@ inline train::InferenceEnsemble load_models(const ModelFlags& flags,
                                 " values for " + std::to_string(flags.checkpoints.size()) +
                                 " --checkpoint; give one per checkpoint");
   }
-  const torch::Device device = train::inference_device(flags.device);
+  const torch::Device device = runtime::inference_device(flags.device);
   check_precision_on(flags.precision, device);
   options.threads = flags.threads > 0 ? flags.threads : device.is_cpu() ? cpu_count() : 1;
-  train::configure_cpu_runtime({1, 0, train::Workload::kDecoding});
-  auto models = train::load_ensemble(flags.checkpoints, flags.weights, flags.which);
+  runtime::configure_cpu_runtime({1, 0, runtime::Workload::kDecoding});
+  auto models = checkpoint::load_ensemble(flags.checkpoints, flags.weights, flags.which);
   // In place: the ensemble holds the same modules.
   for (auto& member : models.members) place_model(member.model, flags.precision, device);
   return models;

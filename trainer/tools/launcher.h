@@ -1,14 +1,17 @@
-// Starting a job of N ranks on this machine as a careful user would call mpirun: ranks pinned to
-// cores when they fit, the threads per rank in their environment, Open MPI's root variables when
-// run as root, and a SIGKILL grace long enough for a save. run_job stays the job's parent: a
-// SIGTERM, SIGINT or SIGHUP reaches every rank as SIGUSR2 (finish the step, save, exit 0), a second
-// one stops them at once, and it returns only when mpirun has, so after the checkpoint is on disk.
+// Starting a job of N ranks on this machine as a careful user would call mpirun, and staying its
+// parent so that a stop signal ends with every rank's checkpoint on disk.
 #pragma once
 
 #include <string>
 #include <vector>
 
 namespace tandem::tools {
+
+// Starting a job of N ranks on this machine as a careful user would call mpirun: ranks pinned to
+// cores when they fit, the threads per rank in their environment, Open MPI's root variables when
+// run as root, and a SIGKILL grace long enough for a save. run_job stays the job's parent: a
+// SIGTERM, SIGINT or SIGHUP reaches every rank as SIGUSR2 (finish the step, save, exit 0), a second
+// one stops them at once, and it returns only when mpirun has, so after the checkpoint is on disk.
 
 // Seconds between the SIGTERM and the SIGKILL that Open MPI sends the ranks when mpirun itself is
 // signalled (odls_base_sigkill_timeout; Open MPI's default is 1): enough to finish a step and save

@@ -1,3 +1,13 @@
+// Keeps OpenBLAS from starting one spinning worker per CPU before main in the decoding tools: the
+// process runs on one CPU while the libraries initialise.
+#pragma once
+
+#include <sched.h>
+
+#include <cstring>
+
+namespace tandem::tools::preinit {
+
 // Included by the decoding tools' main files only (through decode_flags.h). They run OpenBLAS on
 // one thread per decoding worker (load_models → configure_cpu_runtime), but OpenBLAS starts its
 // thread pool while it is loaded, before main: one thread per CPU the process may run on, unless
@@ -12,13 +22,6 @@
 // before main otherwise (strace: OpenBLAS's was the only one); OpenMP's default team size, which
 // it reads from the affinity then, is not used by the decoding tools (cpu_count() is). A user who
 // set one of the variables keeps their choice: nothing is narrowed.
-#pragma once
-
-#include <sched.h>
-
-#include <cstring>
-
-namespace tandem::tools::preinit {
 
 inline cpu_set_t& saved_cpus() {
   static cpu_set_t cpus;

@@ -1,7 +1,6 @@
 // tandem-average: average the parameters of several checkpoints into a new one (optimizer-free)
 // that tandem-eval and tandem-decode read.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "trainer/checkpoint/average.h"
@@ -47,20 +46,17 @@ int main(int argc, char** argv) {
   app.add_option("--dir", args.dir, "checkpoint directory to take the newest step-*.h5 from");
   app.add_option("--last", args.last, "how many of the newest step-*.h5 in --dir to average")
       ->check(CLI::PositiveNumber);
-  app.add_option("checkpoints", args.inputs, "checkpoint files to average (instead of --dir/--last)");
+  app.add_option("checkpoints", args.inputs,
+                 "checkpoint files to average (instead of --dir/--last)");
   app.footer(kExamples);
-  app.failure_message(tandem::tools::usage_error_line("tandem-average"));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : tandem::kExitUsage;
-  }
+  if (const auto done = tandem::tools::parse_command_line(app, "tandem-average", argc, argv))
+    return *done;
   return tandem::tools::run_tool("tandem-average", [&] {
     const std::vector<std::string> paths = input_paths(args);
     const tandem::checkpoint::CheckpointData averaged = tandem::checkpoint::average(paths);
     tandem::checkpoint::save(args.out, averaged);
-    std::printf("averaged %zu checkpoint(s) into %s (step %lld)\n", paths.size(),
-                args.out.c_str(), static_cast<long long>(averaged.step));
+    std::printf("averaged %zu checkpoint(s) into %s (step %lld)\n", paths.size(), args.out.c_str(),
+                static_cast<long long>(averaged.step));
     for (const std::string& path : paths) std::printf("  %s\n", path.c_str());
     return 0;
   });

@@ -4,11 +4,11 @@
 #include <cstdio>
 #include <iostream>
 
+#include "trainer/checkpoint/model_io.h"
 #include "trainer/common/error.h"
+#include "trainer/eval/evaluate.h"
 #include "trainer/tools/decode_flags.h"
 #include "trainer/tools/tool_main.h"
-#include "trainer/train/evaluate.h"
-#include "trainer/train/model_io.h"
 
 namespace {
 
@@ -33,14 +33,15 @@ struct Output {
 };
 
 // Translates a chunk of lines and writes them, so output streams while input is still arriving.
-void flush_chunk(const tandem::train::InferenceEnsemble& models, std::vector<std::string>& lines,
-                 const tandem::decode::DecodeOptions& options, Output& output) {
+void flush_chunk(const tandem::checkpoint::InferenceEnsemble& models,
+                 std::vector<std::string>& lines, const tandem::decode::DecodeOptions& options,
+                 Output& output) {
   const auto& vocab = models.members.front().vocab;
   std::vector<std::vector<int32_t>> sources;
   sources.reserve(lines.size());
   for (const auto& line : lines) sources.push_back(vocab.encode(line));
   for (const auto& list :
-       tandem::train::translate_tokens_nbest(models.ensemble, vocab, sources, options)) {
+       tandem::eval::translate_tokens_nbest(models.ensemble, vocab, sources, options)) {
     if (!output.nbest) std::cout << list.front().text << '\n';
     for (size_t i = 0; output.nbest && i < list.size(); ++i) {
       char score[32];
@@ -56,7 +57,8 @@ void flush_chunk(const tandem::train::InferenceEnsemble& models, std::vector<std
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Translate standard input with a Tandem checkpoint (beam search, batched; in order)."};
+  CLI::App app{
+      "Translate standard input with a Tandem checkpoint (beam search, batched; in order)."};
   tandem::tools::ModelFlags flags;
   tandem::decode::DecodeOptions options;
   size_t chunk_lines = 500;
@@ -64,19 +66,16 @@ int main(int argc, char** argv) {
   tandem::tools::add_model_flags(app, flags)->required();
   tandem::tools::add_decode_flags(app, options);
   auto* nbest = app.add_option("--nbest", options.nbest,
-                               "write the N best translations per line, as INDEX ||| TRANSLATION ||| SCORE (N <= --beam)")
+                               "write the N best translations per line, as INDEX ||| TRANSLATION "
+                               "||| SCORE (N <= --beam)")
                     ->check(CLI::PositiveNumber);
   auto* chunk = app.add_option("--chunk-lines", chunk_lines,
                                "lines read before translating and writing them (default: 500 per "
                                "thread)")
                     ->check(CLI::PositiveNumber);
   app.footer(kExamples);
-  app.failure_message(tandem::tools::usage_error_line("tandem-decode"));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : tandem::kExitUsage;
-  }
+  if (const auto done = tandem::tools::parse_command_line(app, "tandem-decode", argc, argv))
+    return *done;
   output.nbest = nbest->count() > 0;
   return tandem::tools::run_tool("tandem-decode", [&] {
     if (options.nbest > options.beam_size) {

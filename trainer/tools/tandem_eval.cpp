@@ -1,5 +1,5 @@
-// tandem-eval: loss, perplexity, token accuracy, BLEU and chrF2 of a checkpoint on a corpus split or
-// on raw source/reference files; or BLEU and chrF2 of a translation file alone.
+// tandem-eval: loss, perplexity, token accuracy, BLEU and chrF2 of a checkpoint on a corpus split
+// or on raw source/reference files; or BLEU and chrF2 of a translation file alone.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
@@ -8,12 +8,12 @@
 #include <numeric>
 
 #include "data/corpus.h"
+#include "trainer/checkpoint/model_io.h"
 #include "trainer/common/error.h"
+#include "trainer/eval/bleu_chrf.h"
+#include "trainer/eval/evaluate.h"
 #include "trainer/tools/decode_flags.h"
 #include "trainer/tools/tool_main.h"
-#include "trainer/train/evaluate.h"
-#include "trainer/train/metrics.h"
-#include "trainer/train/model_io.h"
 
 namespace {
 
@@ -33,7 +33,7 @@ struct Args {
   tandem::decode::DecodeOptions decode;
 };
 
-void print_scores(const tandem::train::BleuScore& bleu, double chrf, nlohmann::json& record) {
+void print_scores(const tandem::eval::BleuScore& bleu, double chrf, nlohmann::json& record) {
   std::printf("%s\nchrF2 = %.2f\n", bleu.to_string().c_str(), chrf);
   record["bleu"] = bleu.score;
   record["chrf"] = chrf;
@@ -48,13 +48,14 @@ int score_file(const Args& args) {
                                 std::to_string(refs.size()));
   }
   nlohmann::json record;
-  print_scores(tandem::train::corpus_bleu(hyps, refs), tandem::train::corpus_chrf(hyps, refs), record);
+  print_scores(tandem::eval::corpus_bleu(hyps, refs), tandem::eval::corpus_chrf(hyps, refs),
+               record);
   if (args.json) std::cout << record.dump() << "\n";
   return 0;
 }
 
 // Pairs and detokenized references from a corpus split, or from raw files.
-void load_pairs(const Args& args, const tandem::train::InferenceModel& m,
+void load_pairs(const Args& args, const tandem::checkpoint::InferenceModel& m,
                 std::vector<tandem::data::SentencePair>& pairs, std::vector<std::string>& refs,
                 std::string& source) {
   if (!args.split.empty()) {
@@ -86,7 +87,7 @@ void load_pairs(const Args& args, const tandem::train::InferenceModel& m,
 // "PATH (step N, averaged weights)" for each checkpoint, joined by " + ", with the ensemble weight
 // of each when there are several; `record` gets the same (step and weights at its top level for
 // one checkpoint, a "checkpoints" list for an ensemble).
-std::string describe(const Args& args, const tandem::train::InferenceEnsemble& models,
+std::string describe(const Args& args, const tandem::checkpoint::InferenceEnsemble& models,
                      nlohmann::json& record) {
   std::string out;
   const auto& members = models.members;
@@ -121,8 +122,8 @@ int evaluate_checkpoint(Args args) {
   std::vector<std::string> refs;
   std::string source;
   load_pairs(args, first, pairs, refs, source);
-  const auto result = tandem::train::evaluate(models.ensemble, first.vocab, pairs, refs,
-                                              args.max_tokens, args.decode);
+  const auto result = tandem::eval::evaluate(models.ensemble, first.vocab, pairs, refs,
+                                             args.max_tokens, args.decode);
   nlohmann::json record;
   const auto which = describe(args, models, record);
   const std::string device = models.ensemble.device().str();
@@ -146,26 +147,26 @@ int evaluate_checkpoint(Args args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Evaluate a Tandem checkpoint (loss, perplexity, accuracy, BLEU, chrF2) or score a translation file."};
+  CLI::App app{
+      "Evaluate a Tandem checkpoint (loss, perplexity, accuracy, BLEU, chrF2) or score a "
+      "translation file."};
   Args args;
   tandem::tools::add_model_flags(app, args.models);
   app.add_option("--split", args.split, "corpus split to evaluate: valid or test")
       ->check(CLI::IsMember({"train", "valid", "test"}));
-  app.add_option("--corpus", args.corpus, "corpus file (default: the one the checkpoint was trained on)");
+  app.add_option("--corpus", args.corpus,
+                 "corpus file (default: the one the checkpoint was trained on)");
   app.add_option("--src", args.src, "raw source sentences, one per line");
   app.add_option("--ref", args.ref, "raw reference translations, one per line");
   app.add_option("--hyp", args.hyp, "translations to score against --ref (no checkpoint needed)");
   app.add_option("--output", args.output, "write the checkpoint's translations here");
-  app.add_option("--max-tokens", args.max_tokens, "padded tokens per batch for the loss")->check(CLI::PositiveNumber);
+  app.add_option("--max-tokens", args.max_tokens, "padded tokens per batch for the loss")
+      ->check(CLI::PositiveNumber);
   tandem::tools::add_decode_flags(app, args.decode);
   app.add_flag("--json", args.json, "also print the scores as one JSON line");
   app.footer(kExamples);
-  app.failure_message(tandem::tools::usage_error_line("tandem-eval"));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : tandem::kExitUsage;
-  }
+  if (const auto done = tandem::tools::parse_command_line(app, "tandem-eval", argc, argv))
+    return *done;
   return tandem::tools::run_tool("tandem-eval", [&] {
     if (!args.hyp.empty()) {
       if (args.ref.empty()) throw std::invalid_argument("--hyp needs --ref");

@@ -4,6 +4,7 @@
 
 #include "data/prep.h"
 #include "trainer/common/error.h"
+#include "trainer/tools/tool_main.h"
 
 namespace {
 
@@ -78,13 +79,8 @@ int main(int argc, char** argv) {
       {"train", {}, {}}, {"valid", {}, {}}, {"test", {}, {}}};
   tandem::data::PrepOptions options;
   add_options(app, splits, options);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::cerr << "tandem-prep: error: " << e.what() << " (see --help)\n";
-    return tandem::kExitUsage;
-  }
+  if (const auto done = tandem::tools::parse_command_line(app, "tandem-prep", argc, argv))
+    return *done;
   try {
     for (const auto& split : splits) {
       if (!split.src.empty()) options.splits.push_back(split);

@@ -110,13 +110,7 @@ int main(int argc, char** argv) {
                "on resume, start from the first batch of epoch 1 (e.g. with a new corpus)");
   app.add_flag("--print-config", args.print_config, "print the resolved config and exit");
   app.footer(kExamples);
-  app.failure_message(tools::usage_error_line("tandem-train"));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : tandem::kExitUsage;
-  }
+  if (const auto done = tools::parse_command_line(app, "tandem-train", argc, argv)) return *done;
 
   if (!args.ranks.empty() && !tools::started_as_rank() && !args.print_config) {
     const int code = tools::run_tool("tandem-train", [&] {

@@ -24,6 +24,18 @@ std::function<std::string(const CLI::App*, const CLI::Error&)> usage_error_line(
   };
 }
 
+std::optional<int> parse_command_line(CLI::App& app, const std::string& tool, int argc, char** argv,
+                                      const std::function<void()>& check) {
+  app.failure_message(usage_error_line(tool));
+  try {
+    app.parse(argc, argv);
+    if (check) check();
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> read_lines(const std::string& path, const std::string& what) {
   std::vector<std::string> lines;
   std::ifstream file;

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,12 @@ int run_tool(const std::string& tool, const std::function<int()>& body);
 // instead of CLI11's two (scripts and people look for one line naming what is wrong).
 std::function<std::string(const CLI::App*, const CLI::Error&)> usage_error_line(
     const std::string& tool);
+
+// Parses the command line into `app`'s options, then runs `check` (a CLI::ValidationError it
+// throws is a usage error too). nullopt: parsed, the tool goes on. Otherwise the exit code to
+// return: 0 after --help, kExitUsage after a usage error printed as usage_error_line's one line.
+std::optional<int> parse_command_line(CLI::App& app, const std::string& tool, int argc, char** argv,
+                                      const std::function<void()>& check = {});
 
 // The lines of `path` ("-" reads stdin); std::invalid_argument naming `what` and the path when it
 // cannot be opened.

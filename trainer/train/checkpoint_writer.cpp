@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/model_io.h"
 #include "trainer/common/log.h"
-#include "trainer/train/model_io.h"
 #include "trainer/train/rng.h"
 
 namespace tandem::train {
@@ -40,7 +40,7 @@ std::string CheckpointWriter::step_path(int64_t step) const {
 }
 
 void CheckpointWriter::save(const RunState& state, parallel::Communicator& comm) const {
-  const auto parameters = named_parameters(state.model);
+  const auto parameters = checkpoint::named_parameters(state.model);
   auto rngs = comm.gather_bytes(dropout_rng_state(parameters.front().second.device()), 0);
   if (comm.rank() != 0) return;
   checkpoint::CheckpointData data;

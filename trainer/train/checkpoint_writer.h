@@ -1,9 +1,5 @@
-// Checkpoint assembly during training: what a run saves at a step (parameters, their moving
-// average when kept, optimizer state,
-// learning rate, data position, every rank's RNG state, the resolved config, the keep-best state,
-// the vocabulary), written by rank 0 as step-<step>.h5 with last.h5 pointing at it and older step
-// files pruned; and best.h5, pointed at the best validated step's file. Rank 0's writer owns the
-// directory for the job's lifetime (checkpoint::DirLock): a second job on it is refused.
+// Checkpoint assembly during training: everything a run saves at a step, written by rank 0 as
+// step-<step>.h5 with last.h5 and best.h5, older step files pruned.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +15,13 @@
 #include "trainer/parallel/communicator.h"
 
 namespace tandem::train {
+
+// Checkpoint assembly during training: what a run saves at a step (parameters, their moving
+// average when kept, optimizer state,
+// learning rate, data position, every rank's RNG state, the resolved config, the keep-best state,
+// the vocabulary), written by rank 0 as step-<step>.h5 with last.h5 pointing at it and older step
+// files pruned; and best.h5, pointed at the best validated step's file. Rank 0's writer owns the
+// directory for the job's lifetime (checkpoint::DirLock): a second job on it is refused.
 
 // The run at the step being saved, as the trainer holds it.
 struct RunState {

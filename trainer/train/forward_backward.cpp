@@ -18,7 +18,7 @@ size_t completing_micro_batch(const std::vector<data::Batch>& batches) {
 
 // Under bf16 autocast when chosen; backward() runs after the guard has ended, as autograd wants.
 model::TokenLoss micro_batch_loss(model::Transformer& model, const data::Batch& batch,
-                                  const DeviceChoice& device, double label_smoothing) {
+                                  const runtime::DeviceChoice& device, double label_smoothing) {
   model::AutocastGuard autocast(device.bf16, device.device);
   // From the loader's page-locked memory on a GPU: the copies queue behind the running work
   // instead of waiting for it (and from the CPU, no copy at all).
@@ -31,7 +31,7 @@ model::TokenLoss micro_batch_loss(model::Transformer& model, const data::Batch& 
 }  // namespace
 
 RankStep forward_backward(model::Transformer& model, const std::vector<data::Batch>& batches,
-                          parallel::GradientReducer& reducer, const DeviceChoice& device,
+                          parallel::GradientReducer& reducer, const runtime::DeviceChoice& device,
                           double label_smoothing) {
   RankStep totals;
   torch::Tensor stats;  // [nll sum, tokens, correct] summed on the device

@@ -8,7 +8,7 @@
 #include "data/batch.h"
 #include "trainer/model/transformer.h"
 #include "trainer/parallel/gradient_reducer.h"
-#include "trainer/train/device.h"
+#include "trainer/runtime/device.h"
 
 namespace tandem::train {
 
@@ -23,7 +23,7 @@ struct RankStep {
 // gradients by the global target count. Returns this rank's sums. Afterwards every gradient
 // bucket has been launched (reducer.end_backward()), so the next collective may follow.
 RankStep forward_backward(model::Transformer& model, const std::vector<data::Batch>& batches,
-                          parallel::GradientReducer& reducer, const DeviceChoice& device,
+                          parallel::GradientReducer& reducer, const runtime::DeviceChoice& device,
                           double label_smoothing);
 
 }  // namespace tandem::train

@@ -1,7 +1,5 @@
-// Keep-best and early stopping: every validation's figures, the best score of valid.metric and
-// its step, and the validations in a row without improvement. Every rank records the same
-// results, so all decide alike; the state travels in checkpoints (/validation, JSON), so both
-// decisions continue across restarts.
+// Keep-best and early stopping: every validation's figures, the best score and its step, and the
+// validations in a row without improvement; the state travels in checkpoints.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +10,11 @@
 #include "trainer/train/validator.h"
 
 namespace tandem::train {
+
+// Keep-best and early stopping: every validation's figures, the best score of valid.metric and
+// its step, and the validations in a row without improvement. Every rank records the same
+// results, so all decide alike; the state travels in checkpoints (/validation, JSON), so both
+// decisions continue across restarts.
 
 struct ValidationVerdict {
   bool improved = false;    // the best so far: best.h5 becomes this step's checkpoint

@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/model_io.h"
 #include "trainer/common/log.h"
-#include "trainer/train/model_io.h"
 #include "trainer/train/rng.h"
 
 namespace tandem::train {
@@ -49,7 +49,7 @@ ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
     throw std::invalid_argument("checkpoint '" + path + "': its vocabulary differs from corpus '" +
                                 target.corpus.path() + "' (token ids would mean other pieces)");
   }
-  load_parameters(target.model, data.model, path);
+  checkpoint::load_parameters(target.model, data.model, path);
   if (!options.reset_optimizer && data.optimizer.empty()) {
     throw std::invalid_argument("checkpoint '" + path +
                                 "' holds no optimizer state (an averaged checkpoint?); resume from "
@@ -75,7 +75,7 @@ ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
 void broadcast_tensors(const ResumeTarget& target, const ResumePoint& point, bool reset_optimizer,
                        parallel::Communicator& tensors) {
   torch::NoGradGuard no_grad;
-  for (auto& [name, p] : named_parameters(target.model)) tensors.broadcast(p, 0);
+  for (auto& [name, p] : checkpoint::named_parameters(target.model)) tensors.broadcast(p, 0);
   if (target.ema) {
     for (const auto& named : target.ema->averages()) {
       torch::Tensor average = named.second;  // the live buffer

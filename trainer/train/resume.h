@@ -1,7 +1,5 @@
-// Resuming a run from a checkpoint, on every rank at once. Rank 0 alone reads the file (it may
-// live on rank 0's disk only, and a bad file then fails on one rank with one message) and sends
-// the others what they need: parameters and optimizer moments by broadcast, the rest as one CBOR
-// message.
+// Resuming a run from a checkpoint on every rank at once: rank 0 reads the file and sends the
+// others what they need.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +14,11 @@
 #include "trainer/parallel/communicator.h"
 
 namespace tandem::train {
+
+// Resuming a run from a checkpoint, on every rank at once. Rank 0 alone reads the file (it may
+// live on rank 0's disk only, and a bad file then fails on one rank with one message) and sends
+// the others what they need: parameters and optimizer moments by broadcast, the rest as one CBOR
+// message.
 
 struct ResumeOptions {
   std::string path;              // empty: the newest checkpoint in checkpoint.dir, if any

@@ -1,11 +1,14 @@
+// Stop signals in training: the first one finishes the step, saves and exits; a second exits at
+// once. SIGUSR2 is the launcher's request.
+#pragma once
+
+namespace tandem::train {
+
 // SIGTERM / SIGINT / SIGUSR1 / SIGUSR2 handling for training: the first signal asks the loop to
 // finish its step, checkpoint and exit; a second one exits at once (the checkpoint write is
 // atomic, so nothing already written is corrupted). SIGUSR2 is the launcher's request
 // (tandem-train --ranks, launch/train-hosts.sh): the ranks exit 0 and the launcher reports the
 // stop, since mpirun treats a rank's non-zero status as a failure to clean up after.
-#pragma once
-
-namespace tandem::train {
 
 constexpr int kLauncherStopSignal = 12;  // SIGUSR2 on Linux
 

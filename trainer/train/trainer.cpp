@@ -6,11 +6,11 @@
 #include <sstream>
 
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/model_io.h"
 #include "trainer/common/fault_injection.h"
 #include "trainer/common/log.h"
-#include "trainer/train/cpu_runtime.h"
+#include "trainer/runtime/cpu_runtime.h"
 #include "trainer/train/forward_backward.h"
-#include "trainer/train/model_io.h"
 #include "trainer/train/rank_checks.h"
 #include "trainer/train/rng.h"
 #include "trainer/train/stop_signal.h"
@@ -49,8 +49,9 @@ Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const Res
       validation_(corpus_, config_, group.cpu()),
       checkpoints_(config_, corpus_.vocab().bytes(), group.rank() == 0),
       cadence_(config_, group.rank()) {
-  configure_cpu_runtime({static_cast<int>(config_.train.threads), config_.train.onednn_cache});
-  device_ = choose_device(config_.train, group.local_rank(), group.local_size());
+  runtime::configure_cpu_runtime(
+      {static_cast<int>(config_.train.threads), config_.train.onednn_cache});
+  device_ = runtime::choose_device(config_.train, group.local_rank(), group.local_size());
   loader_.pin_batches(device_.device.is_cuda());  // host-to-GPU copies that do not block
   connect_ranks();
   build_model();
@@ -86,9 +87,9 @@ parallel::Communicator& Trainer::tensor_comm() { return gpu_comm_ ? *gpu_comm_ :
 
 void Trainer::build_model() {
   torch::manual_seed(config_.train.seed);
-  model_ = model::Transformer(model_options(config_.model, corpus_.vocab().size()));
+  model_ = model::Transformer(checkpoint::model_options(config_.model, corpus_.vocab().size()));
   model_->to(device_.device);
-  const auto named = named_parameters(model_);
+  const auto named = checkpoint::named_parameters(model_);
   check_same_layout(named, group_.cpu());
   adam_ = std::make_unique<optim::Adam>(named, adam_options(config_.train));
   if (config_.train.ema_decay > 0) {
@@ -248,8 +249,9 @@ int64_t Trainer::completed_epochs() {
 
 double Trainer::epoch_progress() {
   const auto position = loader_.position();
-  const double in_epoch = std::min<double>(
-      1.0, static_cast<double>(position.next_batch) / std::max<int64_t>(1, loader_.batches_in_epoch()));
+  const double in_epoch =
+      std::min<double>(1.0, static_cast<double>(position.next_batch) /
+                                std::max<int64_t>(1, loader_.batches_in_epoch()));
   return static_cast<double>(position.epoch) + in_epoch;
 }
 

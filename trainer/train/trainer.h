@@ -1,13 +1,5 @@
-// The training loop. It only coordinates: the loader says what each rank reads, forward_backward
-// computes, the gradient reducer sums over ranks, Adam updates; the Cadence says when to log,
-// check, validate, save and stop, Validation measures and decides, the CheckpointWriter saves.
-// One optimizer step, on every rank (train_step):
-//   next batches → forward/backward per micro-batch (gradient buckets all-reduced as they fill,
-//   during the last micro-batch's backward) → agree across ranks on the target count and the
-//   stop/save votes → finish the gradient reduction → clip → update → move the weights' average.
-// On a GPU the host never waits for the device during a step: the gradient norm, the clip factor
-// and the skip of a non-finite step are tensors the update reads on the device, and the loss
-// figures are summed there until a log step reads a window of them.
+// The training loop (train_step), which only coordinates: the loader, forward_backward, the
+// gradient reducer and Adam compute; the Cadence, Validation and the CheckpointWriter decide and save.
 #pragma once
 
 #include <cstdint>
@@ -22,16 +14,27 @@
 #include "trainer/optim/schedule.h"
 #include "trainer/parallel/gradient_reducer.h"
 #include "trainer/parallel/process_group.h"
+#include "trainer/runtime/device.h"
 #include "trainer/train/agreement.h"
 #include "trainer/train/cadence.h"
 #include "trainer/train/checkpoint_writer.h"
-#include "trainer/train/device.h"
 #include "trainer/train/metrics_log.h"
 #include "trainer/train/progress.h"
 #include "trainer/train/resume.h"
 #include "trainer/train/validation.h"
 
 namespace tandem::train {
+
+// The training loop. It only coordinates: the loader says what each rank reads, forward_backward
+// computes, the gradient reducer sums over ranks, Adam updates; the Cadence says when to log,
+// check, validate, save and stop, Validation measures and decides, the CheckpointWriter saves.
+// One optimizer step, on every rank (train_step):
+//   next batches → forward/backward per micro-batch (gradient buckets all-reduced as they fill,
+//   during the last micro-batch's backward) → agree across ranks on the target count and the
+//   stop/save votes → finish the gradient reduction → clip → update → move the weights' average.
+// On a GPU the host never waits for the device during a step: the gradient norm, the clip factor
+// and the skip of a non-finite step are tensors the update reads on the device, and the loss
+// figures are summed there until a log step reads a window of them.
 
 class Trainer {
  public:
@@ -46,7 +49,7 @@ class Trainer {
   StepStats train_step();
 
   int64_t step() const { return step_; }
-  const DeviceChoice& device() const { return device_; }
+  const runtime::DeviceChoice& device() const { return device_; }
   const model::Transformer& model() const { return model_; }
 
  private:
@@ -54,9 +57,9 @@ class Trainer {
   void build_model();    // parameters (rank 0's, later), Adam, the gradient reducer
   void start_fresh();
   void resume_from(const std::string& path, const ResumeOptions& options);
-  parallel::Communicator& tensor_comm();       // gradients and parameters: NCCL or MPI
-  void update(StepStats& stats);               // gradient norm, clip, Adam (or skip), the average
-  void after_step(ProgressMeter& meter);       // log, check, validate, save, as the cadence says
+  parallel::Communicator& tensor_comm();  // gradients and parameters: NCCL or MPI
+  void update(StepStats& stats);          // gradient norm, clip, Adam (or skip), the average
+  void after_step(ProgressMeter& meter);  // log, check, validate, save, as the cadence says
   // Rank 0, at a log step and at the end: updates skipped for a non-finite gradient norm.
   void log_skipped_updates(int64_t count, int64_t last, int64_t up_to);
   void validate();
@@ -67,7 +70,7 @@ class Trainer {
 
   config::Config config_;
   parallel::ProcessGroup& group_;
-  DeviceChoice device_;
+  runtime::DeviceChoice device_;
   std::unique_ptr<parallel::Communicator> gpu_comm_;  // NCCL, when training on GPUs
   data::Corpus corpus_;
   data::ShardedLoader loader_;

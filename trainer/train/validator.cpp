@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "trainer/train/evaluate.h"
-#include "trainer/train/metrics.h"
+#include "trainer/eval/bleu_chrf.h"
+#include "trainer/eval/evaluate.h"
 
 namespace tandem::train {
 
@@ -55,11 +55,11 @@ ValidationResult Validator::run(model::Transformer& model) {
 }
 
 void Validator::measure_loss(model::Transformer& model, ValidationResult& result) {
-  const auto forced = teacher_forced(model, pairs_, max_tokens_);
-  auto sums = torch::tensor({forced.loss * static_cast<double>(forced.tokens),
-                             forced.accuracy * static_cast<double>(forced.tokens),
-                             static_cast<double>(forced.tokens)},
-                            torch::kFloat64);
+  const auto forced = eval::teacher_forced(model, pairs_, max_tokens_);
+  auto sums = torch::tensor(
+      {forced.loss * static_cast<double>(forced.tokens),
+       forced.accuracy * static_cast<double>(forced.tokens), static_cast<double>(forced.tokens)},
+      torch::kFloat64);
   comm_.all_reduce_sum(sums);
   const double tokens = std::max(1.0, sums[2].item<double>());
   result.loss = sums[0].item<double>() / tokens;
@@ -72,13 +72,13 @@ void Validator::score_translations(model::Transformer& model, ValidationResult& 
   options.beam_size = config_.beam;
   std::vector<std::vector<int32_t>> sources;
   for (const auto& pair : pairs_) sources.push_back(pair.src);
-  const nlohmann::json mine = translate_tokens(model, vocab_, std::move(sources), options);
+  const nlohmann::json mine = eval::translate_tokens(model, vocab_, std::move(sources), options);
   const auto gathered = comm_.gather_bytes(mine.dump(), 0);
   auto scores = torch::zeros({2}, torch::kFloat64);
   if (comm_.rank() == 0) {
     const auto hypotheses = in_corpus_order(gathered);
-    scores[0] = corpus_bleu(hypotheses, references_).score;
-    scores[1] = corpus_chrf(hypotheses, references_);
+    scores[0] = eval::corpus_bleu(hypotheses, references_).score;
+    scores[1] = eval::corpus_chrf(hypotheses, references_);
   }
   comm_.broadcast(scores, 0);
   result.bleu = scores[0].item<double>();

@@ -11,7 +11,7 @@
 #include "trainer/decode/ensemble.h"
 #include "trainer/model/transformer.h"
 
-namespace tandem::train {
+namespace tandem::checkpoint {
 
 model::TransformerOptions model_options(const config::ModelConfig& config, int64_t vocab_size);
 
@@ -49,4 +49,4 @@ struct InferenceEnsemble {
 InferenceEnsemble load_ensemble(const std::vector<std::string>& checkpoint_paths,
                                 std::vector<double> weights, Weights which = Weights::kAverage);
 
-}  // namespace tandem::train
+}  // namespace tandem::checkpoint

@@ -1,6 +1,6 @@
 // Which GPU a rank takes: every GPU visible to every rank (mpirun on a node), or one per rank
 // (SLURM --gpus-per-task=1, CUDA_VISIBLE_DEVICES per rank), and the counts in between refused.
-#include "trainer/train/device.h"
+#include "trainer/runtime/device.h"
 
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace tandem::train {
+namespace tandem::runtime {
 namespace {
 
 TEST(GpuForLocalRank, IsTheLocalRankWhenEveryRankSeesEveryGpu) {
@@ -74,4 +74,4 @@ TEST(InferenceDevice, RefusesAGpuThatIsNotThere) {
 }
 
 }  // namespace
-}  // namespace tandem::train
+}  // namespace tandem::runtime

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace tandem::train {
+namespace tandem::runtime {
 
 // What the process mostly does, for the allocator's policy (tune_allocator).
 enum class Workload { kTraining, kDecoding };
@@ -35,4 +35,4 @@ void tune_allocator(Workload workload);
 // nothing happens where LibTorch has no oneDNN.
 void set_onednn_cache(int64_t primitives);
 
-}  // namespace tandem::train
+}  // namespace tandem::runtime

@@ -1,4 +1,4 @@
-#include "trainer/train/evaluate.h"
+#include "trainer/eval/evaluate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "trainer/common/log.h"
 #include "trainer/model/token_loss.h"
 
-namespace tandem::train {
+namespace tandem::eval {
 namespace {
 
 // Index groups of similar length whose padded size stays within max_tokens (the batch plan's cut).
@@ -123,4 +123,4 @@ Evaluation evaluate(const decode::Ensemble& ensemble, const data::Vocab& vocab,
   return out;
 }
 
-}  // namespace tandem::train
+}  // namespace tandem::eval

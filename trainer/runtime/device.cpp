@@ -1,4 +1,4 @@
-#include "trainer/train/device.h"
+#include "trainer/runtime/device.h"
 
 #include <ATen/Context.h>
 #include <torch/cuda.h>
@@ -15,7 +15,7 @@
 #include "trainer/common/log.h"
 #include "trainer/parallel/process_group.h"
 
-namespace tandem::train {
+namespace tandem::runtime {
 namespace {
 
 // What `setting` (a config key or a flag, with its value) asks for when LibTorch has no GPU.
@@ -61,7 +61,8 @@ void allow_attention_kernels() {
   if (chosen) log::info("attention kernels allowed on the GPU (TANDEM_SDPA): " + list);
 #else
   if (chosen) {
-    throw std::invalid_argument("TANDEM_SDPA='" + list + "': this LibTorch (" TORCH_VERSION
+    throw std::invalid_argument("TANDEM_SDPA='" + list +
+                                "': this LibTorch (" TORCH_VERSION
                                 ") has no per-kernel switches (LibTorch >= 2.2)");
   }
 #endif
@@ -155,10 +156,12 @@ bool cpu_has_bf16_dot_product() {
 #if defined(__x86_64__) && defined(__GNUC__)
   // oneDNN (LibTorch's bf16 matrix products on CPU) runs them natively on these instructions.
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 5))) return true;  // AVX512_BF16
-  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 22))) return true;  // AMX-BF16
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 5)))
+    return true;  // AVX512_BF16
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 22)))
+    return true;  // AMX-BF16
 #endif
   return false;
 }
 
-}  // namespace tandem::train
+}  // namespace tandem::runtime

@@ -10,14 +10,14 @@
 #include "data/corpus.h"
 #include "data/vocab.h"
 #include "trainer/decode/translate.h"
-#include "trainer/train/metrics.h"
+#include "trainer/eval/bleu_chrf.h"
 
-namespace tandem::train {
+namespace tandem::eval {
 
 struct TeacherForced {
-  double loss = 0;        // mean NLL per target token (nats)
+  double loss = 0;  // mean NLL per target token (nats)
   double perplexity = 0;
-  double accuracy = 0;    // argmax == target, over target tokens (EOS included)
+  double accuracy = 0;  // argmax == target, over target tokens (EOS included)
   int64_t tokens = 0;
 };
 
@@ -59,4 +59,4 @@ Evaluation evaluate(const decode::Ensemble& ensemble, const data::Vocab& vocab,
                     const std::vector<std::string>& references, int64_t max_tokens,
                     const decode::DecodeOptions& options);
 
-}  // namespace tandem::train
+}  // namespace tandem::eval

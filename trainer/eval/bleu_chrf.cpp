@@ -1,7 +1,7 @@
 // BLEU and chrF as sacreBLEU 2.x computes them with its defaults, reproduced step by step so that
 // Tandem's numbers can be quoted next to sacreBLEU's: same tokenization, same statistics, same
 // smoothing, same floating-point order of operations.
-#include "trainer/train/metrics.h"
+#include "trainer/eval/bleu_chrf.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <unordered_map>
 
-namespace tandem::train {
+namespace tandem::eval {
 namespace {
 
 constexpr int kBleuOrder = 4;
@@ -60,8 +60,8 @@ CodePoint decode_utf8(std::string_view s, size_t i) {
 // Exactly the code points for which Python's str.isspace() is true.
 bool is_python_space(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
 }
 
 // Python's line.split(): maximal runs of non-whitespace code points.
@@ -122,8 +122,8 @@ bool is_period_or_comma(unsigned char c) { return c == '.' || c == ','; }
 // re.sub of a two-character pattern "(A)(B)": non-overlapping matches, scanning left to right,
 // each match replaced by `pre` A `mid` B `post`.
 template <typename First, typename Second>
-std::string substitute_pairs(const std::string& s, First first, Second second,
-                             std::string_view pre, std::string_view mid, std::string_view post) {
+std::string substitute_pairs(const std::string& s, First first, Second second, std::string_view pre,
+                             std::string_view mid, std::string_view post) {
   std::string out;
   out.reserve(s.size() * 2);
   size_t i = 0;
@@ -181,8 +181,7 @@ std::vector<std::string> bleu_tokens(const std::string& line) {
   return split_whitespace(tokenize_13a(rstrip_whitespace(line)));
 }
 
-void add_bleu_stats(const std::string& hypothesis, const std::string& reference,
-                    BleuStats& stats) {
+void add_bleu_stats(const std::string& hypothesis, const std::string& reference, BleuStats& stats) {
   const std::vector<std::string> hyp = bleu_tokens(hypothesis);
   const std::vector<std::string> ref = bleu_tokens(reference);
   stats.hyp_length += static_cast<long long>(hyp.size());
@@ -219,8 +218,8 @@ BleuScore score_from_stats(const BleuStats& stats) {
       smooth *= 2;  // NIST smoothing: 1/2, 1/4, ... of a match for each order without one
       result.precisions[n] = 100.0 / (smooth * static_cast<double>(stats.total[n]));
     } else {
-      result.precisions[n] = 100.0 * static_cast<double>(stats.correct[n]) /
-                             static_cast<double>(stats.total[n]);
+      result.precisions[n] =
+          100.0 * static_cast<double>(stats.correct[n]) / static_cast<double>(stats.total[n]);
     }
   }
   double log_sum = 0.0;
@@ -316,8 +315,8 @@ std::string BleuScore::to_string() const {
   std::snprintf(buffer, sizeof(buffer),
                 "BLEU = %.2f %.1f/%.1f/%.1f/%.1f (BP = %.3f ratio = %.3f hyp_len = %lld "
                 "ref_len = %lld)",
-                score, precisions[0], precisions[1], precisions[2], precisions[3],
-                brevity_penalty, ratio, hyp_length, ref_length);
+                score, precisions[0], precisions[1], precisions[2], precisions[3], brevity_penalty,
+                ratio, hyp_length, ref_length);
   return buffer;
 }
 
@@ -371,4 +370,4 @@ double corpus_chrf(const std::vector<std::string>& hypotheses,
   return chrf_from_stats(stats);
 }
 
-}  // namespace tandem::train
+}  // namespace tandem::eval

@@ -1,9 +1,9 @@
-#include "trainer/train/model_io.h"
+#include "trainer/checkpoint/model_io.h"
 
 #include <stdexcept>
 #include <utility>
 
-namespace tandem::train {
+namespace tandem::checkpoint {
 
 model::TransformerOptions model_options(const config::ModelConfig& config, int64_t vocab_size) {
   model::TransformerOptions options;
@@ -70,4 +70,4 @@ InferenceEnsemble load_ensemble(const std::vector<std::string>& checkpoint_paths
   return {std::move(members), std::move(ensemble)};
 }
 
-}  // namespace tandem::train
+}  // namespace tandem::checkpoint

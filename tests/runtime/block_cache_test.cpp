@@ -1,13 +1,13 @@
 // The decoding tools' CPU allocator: block sizes, reuse of freed blocks, what it keeps and what it
 // gives back, against hand-computed sizes.
-#include "trainer/train/block_cache.h"
+#include "trainer/runtime/block_cache.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <utility>
 
-namespace tandem::train {
+namespace tandem::runtime {
 namespace {
 
 constexpr size_t kKiB = 1024, kMiB = 1024 * 1024;
@@ -73,4 +73,4 @@ TEST(BlockCache, SmallTensorsAndBlocksPastTheCapGoBack) {
 }
 
 }  // namespace
-}  // namespace tandem::train
+}  // namespace tandem::runtime

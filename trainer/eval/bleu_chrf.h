@@ -6,15 +6,16 @@
 #include <string>
 #include <vector>
 
-namespace tandem::train {
+namespace tandem::eval {
 
 struct BleuScore {
-  double score = 0;              // 0..100
+  double score = 0;                     // 0..100
   double precisions[4] = {0, 0, 0, 0};  // percent, smoothed as used in the score
   double brevity_penalty = 0;
-  long long hyp_length = 0;      // 13a tokens
+  long long hyp_length = 0;  // 13a tokens
   long long ref_length = 0;
-  std::string to_string() const; // "BLEU = 23.45 56.7/30.1/18.2/11.0 (BP = 0.981 ratio = 0.981 hyp_len = .. ref_len = ..)"
+  std::string to_string() const;  // "BLEU = 23.45 56.7/30.1/18.2/11.0 (BP = 0.981 ratio = 0.981
+                                  // hyp_len = .. ref_len = ..)"
 };
 
 // sacreBLEU's tokenizer_13a (mteval-v13a), exactly.
@@ -28,4 +29,4 @@ BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
 double corpus_chrf(const std::vector<std::string>& hypotheses,
                    const std::vector<std::string>& references);
 
-}  // namespace tandem::train
+}  // namespace tandem::eval

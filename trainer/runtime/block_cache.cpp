@@ -1,9 +1,9 @@
-#include "trainer/train/block_cache.h"
+#include "trainer/runtime/block_cache.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
-namespace tandem::train {
+namespace tandem::runtime {
 
 BlockCache::BlockCache(size_t max_cached_bytes) : max_cached_bytes_(max_cached_bytes) {}
 
@@ -92,4 +92,4 @@ void use_block_cache() {
   (void)cache;
 }
 
-}  // namespace tandem::train
+}  // namespace tandem::runtime

@@ -1,4 +1,4 @@
-#include "trainer/tools/bench_pytorch.h"
+#include "trainer/tools/bench/pytorch.h"
 
 #include <cstdio>
 #include <cstdlib>

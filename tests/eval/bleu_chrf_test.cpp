@@ -4,7 +4,7 @@
 // public repository at release 2.6.0, run locally with `BLEU().corpus_score(hyps, [refs])` and
 // `CHRF().corpus_score(hyps, [refs])`), and agreed to 1e-9 with a separate throwaway Python
 // re-implementation written for this test; neither script is part of the repository.
-#include "trainer/train/metrics.h"
+#include "trainer/eval/bleu_chrf.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace tandem::train {
+namespace tandem::eval {
 namespace {
 
 constexpr double kTol = 1e-9;
@@ -30,8 +30,7 @@ TEST(Tokenize13a, SplitsPeriodAndCommaUnlessBetweenDigits) {
   EXPECT_EQ(tokenize_13a("It costs $3,000.50 today."), "It costs $ 3,000.50 today .");
   // "e.g.," : every period/comma has a non-digit on one side. " .5" splits (a space precedes
   // the period); "5." splits too (a space follows it); "1.5" has digits on both sides.
-  EXPECT_EQ(tokenize_13a("e.g., U.S.A. 1.5 .5 5. 3,a"),
-            "e . g . , U . S . A . 1.5 . 5 5 . 3 , a");
+  EXPECT_EQ(tokenize_13a("e.g., U.S.A. 1.5 .5 5. 3,a"), "e . g . , U . S . A . 1.5 . 5 5 . 3 , a");
   // " ,.5": the match " ," consumes the comma, so the period is next tried with "5" after it
   // and stays glued (re.sub matches never overlap); "x.," → "x . ,"; "9-" → "9 -".
   EXPECT_EQ(tokenize_13a("x.,y ,.5 9-"), "x . , y , .5 9 -");
@@ -162,9 +161,9 @@ TEST(CorpusBleu, SpanishTextMatchesSacrebleu) {
 TEST(CorpusBleu, ToStringFormatsLikeSacrebleu) {
   // The hypotheses of sacreBLEU's README example, with only its first reference set; sacreBLEU
   // 2.6.0 prints exactly this line.
-  const BleuScore bleu = corpus_bleu(
-      {"The dog bit the man.", "It wasn't surprising.", "The man had just bitten him."},
-      {"The dog bit the man.", "It was not unexpected.", "The man bit him first."});
+  const BleuScore bleu =
+      corpus_bleu({"The dog bit the man.", "It wasn't surprising.", "The man had just bitten him."},
+                  {"The dog bit the man.", "It was not unexpected.", "The man bit him first."});
   EXPECT_NEAR(bleu.score, 45.06750632106114, kTol);
   EXPECT_EQ(bleu.to_string(),
             "BLEU = 45.07 70.6/42.9/36.4/37.5 (BP = 1.000 ratio = 1.000 hyp_len = 17 "
@@ -226,9 +225,9 @@ TEST(CorpusChrf, SpanishTextMatchesSacrebleu) {
 }
 
 TEST(CorpusChrf, ReadmeHypothesesMatchSacrebleu) {
-  const double chrf = corpus_chrf(
-      {"The dog bit the man.", "It wasn't surprising.", "The man had just bitten him."},
-      {"The dog bit the man.", "It was not unexpected.", "The man bit him first."});
+  const double chrf =
+      corpus_chrf({"The dog bit the man.", "It wasn't surprising.", "The man had just bitten him."},
+                  {"The dog bit the man.", "It was not unexpected.", "The man bit him first."});
   EXPECT_NEAR(chrf, 50.043063606582294, kTol);  // sacreBLEU 2.6.0
 }
 
@@ -242,4 +241,4 @@ TEST(CorpusChrf, SizeMismatchThrowsInvalidArgument) {
 }
 
 }  // namespace
-}  // namespace tandem::train
+}  // namespace tandem::eval

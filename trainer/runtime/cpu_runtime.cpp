@@ -1,4 +1,4 @@
-#include "trainer/train/cpu_runtime.h"
+#include "trainer/runtime/cpu_runtime.h"
 
 #include <dlfcn.h>
 #include <torch/torch.h>
@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <climits>
 
-#include "trainer/train/block_cache.h"
+#include "trainer/runtime/block_cache.h"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
-namespace tandem::train {
+namespace tandem::runtime {
 
 void configure_cpu_runtime(const CpuRuntimeOptions& options) {
   torch::set_num_threads(options.threads);
@@ -50,4 +50,4 @@ void tune_allocator(Workload workload) {
 #endif
 }
 
-}  // namespace tandem::train
+}  // namespace tandem::runtime

@@ -1,4 +1,4 @@
-#include "trainer/tools/bench_flops.h"
+#include "trainer/tools/bench/flops.h"
 
 #include <cstdio>
 #include <stdexcept>

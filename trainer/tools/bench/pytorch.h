@@ -19,7 +19,7 @@ struct YardstickOptions {
   std::string spm;  // SentencePiece model; "" = the corpus's vocabulary
   int ranks = 1;
   int threads = 1;
-  int steps = 30;  // timed steps, after the script's own 2 warm-up steps
+  int steps = 30;                  // timed steps, after the script's own 2 warm-up steps
   bool cuda = false;               // on the GPU (with SDPA attention), as Tandem ran
   std::string precision = "fp32";  // fp32 | bf16 (torch.autocast of its forward pass)
 };

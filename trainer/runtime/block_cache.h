@@ -1,13 +1,5 @@
-// LibTorch's CPU allocator for the decoding tools: the memory of large tensors is kept when they
-// are freed and handed to the next tensor of about the same size, instead of going back to glibc.
-// Decoding allocates tensors of many sizes (every batch has its own rows and lengths, and rows
-// drop out at every step); glibc carves those that fit no free chunk from the top of its heap,
-// whose pages the kernel then maps on first touch. On greedy decoding of the 497-line Bible test
-// split the heap grew by ~10 MB a batch while its live bytes stayed the same; with this cache the
-// run took 53k page faults instead of 60k and its heap ended at 194 MB instead of 235 MB. Here a
-// block's size is rounded up to a quarter of its power of two and a freed block serves any
-// request up to twice smaller, so after the first batches the same pages come back. Small tensors
-// (under kMinBytes) stay with glibc's bins, which reuse them well.
+// LibTorch's CPU allocator for the decoding tools: large tensors' memory is kept when freed and
+// handed to the next tensor of about the same size, instead of going back to glibc.
 #pragma once
 
 #include <c10/core/Allocator.h>
@@ -23,7 +15,18 @@
 #define TANDEM_ALLOCATOR_API_2_3 1
 #endif
 
-namespace tandem::train {
+namespace tandem::runtime {
+
+// LibTorch's CPU allocator for the decoding tools: the memory of large tensors is kept when they
+// are freed and handed to the next tensor of about the same size, instead of going back to glibc.
+// Decoding allocates tensors of many sizes (every batch has its own rows and lengths, and rows
+// drop out at every step); glibc carves those that fit no free chunk from the top of its heap,
+// whose pages the kernel then maps on first touch. On greedy decoding of the 497-line Bible test
+// split the heap grew by ~10 MB a batch while its live bytes stayed the same; with this cache the
+// run took 53k page faults instead of 60k and its heap ended at 194 MB instead of 235 MB. Here a
+// block's size is rounded up to a quarter of its power of two and a freed block serves any
+// request up to twice smaller, so after the first batches the same pages come back. Small tensors
+// (under kMinBytes) stay with glibc's bins, which reuse them well.
 
 class BlockCache final : public c10::Allocator {
  public:
@@ -68,4 +71,4 @@ class BlockCache final : public c10::Allocator {
 // keep their own deleters); once per process, later calls do nothing.
 void use_block_cache();
 
-}  // namespace tandem::train
+}  // namespace tandem::runtime

@@ -8,7 +8,7 @@
 
 #include "trainer/config/config.h"
 
-namespace tandem::train {
+namespace tandem::runtime {
 
 struct DeviceChoice {
   torch::Device device{torch::kCPU};
@@ -38,4 +38,4 @@ torch::Device inference_device(const std::string& flag);
 // Whether this CPU has bf16 dot-product instructions (AVX512_BF16 or AMX-BF16).
 bool cpu_has_bf16_dot_product();
 
-}  // namespace tandem::train
+}  // namespace tandem::runtime
