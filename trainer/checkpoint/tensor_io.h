@@ -1,0 +1,42 @@
+// A checkpoint's tensors and bytes as HDF5 datasets: written chunked and Fletcher32-checksummed,
+// read back with their dtype and shape; every reading problem is std::invalid_argument.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/common/hdf5.h"
+
+namespace tandem::checkpoint {
+
+// One tensor as a dataset of `group`; 0-d tensors are stored with shape [1] and a "scalar"
+// attribute. float32, float64, int64, int32 or uint8; names may not be empty, '.' or hold '/'.
+void write_tensor(hid_t group, const std::string& name, const torch::Tensor& tensor);
+// The tensors as datasets of a new group `group_name` of `parent`, in their order.
+void write_tensors(hid_t parent, const std::string& group_name, const NamedTensors& tensors);
+// Bytes as a uint8 dataset.
+void write_bytes(hid_t parent, const std::string& name, const std::string& bytes);
+
+// A dataset's element type and shape (a scalar when it has the attribute scalar = 1).
+struct DatasetShape {
+  torch::ScalarType dtype;
+  std::vector<int64_t> sizes;
+};
+
+h5::Handle open_dataset(hid_t group, const std::string& name, const std::string& full_name);
+DatasetShape shape_of(hid_t dataset, const std::string& full_name);
+// Reads the whole dataset into `tensor`, which has its shape and type (contiguous, CPU).
+void read_into(hid_t dataset, const torch::Tensor& tensor, const std::string& full_name);
+torch::Tensor read_tensor(hid_t group, const std::string& name, const std::string& full_name);
+// Every dataset of `group`, in creation order; group_path names them in errors.
+NamedTensors read_tensors(hid_t group, const std::string& group_path);
+std::string read_bytes(hid_t parent, const std::string& name, const std::string& full_name);
+h5::Handle require_group(hid_t parent, const std::string& name);
+int64_t require_int(hid_t object, const std::string& name, const std::string& where);
+std::string require_string(hid_t object, const std::string& name);
+
+}  // namespace tandem::checkpoint
