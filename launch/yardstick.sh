@@ -31,6 +31,12 @@ yardstick_signal() {  # its process group, or itself while it has none yet (just
 yardstick_pause() { yardstick_signal STOP; }
 yardstick_resume() { yardstick_signal CONT; }
 
+# Why there is no figure, with the log's last lines: they travel with the summary, the log may not.
+yardstick_no_figure() {  # WHY
+  echo "no figure: $1 (see $yardstick_log); its last lines:"
+  tail -n 15 "$yardstick_log" | sed 's/^/    | /'
+}
+
 yardstick_finish() {  # WAIT_S: how long to wait for its warm-up (compilation) to end
   local wait_s=$1 waited=0
   [ -n "$yardstick_pid" ] || { echo "not started"; return 1; }
@@ -43,8 +49,7 @@ yardstick_finish() {  # WAIT_S: how long to wait for its warm-up (compilation) t
   if [ ! -e "$yardstick_dir/ready" ]; then
     yardstick_signal KILL
     wait "$yardstick_pid" 2>/dev/null
-    echo "no figure: still compiling after ${wait_s} s more, or it failed (see $yardstick_log); its last lines:"
-    tail -n 15 "$yardstick_log" | sed 's/^/    | /'
+    yardstick_no_figure "still compiling after ${wait_s} s more, or it failed"
     return 1
   fi
   touch "$yardstick_dir/go"
@@ -52,11 +57,7 @@ yardstick_finish() {  # WAIT_S: how long to wait for its warm-up (compilation) t
   local compile windows
   compile=$(grep -o 'compilation included) in [0-9.]* s' "$yardstick_log" | grep -o '[0-9.]* s')
   windows=$(grep -o '"window_tokens_per_s": \[[^]]*\]' "$yardstick_log" | grep -o '\[.*\]')
-  if [ -z "$windows" ]; then  # its last lines travel with the summary (its log may not)
-    echo "no figure: it printed none (see $yardstick_log); its last lines:"
-    tail -n 15 "$yardstick_log" | sed 's/^/    | /'
-    return 1
-  fi
+  [ -n "$windows" ] || { yardstick_no_figure "it printed none"; return 1; }
   python3 - "$compile" "$windows" <<'PY'
 import json, statistics, sys
 windows = json.loads(sys.argv[2])
