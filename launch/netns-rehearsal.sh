@@ -7,9 +7,13 @@
 # Needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN), iproute2 (ip) and util-linux (unshare).
 #
 #   launch/netns-rehearsal.sh [--ranks-per-node N] [MPIRUN ARGS...] -- PROGRAM [ARGS...]
+#   launch/netns-rehearsal.sh --launcher [--ranks-per-node N] -- PROGRAM [ARGS...]
 #   launch/netns-rehearsal.sh --check     # exit 0 if this machine allows it; 77 and why if not
 #
-# Every rank prints "netns-rehearsal: rank R of N on host H" on stderr, then runs PROGRAM.
+# Every rank prints "netns-rehearsal: rank R of N on host H" on stderr, then runs PROGRAM. With
+# --launcher, PROGRAM is itself the launcher (e.g. tandem-train --hostfile {hostfile}): it runs on
+# nodeA with Open MPI's settings for the rehearsal in its environment, and {hostfile} in ARGS
+# becomes the path of a hostfile naming both nodes.
 # Example (2 ranks, one per "node"):
 #   launch/netns-rehearsal.sh -x OMP_NUM_THREADS=1 -- build/trainer/tools/tandem-train \
 #       --config configs/tiny.yaml --set train.max_steps=20 --set checkpoint.dir=runs/rehearsal
@@ -90,10 +94,11 @@ setup() {
 
 main() {
   per_node=1
-  local mpirun_args=()
+  local mpirun_args=() launcher=0
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     case "$1" in
       --ranks-per-node) per_node=${2:?--ranks-per-node needs a number}; shift 2 ;;
+      --launcher) launcher=1; shift ;;
       *) mpirun_args+=("$1"); shift ;;
     esac
   done
@@ -111,11 +116,21 @@ main() {
   # The rehearsal needs root anyway; let mpirun accept it.
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   local status=0
-  ip netns exec "$ns_a" unshare --uts sh -c 'hostname nodeA && exec "$@"' sh \
-    "${MPIRUN:-mpirun}" --hostfile "$work/hostfile" -np $((2 * per_node)) --map-by slot \
-    --bind-to none --mca plm_rsh_agent "$self --agent" --mca pml ob1 --mca btl tcp,self \
-    --mca btl_tcp_if_include "$cidr" --mca oob_tcp_if_include "$cidr" \
-    "${mpirun_args[@]}" "$self" --rank "$@" || status=$?
+  if [ "$launcher" -eq 1 ]; then
+    # The same settings as below, as Open MPI reads them from the environment.
+    local args=()
+    for arg in "$@"; do args+=("${arg//\{hostfile\}/$work/hostfile}"); done
+    OMPI_MCA_plm_rsh_agent="$self --agent" OMPI_MCA_pml=ob1 OMPI_MCA_btl=tcp,self \
+      OMPI_MCA_btl_tcp_if_include="$cidr" OMPI_MCA_oob_tcp_if_include="$cidr" \
+      ip netns exec "$ns_a" unshare --uts sh -c 'hostname nodeA && exec "$@"' sh \
+      "${args[@]}" || status=$?
+  else
+    ip netns exec "$ns_a" unshare --uts sh -c 'hostname nodeA && exec "$@"' sh \
+      "${MPIRUN:-mpirun}" --hostfile "$work/hostfile" -np $((2 * per_node)) --map-by slot \
+      --bind-to none --mca plm_rsh_agent "$self --agent" --mca pml ob1 --mca btl tcp,self \
+      --mca btl_tcp_if_include "$cidr" --mca oob_tcp_if_include "$cidr" \
+      "${mpirun_args[@]}" "$self" --rank "$@" || status=$?
+  fi
   # Evidence that the "hosts" talked over the link (MPI and Open MPI's control traffic).
   local tx rx
   tx=$(ip netns exec "$ns_a" cat "/sys/class/net/$ns_a/statistics/tx_bytes")

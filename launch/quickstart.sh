@@ -3,6 +3,7 @@
 # per core, tandem-train --ranks), evaluate on the test split, translate a few sentences.
 # Reruns are incremental: nothing is rebuilt or re-prepared without need, and training resumes.
 # Ctrl-C or SIGTERM while training: every rank finishes its step and saves, then the script ends.
+# A rank that dies is relaunched from the newest checkpoint, twice at most (--max-restarts 2).
 # Environment: TANDEM_MINUTES (training wall time of this run, default 25), TANDEM_RANKS
 # (default auto: one per core), TANDEM_RUN (checkpoint dir, default runs/tiny).
 set -euo pipefail
@@ -34,8 +35,8 @@ fi
 step "4/6 training: $ranks rank(s), $minutes minutes (resumes from $run if it holds checkpoints)"
 # The launcher runs in the background so that this script can pass a SIGTERM on and wait for the
 # checkpoint; a terminal's Ctrl-C reaches the launcher by itself (same process group).
-"$bin/tandem-train" --ranks "$ranks" --config configs/tiny.yaml --set "checkpoint.dir=$run" \
-  --set "train.max_minutes=$minutes" &
+"$bin/tandem-train" --ranks "$ranks" --max-restarts 2 --config configs/tiny.yaml \
+  --set "checkpoint.dir=$run" --set "train.max_minutes=$minutes" &
 job=$!
 trap 'kill -TERM "$job" 2>/dev/null' TERM HUP
 trap ':' INT

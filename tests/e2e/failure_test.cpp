@@ -125,7 +125,8 @@ TEST_F(FailureE2E, RaisingRankEndsTheJobInTimeNamingTheRankAndTheError) {
   ASSERT_GT(ranks[0], 0) << job.output();
   ASSERT_GT(ranks[1], 0) << job.output();
   const std::string error =
-      "[tandem][rank 1] error: fault injected at step 4 on rank 1 (TANDEM_FAULT_INJECT)";
+      "[tandem][rank 1] error: failed in step 4: fault injected at step 4 on rank 1 "
+      "(TANDEM_FAULT_INJECT)";
   ASSERT_TRUE(job.wait_for_line(error)) << job.output();
   const auto raised_at = Clock::now();
 

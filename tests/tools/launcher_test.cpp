@@ -55,6 +55,25 @@ TEST(Launcher, MpirunPinsRanksThatFitPassesTheGraceAndForwardsWhatIsSet) {
   }
 }
 
+TEST(Launcher, AcrossHostsOneRankPerSlotOnTheInterfaceAskedFor) {
+  const ScopedEnv iface("TANDEM_IFACE", "ib0");
+  const ScopedEnv path("LD_LIBRARY_PATH", "/opt/tandem/lib");
+  const ScopedEnv nccl("NCCL_IB_DISABLE", nullptr);
+  const auto command = mpirun_hosts_command("/tmp/hosts", 16, {"TANDEM_TEST_UNSET"}, 12);
+  EXPECT_EQ(command.argv[0], find_on_path("mpirun"));
+  EXPECT_TRUE(contains(command.argv, {"--hostfile", "/tmp/hosts", "-np", "16", "--map-by", "slot",
+                                      "--bind-to", "none"}));
+  EXPECT_TRUE(contains(command.argv, {"--mca", "odls_base_sigkill_timeout", "12"}));
+  EXPECT_TRUE(contains(command.argv, {"--mca", "btl_tcp_if_include", "ib0"}));
+  EXPECT_TRUE(contains(command.argv, {"--mca", "oob_tcp_if_include", "ib0"}));
+  EXPECT_TRUE(contains(command.argv, {"-x", "NCCL_SOCKET_IFNAME=ib0"}));
+  EXPECT_TRUE(contains(command.argv, {"-x", "LD_LIBRARY_PATH"}));
+  EXPECT_FALSE(contains(command.argv, {"-x", "NCCL_IB_DISABLE"}));
+  EXPECT_FALSE(contains(command.argv, {"-x", "TANDEM_TEST_UNSET"}));
+  const ScopedEnv no_iface("TANDEM_IFACE", nullptr);
+  EXPECT_FALSE(contains(mpirun_hosts_command("/tmp/hosts", 2, {}).argv, {"btl_tcp_if_include"}));
+}
+
 TEST(Launcher, TheGraceComesFromTheEnvironmentWhenValid) {
   {
     const ScopedEnv grace("TANDEM_STOP_GRACE", nullptr);

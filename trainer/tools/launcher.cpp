@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <stdexcept>
 
 #include "trainer/tools/process.h"
@@ -41,11 +43,14 @@ void set_handlers(void (*handler)(int)) {
   sigaction(SIGCHLD, &action, nullptr);
 }
 
-// The child: its own process group, no terminal input, default signal dispositions, then mpirun.
-[[noreturn]] void exec_job(const std::vector<std::string>& argv) {
+// The child: its own process group, no terminal input, standard error into `err`, default signal
+// dispositions (an ignored SIGPIPE would survive exec), then mpirun.
+[[noreturn]] void exec_job(const std::vector<std::string>& argv, int err) {
   setpgid(0, 0);
   const int null = open("/dev/null", O_RDONLY);
   if (null >= 0) dup2(null, STDIN_FILENO);
+  dup2(err, STDERR_FILENO);
+  signal(SIGPIPE, SIG_DFL);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -88,6 +93,29 @@ void pass_on_stop(int sig, int count, pid_t job, const std::string& tool) {
   std::fflush(stderr);
 }
 
+std::string mpirun_path() {
+  const std::string mpirun = find_on_path("mpirun");
+  if (mpirun.empty()) {
+    throw std::runtime_error(
+        "mpirun not found on PATH (needed for more than one rank; install "
+        "openmpi-bin)");
+  }
+  return mpirun;
+}
+
+// "-x NAME" for each of `names` set here, and Open MPI's root variables when run as root (set in
+// this process's environment, which mpirun inherits).
+void forward_variables(std::vector<std::string> names, std::vector<std::string>& argv) {
+  if (geteuid() == 0) {
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    names.insert(names.end(), {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
+  }
+  for (const auto& name : names) {
+    if (std::getenv(name.c_str()) != nullptr) argv.insert(argv.end(), {"-x", name});
+  }
+}
+
 int exit_status(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -108,14 +136,8 @@ int stop_grace_s() {
 
 MpirunCommand mpirun_command(int ranks, int threads, const std::vector<std::string>& forward_env,
                              int grace_s) {
-  const std::string mpirun = find_on_path("mpirun");
-  if (mpirun.empty()) {
-    throw std::runtime_error(
-        "mpirun not found on PATH (needed for more than one rank; install "
-        "openmpi-bin)");
-  }
   MpirunCommand command;
-  command.argv = {mpirun, "--oversubscribe", "-np", std::to_string(ranks)};
+  command.argv = {mpirun_path(), "--oversubscribe", "-np", std::to_string(ranks)};
   const int cores = usable_cores();
   const std::string fit = std::to_string(ranks) + " rank(s) x " + std::to_string(threads) +
                           " thread(s) and " + std::to_string(cores) + " usable core(s)";
@@ -136,15 +158,45 @@ MpirunCommand mpirun_command(int ranks, int threads, const std::vector<std::stri
   }
   command.argv.insert(command.argv.end(),
                       {"--mca", "odls_base_sigkill_timeout", std::to_string(grace_s)});
-  std::vector<std::string> forward = forward_env;
-  if (geteuid() == 0) {
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-    forward.insert(forward.end(), {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
+  forward_variables(forward_env, command.argv);
+  return command;
+}
+
+const std::vector<std::string> kHostsEnvironment = {"PATH",
+                                                    "LD_LIBRARY_PATH",
+                                                    "OPAL_PREFIX",
+                                                    "NCCL_DEBUG",
+                                                    "NCCL_SOCKET_IFNAME",
+                                                    "NCCL_IB_DISABLE",
+                                                    "NCCL_P2P_DISABLE",
+                                                    "CUDA_VISIBLE_DEVICES",
+                                                    "TANDEM_FAULT_INJECT"};
+
+MpirunCommand mpirun_hosts_command(const std::string& hostfile, int ranks,
+                                   const std::vector<std::string>& forward_env, int grace_s) {
+  MpirunCommand command;
+  command.argv = {mpirun_path(),
+                  "--hostfile",
+                  hostfile,
+                  "-np",
+                  std::to_string(ranks),
+                  "--map-by",
+                  "slot",
+                  "--bind-to",
+                  "none",
+                  "--mca",
+                  "odls_base_sigkill_timeout",
+                  std::to_string(grace_s)};
+  command.binding = "--map-by slot --bind-to none";
+  command.why = "one rank per slot of " + hostfile;
+  if (const char* iface = std::getenv("TANDEM_IFACE"); iface != nullptr && *iface != '\0') {
+    command.argv.insert(command.argv.end(),
+                        {"--mca", "btl_tcp_if_include", iface, "--mca", "oob_tcp_if_include", iface,
+                         "-x", std::string("NCCL_SOCKET_IFNAME=") + iface});
   }
-  for (const auto& name : forward) {
-    if (std::getenv(name.c_str()) != nullptr) command.argv.insert(command.argv.end(), {"-x", name});
-  }
+  std::vector<std::string> forward = kHostsEnvironment;
+  forward.insert(forward.end(), forward_env.begin(), forward_env.end());
+  forward_variables(forward, command.argv);
   return command;
 }
 
@@ -160,36 +212,134 @@ int auto_ranks(int gpus, int threads) {
   return std::max(1, usable_cores() / std::max(1, threads));
 }
 
-int run_job(const std::vector<std::string>& argv, const std::string& tool) {
-  if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+// mpirun's standard error on its way through: written on as it comes, its lines kept.
+class ErrorRelay {
+ public:
+  explicit ErrorRelay(int fd) : fd_(fd) {}
+  // Passes on what can be read now; false once the pipe has no writer left.
+  bool pass_on() {
+    char buffer[65536];
+    for (;;) {
+      const ssize_t n = read(fd_, buffer, sizeof buffer);
+      if (n > 0) {
+        write_all(buffer, static_cast<size_t>(n));
+        keep_lines(buffer, static_cast<size_t>(n));
+      } else if (n == 0) {
+        return false;
+      } else {
+        return errno == EAGAIN || errno == EINTR;
+      }
+    }
+  }
+  std::vector<std::string> lines() {
+    if (!partial_.empty()) push(std::move(partial_));
+    return {lines_.begin(), lines_.end()};
+  }
+  // Whether mpirun has said that the job failed and is being torn down.
+  bool job_failed() const { return job_failed_; }
+
+ private:
+  static void write_all(const char* data, size_t size) {
+    while (size > 0) {
+      const ssize_t n = write(STDERR_FILENO, data, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // our own stderr is gone: the lines are still kept
+      data += n;
+      size -= static_cast<size_t>(n);
+    }
+  }
+  void keep_lines(const char* data, size_t size) {
+    for (size_t i = 0; i < size; ++i) {
+      if (data[i] == '\n') {
+        push(std::move(partial_));
+        partial_.clear();
+      } else if (partial_.size() < 4096) {
+        partial_ += data[i];
+      }
+    }
+  }
+  void push(std::string line) {
+    for (const char* notice : kTeardownNotices) {
+      if (line.find(notice) != std::string::npos) job_failed_ = true;
+    }
+    if (lines_.size() == kKeptLines) lines_.pop_front();
+    lines_.push_back(std::move(line));
+  }
+  // What Open MPI 4.1's mpirun prints when it tears a job down after a failure.
+  static constexpr const char* kTeardownNotices[] = {
+      "Primary job  terminated normally, but", "MPI_ABORT was invoked on rank",
+      "mpirun noticed that process rank", "has lost communication with a remote daemon"};
+  int fd_;
+  std::string partial_;
+  std::deque<std::string> lines_;
+  bool job_failed_ = false;
+};
+
+using Clock = std::chrono::steady_clock;
+constexpr Clock::time_point kNoDeadline = Clock::time_point::max();
+
+// Milliseconds until `deadline` for poll(): -1 (no limit) for kNoDeadline, 0 when it passed.
+int poll_timeout_ms(Clock::time_point deadline) {
+  if (deadline == kNoDeadline) return -1;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::max<int64_t>(0, left.count()));
+}
+
+JobResult run_job(const std::vector<std::string>& argv, const std::string& tool) {
+  int err[2];
+  if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(err, O_CLOEXEC) != 0) {
     throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
   }
   set_handlers(forward_to_pipe);
-  std::fflush(nullptr);  // or the child would write our buffered output a second time
+  signal(SIGPIPE, SIG_IGN);  // a closed stderr of ours must not end the launcher mid-job
+  std::fflush(nullptr);      // or the child would write our buffered output a second time
   const pid_t job = fork();
   if (job < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
-  if (job == 0) exec_job(argv);
+  if (job == 0) exec_job(argv, err[1]);
+  close(err[1]);
+  fcntl(err[0], F_SETFL, O_NONBLOCK);
   setpgid(job, job);  // also here, so no signal is sent before the child has its group
-  int stops = 0, first_stop = 0, status = 0;
+  ErrorRelay relay(err[0]);
+  bool relaying = true;
+  int stops = 0, status = 0;
+  JobResult result;
+  Clock::time_point teardown_deadline = kNoDeadline;
   while (waitpid(job, &status, WNOHANG) == 0) {
-    pollfd wake{g_signal_pipe[0], POLLIN, 0};
-    if (poll(&wake, 1, -1) < 0 && errno != EINTR) break;
+    pollfd wake[2] = {{g_signal_pipe[0], POLLIN, 0}, {relaying ? err[0] : -1, POLLIN, 0}};
+    const int ready = poll(wake, 2, poll_timeout_ms(teardown_deadline));
+    if (ready < 0 && errno != EINTR) break;
+    if (ready == 0 && teardown_deadline != kNoDeadline) {  // mpirun is stuck tearing the job down
+      std::fprintf(stderr, "%s: mpirun has not ended %d s after the job failed; ending it\n",
+                   tool.c_str(), kTeardownS + 2 * stop_grace_s());
+      kill(-job, SIGKILL);
+      teardown_deadline = kNoDeadline;
+      continue;
+    }
+    if (relaying && wake[1].revents != 0) relaying = relay.pass_on();
+    if (relay.job_failed() && teardown_deadline == kNoDeadline && stops == 0) {
+      teardown_deadline = Clock::now() + std::chrono::seconds(kTeardownS + 2 * stop_grace_s());
+    }
     unsigned char sig = 0;
     while (read(g_signal_pipe[0], &sig, 1) == 1) {
       if (sig == SIGCHLD) continue;
-      if (++stops == 1) first_stop = sig;
+      if (++stops == 1) result.stop_signal = sig;
       pass_on_stop(sig, stops, job, tool);
     }
   }
+  if (relaying) relay.pass_on();  // what mpirun wrote before it exited
+  kill(-job, SIGKILL);            // ranks or daemons mpirun left behind, if any
   set_handlers(SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
   close(g_signal_pipe[0]);
   close(g_signal_pipe[1]);
-  if (first_stop == 0) return exit_status(status);
-  if (stops == 1 && exit_status(status) == 0) {
+  close(err[0]);
+  result.status = exit_status(status);
+  result.last_lines = relay.lines();
+  if (stops == 1 && result.status == 0) {
     std::fprintf(stderr, "%s: stopped by %s; the last step is saved\n", tool.c_str(),
-                 signal_name(first_stop));
+                 signal_name(result.stop_signal));
   }
-  return 128 + first_stop;
+  return result;
 }
 
 std::string unsafe_stop_hint() {

@@ -37,16 +37,44 @@ struct MpirunCommand {
 MpirunCommand mpirun_command(int ranks, int threads, const std::vector<std::string>& forward_env,
                              int grace_s = stop_grace_s());
 
+// Variables passed on to the ranks on other hosts, when set here: library paths (relocated
+// installs), NCCL's and CUDA's settings, the test-only fault injection.
+extern const std::vector<std::string> kHostsEnvironment;
+
+// "mpirun --hostfile H -np N --map-by slot --bind-to none --mca odls_base_sigkill_timeout G -x ..."
+// for N ranks across the hosts of the hostfile H, one per slot; with TANDEM_IFACE set, MPI's,
+// Open MPI's and NCCL's traffic kept to that network interface. Forwards `forward_env` and
+// kHostsEnvironment (those set here).
+MpirunCommand mpirun_hosts_command(const std::string& hostfile, int ranks,
+                                   const std::vector<std::string>& forward_env,
+                                   int grace_s = stop_grace_s());
+
 // Whether a launcher (mpirun, srun, ...) started this process as one rank of a job.
 bool started_as_rank();
 
 // What `--ranks auto` means: one rank per GPU when `gpus` > 0, else one per `threads` usable cores.
 int auto_ranks(int gpus, int threads);
 
+// How a job run_job ran ended.
+struct JobResult {
+  int status = 0;       // mpirun's exit status (128 + signal when a signal ended it)
+  int stop_signal = 0;  // the first stop signal (SIGTERM, SIGINT, SIGHUP) passed on; 0: none came
+  std::vector<std::string> last_lines;  // the end of mpirun's standard error (ranks' included)
+  // What the launcher exits with: 128 + the stop signal when one stopped the job, else status.
+  int exit_code() const { return stop_signal != 0 ? 128 + stop_signal : status; }
+};
+
+// Lines of mpirun's standard error that JobResult keeps: enough for its and the ranks' last words.
+constexpr size_t kKeptLines = 400;
+
 // Runs `argv` (an mpirun command) as described above, its stdin /dev/null and its process group
-// its own (so a terminal's Ctrl-C reaches only this process, which passes it on). Returns mpirun's
-// exit status, or 128 + the first stop signal when one stopped the job.
-int run_job(const std::vector<std::string>& argv, const std::string& tool);
+// its own (so a terminal's Ctrl-C reaches only this process, which passes it on). mpirun's
+// standard error passes through this process unchanged, line for line, so that its end can be
+// read afterwards; what is left of the job's process group once mpirun has exited is killed. Once
+// mpirun has said the job failed, it gets kTeardownS + twice the stop grace to end (it can wait
+// far longer for a host that no longer answers); then its process group is killed.
+constexpr int kTeardownS = 30;
+JobResult run_job(const std::vector<std::string>& argv, const std::string& tool);
 
 // Under Open MPI's mpirun with a grace shorter than kStopGraceS: one line on how to stop safely; ""
 // when the job was started otherwise (the launcher, srun, no launcher) or with a longer grace.

@@ -14,6 +14,7 @@
 #include "trainer/parallel/process_group.h"
 #include "trainer/tools/launcher.h"
 #include "trainer/tools/process.h"
+#include "trainer/tools/restarts.h"
 #include "trainer/tools/tool_main.h"
 #include "trainer/train/trainer.h"
 
@@ -28,16 +29,50 @@ constexpr const char* kExamples = R"(Examples:
   mpirun -np 16 --hostfile hosts tandem-train --config configs/base.yaml   # across machines
   tandem-train --config configs/tiny.yaml --resume runs/tiny/step-00001000.h5
   tandem-train --config ft.yaml --resume base/last.h5 --reset-optimizer --reset-data   # fine-tune
+  tandem-train --config configs/base.yaml --ranks 8 --max-restarts 3   # outlive a lost rank
+  tandem-train --config configs/base.yaml --hostfile hosts --max-restarts 3 --min-ranks 8
 Training resumes automatically from the newest checkpoint in checkpoint.dir. Ctrl-C or SIGTERM:
-every rank finishes its step and saves before the job ends; a second one stops at once.)";
+every rank finishes its step and saves before the job ends; a second one stops at once. With
+--max-restarts K, a job whose rank dies is relaunched from its newest checkpoint, up to K times;
+the same failure twice in a row ends it.)";
 
 struct Args {
   std::string config_path;
   std::vector<std::string> overrides;
   tandem::train::ResumeOptions resume;
   std::string ranks;  // "", "auto" or a count
+  std::string hostfile;
+  std::string max_restarts;
+  std::string min_ranks;
+  bool keep_global_batch = true;
   bool print_config = false;
 };
+
+// A whole-number option: its value, or `fallback` when it was not given; std::invalid_argument
+// naming the option when the value is not a whole number >= `least`.
+int count_option(const std::string& name, const std::string& text, int least, int fallback) {
+  if (text.empty()) return fallback;
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (*end != '\0' || value < least || value > 1000000) {
+    throw std::invalid_argument(name + " '" + text +
+                                "': expected a whole number >= " + std::to_string(least));
+  }
+  return static_cast<int>(value);
+}
+
+// --max-restarts, --min-ranks and --keep-global-batch, checked against the job's --ranks.
+tools::RestartOptions restart_options(const Args& args, int ranks) {
+  tools::RestartOptions options;
+  options.max_restarts = count_option("--max-restarts", args.max_restarts, 0, 0);
+  options.min_ranks = count_option("--min-ranks", args.min_ranks, 1, 1);
+  options.keep_global_batch = args.keep_global_batch;
+  if (options.min_ranks > ranks) {
+    throw std::invalid_argument("--min-ranks " + args.min_ranks + " is more than the job's " +
+                                std::to_string(ranks) + " rank(s)");
+  }
+  return options;
+}
 
 // --ranks as a count for this config; "auto" is one rank per GPU, else per train.threads cores.
 int resolve_ranks(const Args& args, const tandem::config::Config& config) {
@@ -58,20 +93,40 @@ int resolve_ranks(const Args& args, const tandem::config::Config& config) {
 // The launcher: this same command line as every rank of an mpirun job, supervised. Input errors
 // it can see are reported before the launch: a failing rank takes mpirun a grace period to clean
 // up after (launcher.h).
-int launch(int argc, char** argv, int ranks, const tandem::config::Config& config) {
+int launch(int argc, char** argv, int ranks, const std::vector<tools::Host>& hosts,
+           const tandem::config::Config& config, const tools::RestartOptions& restarts) {
   { const tandem::data::Corpus corpus(config.data.corpus); }
   { const tandem::checkpoint::DirLock free_now(config.checkpoint.dir); }
   const std::string threads = std::to_string(config.train.threads);
   setenv("OMP_NUM_THREADS", threads.c_str(), 1);
   setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
-  auto command = tools::mpirun_command(ranks, static_cast<int>(config.train.threads),
-                                       {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"});
-  std::fprintf(stderr, "tandem-train: %d ranks under mpirun, %s (%s)\n", ranks,
-               command.binding.c_str(), command.why.c_str());
-  command.argv.push_back(tools::self_executable());
-  command.argv.insert(command.argv.end(), argv + 1, argv + argc);
-  return tools::run_job(command.argv, "tandem-train");
+  tools::JobPlan plan;
+  plan.hosts = hosts;
+  plan.ranks = ranks;
+  plan.threads = static_cast<int>(config.train.threads);
+  plan.forward_env = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
+  plan.rank_command = {tools::self_executable()};
+  plan.rank_command.insert(plan.rank_command.end(), argv + 1, argv + argc);
+  plan.checkpoint_dir = config.checkpoint.dir;
+  plan.accum_steps = config.train.accum_steps;
+  const std::string restart_note =
+      restarts.max_restarts > 0
+          ? "; up to " + std::to_string(restarts.max_restarts) + " restart(s) after a failure"
+          : "";
+  if (hosts.empty()) {
+    const auto command = tools::mpirun_command(plan.ranks, plan.threads, plan.forward_env);
+    std::fprintf(stderr, "tandem-train: %d ranks under mpirun, %s (%s)%s\n", ranks,
+                 command.binding.c_str(), command.why.c_str(), restart_note.c_str());
+  } else {
+    std::fprintf(stderr, "tandem-train: %d ranks on %zu host(s) under mpirun, one per slot%s\n",
+                 ranks, hosts.size(), restart_note.c_str());
+  }
+  return tools::run_with_restarts(plan, restarts, "tandem-train");
 }
+
+// The step this rank was in when training failed (-1: it failed before training began), for the
+// error line a restarting launcher reads (job_failure.h).
+int64_t g_failed_step = -1;
 
 // One rank (or the only process): build the trainer and run it.
 int train(tandem::parallel::ProcessGroup& group, const Args& args) {
@@ -89,7 +144,12 @@ int train(tandem::parallel::ProcessGroup& group, const Args& args) {
     tandem::log::warn(hint);
   }
   tandem::train::Trainer trainer(std::move(config), group, args.resume);
-  return trainer.run();
+  try {
+    return trainer.run();
+  } catch (...) {
+    g_failed_step = trainer.current_step();
+    throw;
+  }
 }
 
 }  // namespace
@@ -108,15 +168,48 @@ int main(int argc, char** argv) {
                "on resume, start Adam's moments afresh (fine-tuning)");
   app.add_flag("--reset-data", args.resume.reset_data,
                "on resume, start from the first batch of epoch 1 (e.g. with a new corpus)");
+  app.add_option("--hostfile", args.hostfile,
+                 "start one rank per slot of this Open MPI hostfile (\"node01 slots=8\" lines) "
+                 "under mpirun, with safe stops; the launcher runs where checkpoint.dir is");
+  app.add_option("--max-restarts", args.max_restarts,
+                 "with --ranks or --hostfile: relaunch a job whose rank died from its newest "
+                 "checkpoint, up to K "
+                 "times (default 0)");
+  app.add_option("--min-ranks", args.min_ranks,
+                 "with --max-restarts: never relaunch with fewer ranks than this (default 1)");
+  app.add_flag("--keep-global-batch,!--no-keep-global-batch", args.keep_global_batch,
+               "relaunched with fewer ranks, raise train.accum_steps to keep the tokens per step "
+               "(default on)");
   app.add_flag("--print-config", args.print_config, "print the resolved config and exit");
   app.footer(kExamples);
-  if (const auto done = tools::parse_command_line(app, "tandem-train", argc, argv)) return *done;
+  const auto restarts_need_ranks = [&] {
+    if ((!args.max_restarts.empty() || !args.min_ranks.empty()) && args.ranks.empty() &&
+        args.hostfile.empty()) {
+      throw CLI::ValidationError(
+          "--max-restarts and --min-ranks need --ranks N or --hostfile FILE: the launcher "
+          "restarts the job");
+    }
+    if (!args.ranks.empty() && !args.hostfile.empty()) {
+      throw CLI::ValidationError("--ranks and --hostfile: give one (a hostfile's slots are ranks)");
+    }
+  };
+  if (const auto done =
+          tools::parse_command_line(app, "tandem-train", argc, argv, restarts_need_ranks)) {
+    return *done;
+  }
 
-  if (!args.ranks.empty() && !tools::started_as_rank() && !args.print_config) {
+  const bool launcher = !args.ranks.empty() || !args.hostfile.empty();
+  if (launcher && !tools::started_as_rank() && !args.print_config) {
     const int code = tools::run_tool("tandem-train", [&] {
       const auto config = tandem::config::load_config(args.config_path, args.overrides);
-      const int ranks = resolve_ranks(args, config);
-      return ranks > 1 ? launch(argc, argv, ranks, config) : -1;
+      std::vector<tools::Host> hosts;
+      if (!args.hostfile.empty()) hosts = tools::read_hostfile(args.hostfile);
+      const int ranks = hosts.empty() ? resolve_ranks(args, config) : tools::total_slots(hosts);
+      const auto restarts = restart_options(args, ranks);
+      // One rank runs in this process, unless it is to be restarted: then under mpirun too.
+      return ranks > 1 || restarts.max_restarts > 0 || !hosts.empty()
+                 ? launch(argc, argv, ranks, hosts, config, restarts)
+                 : -1;
     });
     if (code != -1) return code;  // else: one rank, in this process
   }
@@ -124,7 +217,9 @@ int main(int argc, char** argv) {
   try {
     return train(group, args);
   } catch (const std::exception& e) {
-    tandem::log::error(e.what());
+    const std::string where =
+        g_failed_step >= 0 ? "failed in step " + std::to_string(g_failed_step) + ": " : "";
+    tandem::log::error(where + e.what());
     const int code = tandem::exit_code_for(e);
     if (group.size() > 1) group.abort(code);  // no rank may be left waiting in a collective
     return code;

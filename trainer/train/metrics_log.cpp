@@ -27,18 +27,21 @@ void truncate_after(const std::string& path, int64_t max_step) {
 }  // namespace
 
 MetricsLog::MetricsLog(std::string path, int64_t resumed_step) : path_(std::move(path)) {
-  if (resumed_step > 0) {
-    truncate_after(path_, resumed_step);
-    out_.open(path_, std::ios::app);
-  } else {
-    out_.open(path_, std::ios::trunc);
-  }
+  truncate_after(path_, resumed_step);
+  out_.open(path_, std::ios::app);
   if (!out_) throw std::runtime_error("metrics: cannot open '" + path_ + "' for writing");
 }
 
 void MetricsLog::write(const nlohmann::json& record) {
   out_ << record.dump() << '\n';
   out_.flush();
+}
+
+void append_metrics_record(const std::string& path, const nlohmann::json& record) {
+  std::ofstream out(path, std::ios::app);
+  out << record.dump() << '\n';
+  out.flush();
+  if (!out) throw std::runtime_error("metrics: cannot append to '" + path + "'");
 }
 
 }  // namespace tandem::train

@@ -127,6 +127,7 @@ void Trainer::resume_from(const std::string& path, const ResumeOptions& options)
 }
 
 StepStats Trainer::train_step() {
+  step_in_progress_ = step_ + 1;
   // Tests only (TANDEM_FAULT_INJECT): an error here, or a non-finite gradient on this rank.
   const bool poison = inject_fault_if_requested(group_.rank(), step_ + 1);
   // Next batches: this rank's micro-batches of the step's global batches.

@@ -1,7 +1,9 @@
 // The training loop (train_step), which only coordinates: the loader, forward_backward, the
-// gradient reducer and Adam compute; the Cadence, Validation and the CheckpointWriter decide and save.
+// gradient reducer and Adam compute; the Cadence, Validation and the CheckpointWriter decide and
+// save.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -49,6 +51,9 @@ class Trainer {
   StepStats train_step();
 
   int64_t step() const { return step_; }
+  // The step being trained (step() + 1 during a step; step() after it, while it is logged, checked
+  // and saved).
+  int64_t current_step() const { return std::max(step_, step_in_progress_); }
   const runtime::DeviceChoice& device() const { return device_; }
   const model::Transformer& model() const { return model_; }
 
@@ -84,6 +89,7 @@ class Trainer {
   Cadence cadence_;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0
   int64_t step_ = 0;
+  int64_t step_in_progress_ = 0;
 };
 
 }  // namespace tandem::train

@@ -1,0 +1,42 @@
+// Why an mpirun job ended badly, read from what mpirun and the ranks printed: which rank and host,
+// how (a signal, an exit code, MPI_Abort, a host that went away) and in which step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem::tools {
+
+// A job's failure as far as its output tells. Open MPI 4.x names the first process that failed
+// ("mpirun noticed that process rank R ... on node H exited on signal S", "Process name:
+// [[J,1],R] / Exit code: C", "MPI_ABORT was invoked on rank R ... with errorcode C", "lost
+// communication with a remote daemon ... on node H"); a Tandem rank that throws names its step
+// ("[tandem][rank R] error: failed in step S: ..."), and one whose watchdog fired says so.
+struct JobFailure {
+  int rank = -1;             // the rank that failed first; -1 when nothing named one
+  std::string host;          // its host, or the host that became unreachable; "" when not named
+  std::string how;           // "killed by signal 9 (Killed)", "exited with code 3", ...
+  int64_t step = -1;         // the step the rank said it failed in; -1 when it could not say
+  std::string message;       // the rank's own error line, when it printed one
+  bool unreachable = false;  // a host stopped answering mpirun
+  bool usage_error = false;  // exit code 2: bad input, which a restart does not mend
+  bool stopped = false;      // the ranks stopped on request (exit 128 + SIGTERM/INT/HUP/USR1)
+};
+
+// The failure that `lines` (mpirun's standard error, rank output included) describe, for a job
+// whose mpirun exited with `status` (non-zero). What the lines do not say comes from the status.
+JobFailure parse_job_failure(const std::vector<std::string>& lines, int status);
+
+// One phrase for a log line: "rank 1 on node07: killed by signal 9 (Killed) in step 37".
+std::string describe(const JobFailure& failure);
+
+// Whether `again` is the same failure as `before` come back: the same error in the same step when
+// a rank named them; otherwise the same way of failing (the caller adds whether training got any
+// further in between).
+bool same_failure(const JobFailure& before, const JobFailure& again);
+
+// The exit code that `failure` ends the launcher with: mpirun's `status`, or 1 where that is 0.
+int failure_exit_code(int status);
+
+}  // namespace tandem::tools
