@@ -39,20 +39,23 @@ class RestartE2E : public ::testing::Test {
   static std::string run_dir(const std::string& run) { return dir_->file("run-" + run); }
 
   // The tiny preset's model, 100 steps of 512-token batches (the preset's 2,048 would take four
-  // times as long), a checkpoint every 20, every step logged, into run-<run>.
-  static std::string tiny(const std::string& run) {
+  // times as long), a checkpoint every 20, every step logged, into run-<run>. A collective that
+  // waits `timeout_s` ends the job: long enough for rank 0's save on a loaded machine (the other
+  // ranks wait for it in the next step's first collective).
+  static std::string tiny(const std::string& run, int timeout_s = 60) {
     return tool("tandem-train") + " --config " + std::string(TANDEM_SOURCE_DIR) +
            "/configs/tiny.yaml --set data.corpus=" + dir_->file("corpus.h5") +
            " --set checkpoint.dir=" + run_dir(run) +
            " --set train.max_steps=100 --set train.max_minutes=0 --set checkpoint.every_steps=20"
            " --set data.max_tokens=512"
            " --set checkpoint.keep_last=0 --set valid.every_steps=0 --set log.every_steps=1"
-           " --set dist.timeout_s=5";
+           " --set dist.timeout_s=" +
+           std::to_string(timeout_s);
   }
 
   // The pipeline test's small model (dropout on unless `dropout` is false), a checkpoint every 20
   // steps, into run-<run>.
-  static std::string small(const std::string& run, bool dropout = true, int timeout_s = 5) {
+  static std::string small(const std::string& run, bool dropout = true, int timeout_s = 20) {
     const std::string path = dir_->file(run + ".yaml");
     write_file(path,
                "model: {d_model: 32, heads: 2, encoder_layers: 1, decoder_layers: 1, d_ff: 64, "
@@ -113,10 +116,11 @@ std::string file_bytes(const std::string& path) {
 
 // Runs the tiny preset with `fault` in its first run, checking that it was restarted once from
 // step 20, finished at step 100 equal bit for bit to the reference, and left no process running.
-void expect_restarted_equal_to_reference(const std::string& run, const std::string& fault) {
+void expect_restarted_equal_to_reference(const std::string& run, const std::string& fault,
+                                         int timeout_s) {
   const std::string expected = RestartE2E::reference();
-  BackgroundCommand job("TANDEM_FAULT_INJECT=" + fault + " exec " + RestartE2E::tiny(run) +
-                        " --ranks 2 --max-restarts 1");
+  BackgroundCommand job("TANDEM_FAULT_INJECT=" + fault + " exec " +
+                        RestartE2E::tiny(run, timeout_s) + " --ranks 2 --max-restarts 1");
   ASSERT_TRUE(job.wait_for_line("] step 1 |")) << job.output();
   std::vector<int> pids = {job.rank_pid(0), job.rank_pid(1)};
   ASSERT_TRUE(job.wait_for_line("restart 1 of 1: rank")) << job.output();
@@ -159,12 +163,15 @@ void expect_restarted_equal_to_reference(const std::string& run, const std::stri
 }
 
 TEST_F(RestartE2E, RankKilledAtStep37IsRestartedFromStep20AndEqualsTheUninterruptedRun) {
-  expect_restarted_equal_to_reference("sigkill", "rank=1,step=37,kind=sigkill,restart=0");
+  expect_restarted_equal_to_reference("sigkill", "rank=1,step=37,kind=sigkill,restart=0", 60);
 }
 
 TEST_F(RestartE2E,
        RankFrozenAtStep37IsEndedByTheWatchdogThenRestartedAndEqualsTheUninterruptedRun) {
-  expect_restarted_equal_to_reference("sigstop", "rank=1,step=37,kind=sigstop,restart=0");
+  // The watchdog waits 20 s, far longer than rank 0's save: a whole 1-step run of the tiny preset
+  // with a 123 MB checkpoint (the Bible's 8,000-token vocabulary; this corpus has 64) took 5 s on
+  // a 2-core machine under load.
+  expect_restarted_equal_to_reference("sigstop", "rank=1,step=37,kind=sigstop,restart=0", 20);
 }
 
 TEST_F(RestartE2E, TheSameFailureTwiceStopsTheJobNamingItsStepWithTheCheckpointUntouched) {
