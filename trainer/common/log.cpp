@@ -9,6 +9,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "trainer/common/terminal.h"
+
 namespace tandem::log {
 namespace {
 // "\r" to the line's start, then ANSI "erase to end of line".
@@ -37,19 +39,27 @@ void emit(const char* level, const std::string& message) {
   }
 }
 
-// The terminal stderr reaches, as a descriptor to ask for its width; -1 when none. Under
-// mpirun a rank's stderr is a pipe to mpirun even when mpirun writes to a terminal (and its
-// stdout is a pseudo-terminal even when mpirun's output goes to a file), so for a rank that
-// Open MPI started on this node the answer is mpirun's own stderr, /proc/<parent>/fd/2.
-int open_terminal() {
-  if (isatty(STDERR_FILENO)) return STDERR_FILENO;
-  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) return -1;
-  const std::string parent_stderr = "/proc/" + std::to_string(getppid()) + "/fd/2";
-  const int fd = open(parent_stderr.c_str(), O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+// `path` opened as a terminal to ask for its width; -1 when it is none.
+int open_if_terminal(const std::string& path) {
+  const int fd = open(path.c_str(), O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return -1;
   if (isatty(fd)) return fd;  // kept open for width queries
   close(fd);
   return -1;
+}
+
+// The terminal stderr reaches, as a descriptor to ask for its width; -1 when none. Under
+// mpirun a rank's stderr is a pipe to mpirun even when mpirun writes to a terminal (and its
+// stdout is a pseudo-terminal even when mpirun's output goes to a file), so for a rank that
+// Open MPI started on this node the answer is the launcher's terminal (kTerminalVariable) or
+// mpirun's own stderr, /proc/<parent>/fd/2.
+int open_terminal() {
+  if (isatty(STDERR_FILENO)) return STDERR_FILENO;
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) return -1;
+  if (const char* terminal = std::getenv(kTerminalVariable); terminal != nullptr && *terminal) {
+    return open_if_terminal(terminal);
+  }
+  return open_if_terminal("/proc/" + std::to_string(getppid()) + "/fd/2");
 }
 
 int terminal_fd() {

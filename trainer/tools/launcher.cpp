@@ -15,6 +15,7 @@
 #include <deque>
 #include <stdexcept>
 
+#include "trainer/common/terminal.h"
 #include "trainer/tools/process.h"
 
 namespace tandem::tools {
@@ -290,6 +291,10 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& tool)
   if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(err, O_CLOEXEC) != 0) {
     throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
   }
+  // The ranks' output reaches our terminal, if any, through us: they ask it for its width.
+  const char* terminal = isatty(STDERR_FILENO) ? ttyname(STDERR_FILENO) : nullptr;
+  terminal != nullptr ? setenv(log::kTerminalVariable, terminal, 1)
+                      : unsetenv(log::kTerminalVariable);
   set_handlers(forward_to_pipe);
   signal(SIGPIPE, SIG_IGN);  // a closed stderr of ours must not end the launcher mid-job
   std::fflush(nullptr);      // or the child would write our buffered output a second time

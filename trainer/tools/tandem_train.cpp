@@ -173,8 +173,7 @@ int main(int argc, char** argv) {
                  "under mpirun, with safe stops; the launcher runs where checkpoint.dir is");
   app.add_option("--max-restarts", args.max_restarts,
                  "with --ranks or --hostfile: relaunch a job whose rank died from its newest "
-                 "checkpoint, up to K "
-                 "times (default 0)");
+                 "checkpoint, up to K times (default 0)");
   app.add_option("--min-ranks", args.min_ranks,
                  "with --max-restarts: never relaunch with fewer ranks than this (default 1)");
   app.add_flag("--keep-global-batch,!--no-keep-global-batch", args.keep_global_batch,
