@@ -152,11 +152,8 @@ int train(tandem::parallel::ProcessGroup& group, const Args& args) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Train an encoder-decoder Transformer (data parallel, N ranks)."};
-  Args args;
+// The command line's options, into `args`.
+void declare_options(CLI::App& app, Args& args) {
   app.add_option("--config", args.config_path, "YAML config file")->required();
   app.add_option("--set", args.overrides, "override a config key: key.path=value (repeatable)");
   app.add_option("--ranks", args.ranks,
@@ -181,19 +178,30 @@ int main(int argc, char** argv) {
                "(default on)");
   app.add_flag("--print-config", args.print_config, "print the resolved config and exit");
   app.footer(kExamples);
-  const auto restarts_need_ranks = [&] {
-    if ((!args.max_restarts.empty() || !args.min_ranks.empty()) && args.ranks.empty() &&
-        args.hostfile.empty()) {
-      throw CLI::ValidationError(
-          "--max-restarts and --min-ranks need --ranks N or --hostfile FILE: the launcher "
-          "restarts the job");
-    }
-    if (!args.ranks.empty() && !args.hostfile.empty()) {
-      throw CLI::ValidationError("--ranks and --hostfile: give one (a hostfile's slots are ranks)");
-    }
-  };
-  if (const auto done =
-          tools::parse_command_line(app, "tandem-train", argc, argv, restarts_need_ranks)) {
+}
+
+// The options that go together: the restart options need a launcher, and a launcher has either
+// --ranks or --hostfile. CLI::ValidationError (a usage error) otherwise.
+void check_launcher_options(const Args& args) {
+  if ((!args.max_restarts.empty() || !args.min_ranks.empty()) && args.ranks.empty() &&
+      args.hostfile.empty()) {
+    throw CLI::ValidationError(
+        "--max-restarts and --min-ranks need --ranks N or --hostfile FILE: the launcher "
+        "restarts the job");
+  }
+  if (!args.ranks.empty() && !args.hostfile.empty()) {
+    throw CLI::ValidationError("--ranks and --hostfile: give one (a hostfile's slots are ranks)");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Train an encoder-decoder Transformer (data parallel, N ranks)."};
+  Args args;
+  declare_options(app, args);
+  if (const auto done = tools::parse_command_line(app, "tandem-train", argc, argv,
+                                                  [&] { check_launcher_options(args); })) {
     return *done;
   }
 
