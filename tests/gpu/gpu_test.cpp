@@ -17,11 +17,13 @@
 #include "trainer/common/temp_dir.h"
 #include "trainer/common/token_ids.h"
 #include "trainer/model/autocast.h"
+#include "trainer/model/bf16_linear.h"
 #include "trainer/model/gpu_ops.h"
 #include "trainer/model/kernels.h"
 #include "trainer/model/token_loss.h"
 #include "trainer/model/transformer.h"
 #include "trainer/optim/adam.h"
+#include "trainer/optim/ema.h"
 #include "trainer/optim/multi_tensor.h"
 #include "trainer/parallel/gradient_reducer.h"
 #include "trainer/parallel/process_group.h"
@@ -309,6 +311,91 @@ TEST(Gpu, Bf16StreamModelStaysNearTheCpuInFp32) {
   }
   // bf16 through four layers: 4.9% measured on an H200 (a wrong or missing term gives ~100%).
   EXPECT_LT(relative_error(torch::cat(gpu_grads), torch::cat(cpu_grads)), 8e-2);
+}
+
+// The bf16 stream's linear layer on the GPU (the bf16 weight copy, relu in the product's epilogue,
+// fp32 weight gradients from the product and bias gradients from column sums) against the same
+// layer on the CPU, for stacked parts and for relu; the copy is made once until a weight changes.
+TEST(Gpu, Bf16LinearMatchesTheCpu) {
+  SKIP_WITHOUT_OWN_KERNELS();
+  for (const bool relu : {false, true}) {
+    torch::manual_seed(relu ? 52 : 51);
+    const int64_t in = 64, rows = 300;
+    const std::vector<int64_t> outs =
+        relu ? std::vector<int64_t>{256} : std::vector<int64_t>{64, 64, 64};
+    std::vector<torch::Tensor> weights, biases;
+    for (int64_t out : outs) {
+      weights.push_back(0.1 * torch::randn({out, in}));
+      biases.push_back(0.5 * torch::randn({out}));
+    }
+    const auto x = torch::randn({rows, in}).to(torch::kBFloat16);
+    int64_t total = 0;
+    for (int64_t out : outs) total += out;
+    const auto upstream = torch::randn({rows, total});
+    struct Result {
+      torch::Tensor y, x_grad;
+      std::vector<torch::Tensor> weight_grads, bias_grads;
+      int64_t copies = 0;
+    };
+    auto run = [&](const torch::Device& device) {
+      std::vector<torch::Tensor> w, b;
+      for (size_t i = 0; i < outs.size(); ++i) {
+        w.push_back(leaf_on(weights[i], device));
+        b.push_back(leaf_on(biases[i], device));
+      }
+      auto xs = leaf_on(x, device);
+      model::Bf16Linear linear(w, b);
+      Result r;
+      r.y = linear(xs, relu);
+      linear(xs, relu);  // the copy is current: not made again
+      (r.y.to(torch::kFloat) * upstream.to(device)).sum().backward();
+      r.x_grad = xs.grad();
+      for (size_t i = 0; i < outs.size(); ++i) {
+        EXPECT_EQ(w[i].grad().scalar_type(), torch::kFloat);
+        EXPECT_EQ(b[i].grad().scalar_type(), torch::kFloat);
+        r.weight_grads.push_back(w[i].grad());
+        r.bias_grads.push_back(b[i].grad());
+      }
+      r.copies = linear.copy().copies_made();
+      return r;
+    };
+    const Result cpu = run(torch::kCPU), gpu = run(kGpu);
+    EXPECT_EQ(gpu.copies, 1);
+    EXPECT_LT(relative_error(gpu.y, cpu.y), 1e-2) << "relu " << relu;
+    EXPECT_LT(relative_error(gpu.x_grad, cpu.x_grad), 1e-2) << "relu " << relu;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      EXPECT_LT(relative_error(gpu.weight_grads[i], cpu.weight_grads[i]), 1e-2) << i;
+      EXPECT_LT(relative_error(gpu.bias_grads[i], cpu.bias_grads[i]), 1e-2) << i;
+    }
+  }
+}
+
+// The moving average on the GPU (multi-tensor operations) follows the CPU's lerps through taken
+// and skipped updates; a skipped one leaves it bit for bit.
+TEST(Gpu, EmaOnTheGpuFollowsTheCpu) {
+  SKIP_WITHOUT_GPU();
+  torch::manual_seed(53);
+  const auto w = torch::randn({40, 7}), b = torch::randn({7});
+  auto cpu_w = w.clone(), cpu_b = b.clone();
+  auto gpu_w = w.to(kGpu), gpu_b = b.to(kGpu);
+  optim::Ema cpu({{"w", cpu_w}, {"b", cpu_b}}, 0.9), gpu({{"w", gpu_w}, {"b", gpu_b}}, 0.9);
+  for (int step = 1; step <= 6; ++step) {
+    const bool take = step != 4;
+    {
+      torch::NoGradGuard no_grad;
+      for (auto* t : {&cpu_w, &cpu_b, &gpu_w, &gpu_b}) t->add_(torch::sin(*t * step));
+    }
+    const auto before = gpu.averages()[0].second.clone();
+    cpu.update(step, torch::scalar_tensor(take, torch::kBool));
+    gpu.update(step, torch::scalar_tensor(take, torch::TensorOptions(kGpu).dtype(torch::kBool)));
+    if (!take) {
+      EXPECT_TRUE(torch::equal(gpu.averages()[0].second, before));
+    }
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    // The parameters themselves drift ~1e-7 apart (sin on each device); a wrong weight is ~1e-1.
+    EXPECT_LT(relative_error(gpu.averages()[i].second, cpu.averages()[i].second), 1e-5);
+  }
 }
 
 TEST(Gpu, AutocastGuardTurnsBf16OnForItsScopeOnly) {

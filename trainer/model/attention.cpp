@@ -10,28 +10,39 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& 
   k_proj_ = register_module("k_proj", torch::nn::Linear(options.d_model, options.d_model));
   v_proj_ = register_module("v_proj", torch::nn::Linear(options.d_model, options.d_model));
   out_proj_ = register_module("out_proj", torch::nn::Linear(options.d_model, options.d_model));
+  const auto &q = q_proj_, &k = k_proj_, &v = v_proj_, &out = out_proj_;
+  bf16_ = std::make_unique<Bf16Projections>(Bf16Projections{
+      Bf16Linear({q->weight, k->weight, v->weight}, {q->bias, k->bias, v->bias}),
+      Bf16Linear({q->weight}, {q->bias}), Bf16Linear({k->weight, v->weight}, {k->bias, v->bias}),
+      Bf16Linear({out->weight}, {out->bias})});
 }
 
 // The parameters stay q_proj/k_proj/v_proj (checkpoint names); concatenating the small weights
 // each call costs far less than the separate products it saves.
 torch::Tensor MultiheadAttentionImpl::project_qkv(const torch::Tensor& x) {
   if (frozen_) return frozen_->qkv(x);
+  if (bf16_linear_applies(x)) return bf16_->qkv(x);
   return linear_rows(x, torch::cat({q_proj_->weight, k_proj_->weight, v_proj_->weight}),
                      torch::cat({q_proj_->bias, k_proj_->bias, v_proj_->bias}));
 }
 
 torch::Tensor MultiheadAttentionImpl::project_kv(const torch::Tensor& memory) {
   if (frozen_) return frozen_->kv(memory);
+  if (bf16_linear_applies(memory)) return bf16_->kv(memory);
   return linear_rows(memory, torch::cat({k_proj_->weight, v_proj_->weight}),
                      torch::cat({k_proj_->bias, v_proj_->bias}));
 }
 
 torch::Tensor MultiheadAttentionImpl::project_q(const torch::Tensor& x) {
-  return frozen_ ? frozen_->q(x) : linear_rows(x, q_proj_->weight, q_proj_->bias);
+  if (frozen_) return frozen_->q(x);
+  if (bf16_linear_applies(x)) return bf16_->q(x);
+  return linear_rows(x, q_proj_->weight, q_proj_->bias);
 }
 
 torch::Tensor MultiheadAttentionImpl::project_out(const torch::Tensor& context) {
-  return frozen_ ? frozen_->out(context) : linear_rows(context, out_proj_->weight, out_proj_->bias);
+  if (frozen_) return frozen_->out(context);
+  if (bf16_linear_applies(context)) return bf16_->out(context);
+  return linear_rows(context, out_proj_->weight, out_proj_->bias);
 }
 
 void MultiheadAttentionImpl::freeze(InferencePrecision precision) {

@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "trainer/model/bf16_linear.h"
 #include "trainer/model/frozen_linear.h"
 #include "trainer/model/kernels.h"
 
@@ -54,10 +55,15 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   struct FrozenProjections {
     FrozenLinear qkv, q, kv, out;
   };
+  // The same four from bf16 copies of the weights, for training in the bf16 stream on a GPU.
+  struct Bf16Projections {
+    Bf16Linear qkv, q, kv, out;
+  };
 
   MultiheadAttentionOptions options_;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, out_proj_{nullptr};
   std::shared_ptr<const FrozenProjections> frozen_;  // null: the parameters
+  std::unique_ptr<Bf16Projections> bf16_;
 };
 TORCH_MODULE(MultiheadAttention);
 

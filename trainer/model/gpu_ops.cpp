@@ -95,6 +95,8 @@ bool own_kernels_for(const torch::Tensor& t) {
          own_kernels_allowed();
 }
 
+bool own_kernels_enabled() { return own_kernels_allowed(); }
+
 void token_loss_rows_(torch::Tensor& logits, const torch::Tensor& targets,
                       const torch::Tensor& weight, double smoothing, const LossRowsOut& out) {
   require_own(logits, "token_loss_rows_");
@@ -125,6 +127,7 @@ torch::Tensor layer_norm_own(const torch::Tensor& x, const torch::Tensor& weight
 #else  // no CUDA kernels in this build
 
 bool own_kernels_for(const torch::Tensor&) { return false; }
+bool own_kernels_enabled() { return false; }
 
 namespace {
 [[noreturn]] void unavailable(const char* op) {

@@ -15,6 +15,8 @@ namespace tandem::model {
 // build that has them, unless the environment says TANDEM_KERNELS=aten (LibTorch's ops only: for
 // comparing the two in one build).
 bool own_kernels_for(const torch::Tensor& t);
+// Whether this build has them and the environment allows them (see own_kernels_for).
+bool own_kernels_enabled();
 
 // The loss statistics of rows of logits [n, vocab] and, with weight ([n] fp32), their gradient
 // written over them (see cuda::token_loss_rows). The statistics are [n] views to fill (fp32, argmax

@@ -63,12 +63,18 @@ std::vector<Layer> stack_layers(torch::nn::Module& stack, const StackOptions& op
 FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& options) {
   fc1 = register_module("fc1", torch::nn::Linear(options.d_model, options.d_ff));
   fc2 = register_module("fc2", torch::nn::Linear(options.d_ff, options.d_model));
+  bf16_ = std::make_unique<std::pair<Bf16Linear, Bf16Linear>>(
+      Bf16Linear({fc1->weight}, {fc1->bias}), Bf16Linear({fc2->weight}, {fc2->bias}));
 }
 
 // On [rows, d_model], relu in place on the product itself (not a view of it, which would make
 // autograd copy slices): addmm's backward does not need its output.
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   if (frozen_) return frozen_forward(x);
+  if (bf16_linear_applies(x)) {  // relu in fc1's product
+    auto& [bf16_fc1, bf16_fc2] = *bf16_;
+    return bf16_fc2(bf16_fc1(x, /*relu=*/true));
+  }
   auto hidden = torch::addmm(fc1->bias, x.reshape({-1, x.size(-1)}), fc1->weight.t()).relu_();
   return torch::addmm(fc2->bias, hidden, fc2->weight.t()).view(x.sizes());
 }

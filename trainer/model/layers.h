@@ -36,7 +36,8 @@ class FeedForwardImpl : public torch::nn::Module {
   torch::Tensor frozen_forward(const torch::Tensor& x);
 
   std::shared_ptr<const std::pair<FrozenLinear, FrozenLinear>>
-      frozen_;  // fc1, fc2; null: not frozen
+      frozen_;                                               // fc1, fc2; null: not frozen
+  std::unique_ptr<std::pair<Bf16Linear, Bf16Linear>> bf16_;  // fc1, fc2 in the bf16 stream
 };
 TORCH_MODULE(FeedForward);
 

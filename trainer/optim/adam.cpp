@@ -142,6 +142,10 @@ void Adam::zero_grad() {
   }
 }
 
+void Adam::release_gradients() {
+  for (auto& [name, param] : params_) param.mutable_grad() = torch::Tensor();
+}
+
 // The live buffers, not copies: a checkpoint writer reads them before the next step().
 std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>> Adam::state() const {
   std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>> state;

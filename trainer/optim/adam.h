@@ -49,6 +49,9 @@ class Adam {
   void step(double lr, const GradientGate& gate);
   void step(double lr);  // gradients as they are
   void zero_grad();      // sets gradients to zero (keeps the buffers)
+  // Lets the gradients go (undefined): the next backward pass hands each parameter its gradient
+  // as it is, instead of adding it to zeros (a kernel per parameter).
+  void release_gradients();
   // Updates taken (skipped steps not counted). Read from the device: on a GPU it waits for it.
   int64_t step_count() const;
   // The parameters it updates, in the order given.
@@ -57,8 +60,9 @@ class Adam {
   // "exp_avg" and "exp_avg_sq" groups, parameter name → tensor, and the step count.
   std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>> state() const;
   // Throws std::invalid_argument naming the parameter when a name or shape is missing or differs.
-  void load_state(const std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>>& state,
-                  int64_t step);
+  void load_state(
+      const std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>>& state,
+      int64_t step);
 
  private:
   std::vector<std::pair<std::string, torch::Tensor>> params_;

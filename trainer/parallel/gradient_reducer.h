@@ -55,6 +55,8 @@ class GradientReducer {
   // Parameter indices (into the constructor's list) of every bucket, in launch order.
   const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
   int64_t all_reduce_calls() const { return all_reduce_calls_; }  // since construction
+  // A world of one: gradients are not kept in buckets (finish() only scales them).
+  bool solo() const { return solo_; }
   const std::vector<BucketLaunch>& last_launches() const { return launches_; }
   // Whether parameter `param`'s .grad() is its slice of a bucket (not in a world of one).
   bool grad_is_bucket_view(size_t param) const;

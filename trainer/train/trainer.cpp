@@ -132,7 +132,7 @@ StepStats Trainer::train_step() {
   const bool poison = inject_fault_if_requested(group_.rank(), step_ + 1);
   // Next batches: this rank's micro-batches of the step's global batches.
   const auto batches = loader_.next_step(config_.train.accum_steps);
-  adam_->zero_grad();
+  clear_gradients();
   if (poison) poison_gradient(adam_->parameters().front());
   // Forward and backward; gradient buckets are all-reduced while the last backward runs.
   const RankStep local =
@@ -153,6 +153,17 @@ StepStats Trainer::train_step() {
   // Clip, update, and move the weights' average.
   update(stats);
   return stats;
+}
+
+// Alone on a GPU the gradients are let go, so backward hands them over without an add per
+// parameter; elsewhere they are zeroed in place (across ranks they are the reducer's bucket views,
+// and the CPU keeps its buffers warm).
+void Trainer::clear_gradients() {
+  if (reducer_->solo() && device_.device.is_cuda()) {
+    adam_->release_gradients();
+  } else {
+    adam_->zero_grad();
+  }
 }
 
 // Decided on the device (optim::GradientGate): the host reads nothing, so on a GPU it goes on

@@ -63,6 +63,7 @@ class Trainer {
   void start_fresh();
   void resume_from(const std::string& path, const ResumeOptions& options);
   parallel::Communicator& tensor_comm();  // gradients and parameters: NCCL or MPI
+  void clear_gradients();                 // before a step: released alone on a GPU, else zeroed
   void update(StepStats& stats);          // gradient norm, clip, Adam (or skip), the average
   void after_step(ProgressMeter& meter);  // log, check, validate, save, as the cadence says
   // Rank 0, at a log step and at the end: updates skipped for a non-finite gradient norm.
