@@ -23,6 +23,8 @@
 # benchmarked shapes, SKIP_BENCH=1 skips them. The issue's bars, when set: MIN_MFU=40 fails a
 # base-shape MFU below 40% (MIN_MFU_BIG=45 the big shape's; it defaults to MIN_MFU), MIN_RATIO=1.5
 # fails Tandem's median below 1.5x the compiled yardstick's best window (with REF_DATA).
+# BASE_CURVES=1 also measures configs/base.yaml as shipped and with data.max_tokens=auto: the speed
+# of each and the loss of its first 1,000 steps.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 4 ]; then
@@ -204,6 +206,28 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   bench base "${sizes[0]}" "$out/profile-run.log" --steps 5 --windows 1 \
     --profile "$out/trace-base.json"
   "$python" launch/profile-summary.py "$out/trace-base.json" 30 >"$out/profile-base.txt" 2>&1
+fi
+
+# configs/base.yaml on one GPU as shipped and with data.max_tokens=auto (BASE_CURVES=1): the speed
+# of each (tandem-bench) and the loss of its first 1,000 steps, every 100 (tandem-train).
+if [ "${BASE_CURVES:-0}" = 1 ]; then
+  for variant in shipped auto; do
+    extra=()
+    [ "$variant" = auto ] && extra=(--set data.max_tokens=auto)
+    "$tools/tandem-bench" --corpus "$corpus" --config configs/base.yaml --set train.device=cuda \
+      --warmup 30 --steps 20 --windows 3 "${extra[@]}" >"$out/base-$variant-bench.log" 2>&1
+    record "base.yaml $variant: tandem-bench" $? \
+      "$(grep -o '"tgt_tokens_per_s":[0-9.]*' "$out/base-$variant-bench.log" | cut -d: -f2) tok/s, $(grep -o 'MFU [0-9.]*%' "$out/base-$variant-bench.log" | head -1), max_tokens $(grep -o '"max_tokens":[0-9]*' "$out/base-$variant-bench.log" | cut -d: -f2)"
+    "$tools/tandem-train" --config configs/base.yaml --set "data.corpus=\"$corpus\"" \
+      --set "checkpoint.dir=\"$work/base-$variant\"" --set train.max_steps=1000 \
+      --set train.max_minutes=0 --set valid.every_steps=0 --set log.every_steps=100 \
+      --set checkpoint.every_steps=0 --set train.device=cuda "${extra[@]}" \
+      >"$out/base-$variant-train.log" 2>&1
+    rc=$?
+    record "base.yaml $variant: 1,000 steps" $rc "loss at 100, 200, ... 1000: $(
+      "$python" -c 'import json, sys; print(" ".join("%.3f" % r["loss"] for r in map(json.loads, open(sys.argv[1])) if "loss" in r and r["step"] % 100 == 0))' \
+        "$work/base-$variant/metrics.jsonl" 2>/dev/null)"
+  done
 fi
 
 echo

@@ -33,6 +33,15 @@ TEST(ToYaml, WritesEveryKeyInShortestExactForm) {
   EXPECT_EQ(to_yaml(c), expected);
 }
 
+TEST(ToYaml, WritesAutoMaxTokensAsTheWordAndReadsItBack) {
+  Config c;
+  c.data.corpus = "c.h5";
+  c.data.max_tokens = kAutoMaxTokens;
+  const std::string yaml = to_yaml(c);
+  EXPECT_NE(yaml.find("  max_tokens: auto\n"), std::string::npos) << yaml;
+  EXPECT_EQ(parse_config(yaml, "emitted").data.max_tokens, kAutoMaxTokens);
+}
+
 TEST(ToYaml, RoundTripIsBitExact) {
   Config c;
   c.model.d_model = 96;

@@ -147,6 +147,32 @@ TEST(ParseConfig, WrongTypesNameKeyValueAndExpectedType) {
             std::string::npos);
 }
 
+// data.max_tokens takes a number or the word auto (resolved at start-up, train/batch_fit.h), in
+// the file and in an override; anything else names both.
+TEST(ParseConfig, MaxTokensTakesAutoOrANumber) {
+  EXPECT_EQ(parse_config("data: {corpus: c.h5, max_tokens: auto}", "my.yaml").data.max_tokens,
+            kAutoMaxTokens);
+  EXPECT_EQ(parse_config(kMinimal, "my.yaml", {"data.max_tokens=auto"}).data.max_tokens,
+            kAutoMaxTokens);
+  EXPECT_EQ(parse_config("data: {corpus: c.h5, max_tokens: auto}", "my.yaml",
+                         {"data.max_tokens=8192"})
+                .data.max_tokens,
+            8192);
+  EXPECT_NE(parse_error("data: {corpus: c.h5, max_tokens: Auto}")
+                .find("data.max_tokens: expected an integer or auto, got 'Auto'"),
+            std::string::npos);
+  EXPECT_NE(parse_error(kMinimal, {"data.max_tokens='auto'"})
+                .find("data.max_tokens: expected an integer or auto, got the quoted string"),
+            std::string::npos);
+  // Other integers do not take it.
+  EXPECT_NE(parse_error("data: {corpus: c.h5, seed: auto}")
+                .find("data.seed: expected a non-negative integer, got 'auto'"),
+            std::string::npos);
+  EXPECT_NE(parse_error("data: {corpus: c.h5}\nmodel: {d_model: auto}")
+                .find("model.d_model: expected an integer, got 'auto'"),
+            std::string::npos);
+}
+
 TEST(ParseConfig, DuplicateKeyIsAnError) {
   const std::string error = parse_error("data: {corpus: c.h5}\nmodel:\n  heads: 8\n  heads: 4\n");
   EXPECT_NE(error.find("my.yaml:4: model.heads: given twice"), std::string::npos) << error;

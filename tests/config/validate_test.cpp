@@ -46,7 +46,7 @@ TEST(Validate, EachRuleNamesKeyValueAndExpectation) {
       {[](Config& c) { c.model.max_positions = 0; }, "model.max_positions: expected a positive"},
       {[](Config& c) { c.data.corpus = ""; }, "data.corpus: expected the path of a corpus"},
       {[](Config& c) { c.data.max_tokens = 0; },
-       "data.max_tokens: expected a positive integer, got 0"},
+       "data.max_tokens: expected a positive integer or auto, got 0"},
       {[](Config& c) { c.data.pool_batches = 0; }, "data.pool_batches: expected a positive"},
       {[](Config& c) { c.train.max_steps = -1; }, "train.max_steps: expected >= 0"},
       {[](Config& c) { c.train.max_epochs = -1; }, "train.max_epochs: expected >= 0"},

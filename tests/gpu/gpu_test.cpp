@@ -27,6 +27,7 @@
 #include "trainer/optim/multi_tensor.h"
 #include "trainer/parallel/gradient_reducer.h"
 #include "trainer/parallel/process_group.h"
+#include "trainer/train/batch_fit.h"
 #include "trainer/train/trainer.h"
 
 #ifdef TANDEM_TORCH_CUDA
@@ -564,6 +565,45 @@ TEST(Gpu, NcclAtWorldSizeOneReducesToItself) {
   nccl->barrier();
 }
 #endif
+
+// data.max_tokens: auto on a GPU: a trial step far beyond the device's memory is refused (its
+// out-of-memory error caught, nothing left behind, the device usable after it), and a Trainer
+// of a small model gets the largest batch, 65,536 tokens, and trains with it.
+TEST(Gpu, AutoMaxTokensFitsTheBatchToTheDevice) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir("gpu-fit");
+  config::Config c;
+  c.model.d_model = 64;
+  c.model.heads = 4;
+  c.model.encoder_layers = 2;
+  c.model.decoder_layers = 2;
+  c.model.d_ff = 128;
+  c.data.corpus = test::make_reverse_corpus(dir.path());
+  c.data.max_tokens = config::kAutoMaxTokens;
+  c.train.device = config::Device::kCuda;
+  c.train.precision = config::Precision::kBf16;
+  c.checkpoint.dir = dir.path() + "/run";
+  c.checkpoint.every_steps = 0;
+  train::Trainer trainer(c, world());
+  EXPECT_EQ(trainer.config().data.max_tokens, train::kFitMaxTokens);
+  EXPECT_GT(trainer.train_step().tgt_tokens, 0);
+
+  torch::manual_seed(7);
+  model::TransformerOptions o;
+  o.vocab_size = 64;
+  o.d_model = 64;
+  o.heads = 4;
+  o.encoder_layers = 2;
+  o.decoder_layers = 2;
+  o.d_ff = 128;
+  model::Transformer model(o);
+  model->to(kGpu);
+  const runtime::DeviceChoice gpu{kGpu, true, "cuda:0"};
+  // 2^27 tokens: 17 GB for each bf16 activation of width 64, hundreds of GB in all.
+  EXPECT_FALSE(train::step_fits(model, gpu, int64_t{1} << 27, 128, o.vocab_size));
+  for (const auto& p : model->parameters()) EXPECT_FALSE(p.grad().defined());
+  EXPECT_TRUE(train::step_fits(model, gpu, 4096, 128, o.vocab_size));
+}
 
 // A training step in its steady state never makes the host wait for the GPU: LibTorch's sync
 // debug mode, set to error, throws at any synchronising call (.item(), a blocking copy, a stream

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -55,9 +56,13 @@ struct ModelConfig {
   int64_t max_positions = 1024; // longest sequence the sinusoidal table covers, in tokens
 };
 
+// data.max_tokens: auto, as Config holds it until train/batch_fit.h resolves it at start-up (the
+// largest batch the device's memory holds; 4,096 on a CPU). No number a user types.
+inline constexpr int64_t kAutoMaxTokens = std::numeric_limits<int64_t>::min();
+
 struct DataConfig {
   std::string corpus;           // HDF5 corpus written by tandem-prep (required)
-  int64_t max_tokens = 4096;    // per rank per batch: sentences x max(src, tgt) padded length
+  int64_t max_tokens = 4096;    // per rank per batch: sentences x max(src, tgt) padded length; or auto
   uint64_t seed = 1;            // seed of the global batch plan (shuffles per epoch)
   int64_t pool_batches = 100;   // sort-by-length pool, in batches' worth of sentences
   int64_t prefetch_steps = 2;   // steps of batches read ahead on a thread; 0 reads in the step

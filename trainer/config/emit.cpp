@@ -70,7 +70,11 @@ std::string to_yaml(const Config& config) {
       current_section = section;
       out += current_section + ":\n";
     }
-    out += std::string("  ") + key + ": " + format_value(value) + "\n";
+    std::string text = format_value(value);
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, int64_t>) {
+      if (detail::takes_auto(section, key) && value == kAutoMaxTokens) text = "auto";
+    }
+    out += std::string("  ") + key + ": " + text + "\n";
   });
   return out;
 }

@@ -60,6 +60,11 @@ void for_each_field(C& c, Visit&& visit) {
   visit("log", "every_steps", c.log.every_steps);
 }
 
+// Whether the integer key section.key also takes the word auto (stored as kAutoMaxTokens).
+inline bool takes_auto(const std::string& section, const std::string& key) {
+  return section == "data" && key == "max_tokens";
+}
+
 // Sets *value to the closed-set value spelled `text` (config.h's Spellings) and returns true, or
 // returns false when `text` spells none of them. Defined in validate.cpp for every closed set.
 template <class Enum>

@@ -28,12 +28,14 @@ using FieldRef = std::variant<int64_t*, uint64_t*, double*, bool*, std::string*,
 struct Field {
   std::string path;  // "model.d_model"
   FieldRef ref;
+  bool takes_auto = false;  // an integer that may also be spelled auto (detail::takes_auto)
 };
 
 std::vector<Field> fields_of(Config& config) {
   std::vector<Field> fields;
   detail::for_each_field(config, [&](const char* section, const char* key, auto& value) {
-    fields.push_back({std::string(section) + "." + key, &value});
+    fields.push_back(
+        {std::string(section) + "." + key, &value, detail::takes_auto(section, key)});
   });
   return fields;
 }
@@ -203,9 +205,16 @@ std::string assign(const YAML::Node& node, Enum* field) {
 
 void assign_field(const Field& field, const YAML::Node& value, const Origin& origin,
                   const YAML::Mark& mark) {
-  const std::string expected =
-      std::visit([&](auto* target) { return assign(value, target); }, field.ref);
+  if (field.takes_auto) {
+    const std::string* text = plain_scalar(value);
+    if (text != nullptr && *text == "auto") {
+      *std::get<int64_t*>(field.ref) = kAutoMaxTokens;
+      return;
+    }
+  }
+  std::string expected = std::visit([&](auto* target) { return assign(value, target); }, field.ref);
   if (!expected.empty()) {
+    if (field.takes_auto) expected += " or auto";
     origin.fail(mark, field.path + ": expected " + expected + ", got " + describe(value));
   }
 }

@@ -74,7 +74,8 @@ void validate_data(const DataConfig& d) {
     throw std::invalid_argument(
         "data.corpus: expected the path of a corpus written by tandem-prep, got nothing");
   }
-  require(d.max_tokens > 0, "data.max_tokens", d.max_tokens, "a positive integer");
+  require(d.max_tokens > 0 || d.max_tokens == kAutoMaxTokens, "data.max_tokens", d.max_tokens,
+          "a positive integer or auto");
   require(d.pool_batches > 0, "data.pool_batches", d.pool_batches, "a positive integer");
   require(d.prefetch_steps >= 0, "data.prefetch_steps", d.prefetch_steps,
           "a non-negative integer (0 turns prefetching off)");

@@ -10,6 +10,7 @@
 #include "trainer/common/fault_injection.h"
 #include "trainer/common/log.h"
 #include "trainer/runtime/cpu_runtime.h"
+#include "trainer/train/batch_fit.h"
 #include "trainer/train/forward_backward.h"
 #include "trainer/train/rank_checks.h"
 #include "trainer/train/rng.h"
@@ -43,22 +44,28 @@ Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const Res
     : config_(std::move(config)),
       group_(group),
       corpus_(config_.data.corpus),
-      loader_(corpus_, "train", plan_options(config_.data), group.rank(), group.size(),
-              config_.data.prefetch_steps),
       schedule_{config_.train.schedule, config_.train.lr, config_.train.warmup_steps},
-      validation_(corpus_, config_, group.cpu()),
-      checkpoints_(config_, corpus_.vocab().bytes(), group.rank() == 0),
       cadence_(config_, group.rank()) {
   runtime::configure_cpu_runtime(
       {static_cast<int>(config_.train.threads), config_.train.onednn_cache});
   device_ = runtime::choose_device(config_.train, group.local_rank(), group.local_size());
-  loader_.pin_batches(device_.device.is_cuda());  // host-to-GPU copies that do not block
   connect_ranks();
   build_model();
   // Rank 0's view of checkpoint.dir decides for all (the directory may be on its disk only).
   std::string path = resume.path;
   if (path.empty() && group_.rank() == 0) path = checkpoint::find_latest(config_.checkpoint.dir);
   path = group_.cpu().broadcast_bytes(path, 0);
+  // What plans batches or writes the config comes after data.max_tokens is a number.
+  if (config_.data.max_tokens == config::kAutoMaxTokens) {
+    config_.data.max_tokens = fit_max_tokens(model_, device_, corpus_, path, group_.cpu());
+  }
+  loader_ = std::make_unique<data::ShardedLoader>(corpus_, "train", plan_options(config_.data),
+                                                  group.rank(), group.size(),
+                                                  config_.data.prefetch_steps);
+  loader_->pin_batches(device_.device.is_cuda());  // host-to-GPU copies that do not block
+  validation_ = std::make_unique<Validation>(corpus_, config_, group.cpu());
+  checkpoints_ =
+      std::make_unique<CheckpointWriter>(config_, corpus_.vocab().bytes(), group.rank() == 0);
   if (path.empty()) {
     start_fresh();
   } else {
@@ -114,13 +121,13 @@ void Trainer::resume_from(const std::string& path, const ResumeOptions& options)
                       group_.cpu(), tensor_comm());
   step_ = point.step;
   cadence_.record_resume(step_);
-  if (!options.reset_data) loader_.set_position(point.position);
+  if (!options.reset_data) loader_->set_position(point.position);
   restore_dropout_streams(point, config_.train.seed, group_.rank(), group_.size(), device_.device);
-  validation_.keep_best().restore(point.validation);
+  validation_->keep_best().restore(point.validation);
   // Epochs as the progress lines count them: fractional epochs done.
   char where[96];
   std::snprintf(where, sizeof where, " (epoch %.2f, next global batch %lld)", epoch_progress(),
-                static_cast<long long>(loader_.position().next_batch));
+                static_cast<long long>(loader_->position().next_batch));
   log::info("resuming from " + path + " at step " + std::to_string(step_) + where +
             (options.reset_optimizer ? ", optimizer state reset" : "") +
             (options.reset_data ? ", data position reset" : ""));
@@ -131,7 +138,7 @@ StepStats Trainer::train_step() {
   // Tests only (TANDEM_FAULT_INJECT): an error here, or a non-finite gradient on this rank.
   const bool poison = inject_fault_if_requested(group_.rank(), step_ + 1);
   // Next batches: this rank's micro-batches of the step's global batches.
-  const auto batches = loader_.next_step(config_.train.accum_steps);
+  const auto batches = loader_->next_step(config_.train.accum_steps);
   clear_gradients();
   if (poison) poison_gradient(adam_->parameters().front());
   // Forward and backward; gradient buckets are all-reduced while the last backward runs.
@@ -186,7 +193,7 @@ int Trainer::run() {
   // The loss figures of a log window are summed over ranks where they are, on the device.
   ProgressMeter meter(config_, step_,
                       [this](torch::Tensor& t) { tensor_comm().all_reduce_sum(t); });
-  while (!cadence_.should_stop(step_, completed_epochs(), validation_.keep_best().stop_early())) {
+  while (!cadence_.should_stop(step_, completed_epochs(), validation_->keep_best().stop_early())) {
     meter.add(train_step());
     after_step(meter);
   }
@@ -194,7 +201,7 @@ int Trainer::run() {
     const auto skips = meter.unreported_skips();
     log_skipped_updates(skips.count, skips.last, step_);
   }
-  if (validation_.enabled() && validation_.keep_best().last_step() != step_ && stop_signal() == 0) {
+  if (validation_->enabled() && validation_->keep_best().last_step() != step_ && stop_signal() == 0) {
     validate();
   }
   if (!cadence_.saved_at(step_)) save_checkpoint();
@@ -218,7 +225,7 @@ void Trainer::after_step(ProgressMeter& meter) {
   }
   meter.show(step_, epoch_progress());  // live line on a terminal (rank 0); nothing otherwise
   if (cadence_.check_due(step_)) check_parameters_agree(adam_->parameters(), step_, group_.cpu());
-  if (validation_.enabled() && cadence_.validate_due(step_)) validate();
+  if (validation_->enabled() && cadence_.validate_due(step_)) validate();
   if (cadence_.save_due(step_)) save_checkpoint();
 }
 
@@ -236,34 +243,34 @@ void Trainer::validate() {
   ValidationOutcome outcome;
   {
     const optim::AveragedWeights averaged(ema_.get());  // what eval and decode will use
-    outcome = validation_.run(model_, step_);
+    outcome = validation_->run(model_, step_);
   }
   model_->train();
   if (outcome.verdict.improved && !cadence_.saved_at(step_)) save_checkpoint();
   if (group_.rank() != 0) return;
-  if (outcome.verdict.improved) checkpoints_.link_best(step_);
-  validation_.log(outcome);
-  metrics_->write(validation_.record(outcome));
+  if (outcome.verdict.improved) checkpoints_->link_best(step_);
+  validation_->log(outcome);
+  metrics_->write(validation_->record(outcome));
 }
 
 void Trainer::save_checkpoint() {
   cadence_.record_save(step_);
-  checkpoints_.save(
+  checkpoints_->save(
       RunState{step_, model_, *adam_, ema_.get(), optim::learning_rate(schedule_, step_),
-               loader_.position(), validation_.keep_best().to_json()},
+               loader_->position(), validation_->keep_best().to_json()},
       group_.cpu());
 }
 
 int64_t Trainer::completed_epochs() {
-  const auto position = loader_.position();
-  return position.epoch + (position.next_batch >= loader_.batches_in_epoch() ? 1 : 0);
+  const auto position = loader_->position();
+  return position.epoch + (position.next_batch >= loader_->batches_in_epoch() ? 1 : 0);
 }
 
 double Trainer::epoch_progress() {
-  const auto position = loader_.position();
+  const auto position = loader_->position();
   const double in_epoch =
       std::min<double>(1.0, static_cast<double>(position.next_batch) /
-                                std::max<int64_t>(1, loader_.batches_in_epoch()));
+                                std::max<int64_t>(1, loader_->batches_in_epoch()));
   return static_cast<double>(position.epoch) + in_epoch;
 }
 

@@ -56,6 +56,8 @@ class Trainer {
   int64_t current_step() const { return std::max(step_, step_in_progress_); }
   const runtime::DeviceChoice& device() const { return device_; }
   const model::Transformer& model() const { return model_; }
+  // The run's config, data.max_tokens resolved (batch_fit.h) where it said auto.
+  const config::Config& config() const { return config_; }
 
  private:
   void connect_ranks();  // NCCL for tensors when on GPUs; collective timeouts
@@ -79,14 +81,14 @@ class Trainer {
   runtime::DeviceChoice device_;
   std::unique_ptr<parallel::Communicator> gpu_comm_;  // NCCL, when training on GPUs
   data::Corpus corpus_;
-  data::ShardedLoader loader_;
+  std::unique_ptr<data::ShardedLoader> loader_;  // these three once data.max_tokens is a number
   model::Transformer model_{nullptr};
   std::unique_ptr<optim::Adam> adam_;
   std::unique_ptr<optim::Ema> ema_;  // train.ema_decay > 0
   std::unique_ptr<parallel::GradientReducer> reducer_;
   optim::ScheduleOptions schedule_;
-  Validation validation_;
-  CheckpointWriter checkpoints_;
+  std::unique_ptr<Validation> validation_;
+  std::unique_ptr<CheckpointWriter> checkpoints_;
   Cadence cadence_;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0
   int64_t step_ = 0;

@@ -50,6 +50,7 @@ struct Measurement {
   std::vector<double> gpu_mb;  // peak GPU memory LibTorch's allocator handed out, per rank; 0: CPU
   std::string device = "cpu";  // rank 0's, as the trainer describes it
   std::string precision = "fp32";  // what train.precision resolved to
+  int64_t max_tokens = 0;          // what data.max_tokens resolved to (auto: batch_fit.h)
 
   std::vector<double> rates() const {  // target tokens/s of each window
     std::vector<double> out;
@@ -72,7 +73,8 @@ nlohmann::json measurement_json(const Measurement& m) {
           {"rss_mb", m.rss_mb},
           {"gpu_mb", m.gpu_mb},
           {"device", m.device},
-          {"precision", m.precision}};
+          {"precision", m.precision},
+          {"max_tokens", m.max_tokens}};
 }
 
 Measurement measurement_from_json(const nlohmann::json& j) {
@@ -81,7 +83,8 @@ Measurement measurement_from_json(const nlohmann::json& j) {
           j.at("rss_mb").get<std::vector<double>>(),
           j.at("gpu_mb").get<std::vector<double>>(),
           j.at("device").get<std::string>(),
-          j.at("precision").get<std::string>()};
+          j.at("precision").get<std::string>(),
+          j.at("max_tokens").get<int64_t>()};
 }
 
 // A path or other string as a YAML scalar for --set (a JSON string is a YAML double-quoted scalar).
@@ -169,6 +172,7 @@ Measurement measure(const cfg::Config& config, tandem::parallel::ProcessGroup& g
   Measurement m;
   m.device = trainer.device().description;
   m.precision = trainer.device().bf16 ? "bf16" : "fp32";
+  m.max_tokens = trainer.config().data.max_tokens;
   for (int w = 0; w < f.windows; ++w) {
     settle();
     const auto start = Clock::now();
@@ -240,11 +244,14 @@ void print_setup(const cfg::Config& config, const TrainBenchFlags& f) {
   const auto& m = config.model;
   std::printf("tandem-bench: corpus %s\n", config.data.corpus.c_str());
   std::printf(
-      "model: d_model %lld, heads %lld, layers %lld+%lld, d_ff %lld, dropout %g; max_tokens %lld "
+      "model: d_model %lld, heads %lld, layers %lld+%lld, d_ff %lld, dropout %g; max_tokens %s "
       "per rank\n",
       static_cast<long long>(m.d_model), static_cast<long long>(m.heads),
       static_cast<long long>(m.encoder_layers), static_cast<long long>(m.decoder_layers),
-      static_cast<long long>(m.d_ff), m.dropout, static_cast<long long>(config.data.max_tokens));
+      static_cast<long long>(m.d_ff), m.dropout,
+      config.data.max_tokens == cfg::kAutoMaxTokens
+          ? "auto"
+          : std::to_string(config.data.max_tokens).c_str());
   std::printf(
       "%d rank(s) x %d thread(s) on a machine with %d usable core(s) (shared with whatever else "
       "runs)\n",
@@ -314,7 +321,7 @@ nlohmann::json report(const Measurement& m, const cfg::Config& config, const Tra
           {"peak_rss_mb_per_rank", m.rss_mb},
           {"peak_gpu_mb_per_rank", m.gpu_mb},
           {"vocab_size", vocab_size},
-          {"max_tokens", config.data.max_tokens}};
+          {"max_tokens", m.max_tokens}};
 }
 
 // Runs the yardstick on the same work, prints it beside Tandem's figures, adds it to `record`.
@@ -369,8 +376,14 @@ int run_train_bench(const TrainBenchFlags& f, parallel::ProcessGroup* group) {
   print_setup(config, f);
   const auto m =
       group != nullptr ? measure_in_process(config, f, *group) : measure_under_mpirun(f, scratch);
-  auto record = report(m, config, f);
-  if (f.pytorch) compare_with_pytorch(f, config, m, scratch, record);
+  auto measured = config;  // data.max_tokens as the ranks resolved it (auto: batch_fit.h)
+  measured.data.max_tokens = m.max_tokens;
+  if (config.data.max_tokens == cfg::kAutoMaxTokens) {
+    std::printf("data.max_tokens auto: %lld tokens per rank\n",
+                static_cast<long long>(m.max_tokens));
+  }
+  auto record = report(m, measured, f);
+  if (f.pytorch) compare_with_pytorch(f, measured, m, scratch, record);
   std::printf("%s\n", record.dump().c_str());
   return 0;
 }
