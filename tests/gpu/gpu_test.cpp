@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/common/synthetic_corpus.h"
+#include "trainer/checkpoint/model_io.h"
 #include "trainer/common/temp_dir.h"
 #include "trainer/common/token_ids.h"
 #include "trainer/model/autocast.h"
@@ -566,43 +567,45 @@ TEST(Gpu, NcclAtWorldSizeOneReducesToItself) {
 }
 #endif
 
-// data.max_tokens: auto on a GPU: a trial step far beyond the device's memory is refused (its
-// out-of-memory error caught, nothing left behind, the device usable after it), and a Trainer
-// of a small model gets the largest batch, 65,536 tokens, and trains with it.
-TEST(Gpu, AutoMaxTokensFitsTheBatchToTheDevice) {
-  SKIP_WITHOUT_GPU();
-  TempDir dir("gpu-fit");
+// One rank's run on the GPU in bf16: a small model (width 64, 2 + 2 layers) on a synthetic corpus
+// in `dir`, no checkpoints on the way.
+config::Config small_gpu_run(const std::string& dir,
+                             const test::SyntheticCorpusOptions& corpus = {}) {
   config::Config c;
   c.model.d_model = 64;
   c.model.heads = 4;
   c.model.encoder_layers = 2;
   c.model.decoder_layers = 2;
   c.model.d_ff = 128;
-  c.data.corpus = test::make_reverse_corpus(dir.path());
-  c.data.max_tokens = config::kAutoMaxTokens;
+  c.data.corpus = test::make_reverse_corpus(dir, corpus);
   c.train.device = config::Device::kCuda;
   c.train.precision = config::Precision::kBf16;
-  c.checkpoint.dir = dir.path() + "/run";
+  c.checkpoint.dir = dir + "/run";
   c.checkpoint.every_steps = 0;
+  return c;
+}
+
+// data.max_tokens: auto on a GPU: a trial step far beyond the device's memory is refused (its
+// out-of-memory error caught, nothing left behind, the device usable after it), and a Trainer
+// of a small model gets the largest batch, 65,536 tokens, and trains with it.
+TEST(Gpu, AutoMaxTokensFitsTheBatchToTheDevice) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir("gpu-fit");
+  config::Config c = small_gpu_run(dir.path());
+  c.data.max_tokens = config::kAutoMaxTokens;
   train::Trainer trainer(c, world());
   EXPECT_EQ(trainer.config().data.max_tokens, train::kFitMaxTokens);
   EXPECT_GT(trainer.train_step().tgt_tokens, 0);
 
   torch::manual_seed(7);
-  model::TransformerOptions o;
-  o.vocab_size = 64;
-  o.d_model = 64;
-  o.heads = 4;
-  o.encoder_layers = 2;
-  o.decoder_layers = 2;
-  o.d_ff = 128;
-  model::Transformer model(o);
+  const int64_t vocab = 64;
+  model::Transformer model(checkpoint::model_options(c.model, vocab));
   model->to(kGpu);
   const runtime::DeviceChoice gpu{kGpu, true, "cuda:0"};
   // 2^27 tokens: 17 GB for each bf16 activation of width 64, hundreds of GB in all.
-  EXPECT_FALSE(train::step_fits(model, gpu, int64_t{1} << 27, 128, o.vocab_size));
+  EXPECT_FALSE(train::step_fits(model, gpu, int64_t{1} << 27, 128, vocab));
   for (const auto& p : model->parameters()) EXPECT_FALSE(p.grad().defined());
-  EXPECT_TRUE(train::step_fits(model, gpu, 4096, 128, o.vocab_size));
+  EXPECT_TRUE(train::step_fits(model, gpu, 4096, 128, vocab));
 }
 
 // A training step in its steady state never makes the host wait for the GPU: LibTorch's sync
@@ -617,20 +620,10 @@ TEST(Gpu, SteadyStateStepsNeverWaitForTheGpu) {
   TempDir dir("gpu-sync");
   test::SyntheticCorpusOptions corpus;
   corpus.train_pairs = 2000;
-  config::Config c;
-  c.model.d_model = 64;
-  c.model.heads = 4;
-  c.model.encoder_layers = 2;
-  c.model.decoder_layers = 2;
-  c.model.d_ff = 128;
-  c.data.corpus = test::make_reverse_corpus(dir.path(), corpus);
+  config::Config c = small_gpu_run(dir.path(), corpus);
   c.data.max_tokens = 512;
-  c.train.device = config::Device::kCuda;
-  c.train.precision = config::Precision::kBf16;
   c.train.clip_norm = 0.1;  // clips every step
   c.train.ema_decay = 0.99;
-  c.checkpoint.dir = dir.path() + "/run";
-  c.checkpoint.every_steps = 0;
   train::Trainer trainer(c, world());
   for (int s = 0; s < 3; ++s) trainer.train_step();  // allocations, handles, first collectives
   torch::cuda::synchronize();
