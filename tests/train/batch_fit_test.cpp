@@ -10,6 +10,7 @@
 
 #include "tests/common/mpi_test.h"
 #include "tests/common/synthetic_corpus.h"
+#include "trainer/checkpoint/model_io.h"
 #include "trainer/common/temp_dir.h"
 #include "trainer/train/trainer.h"
 
@@ -28,20 +29,6 @@ TEST(BatchFit, LargestFittingHalvesFromTheTop) {
   EXPECT_EQ(largest_fitting(65536, 1024, [](int64_t) { return true; }), 65536);
   EXPECT_EQ(largest_fitting(4096, 1024, [](int64_t tokens) { return tokens <= 1024; }), 1024);
   EXPECT_EQ(largest_fitting(65536, 1024, [](int64_t) { return false; }), 0);
-}
-
-TEST(BatchFit, AStepTrialLeavesNoGradientsBehind) {
-  torch::manual_seed(5);
-  model::TransformerOptions o;
-  o.vocab_size = 50;
-  o.d_model = 16;
-  o.heads = 2;
-  o.encoder_layers = 1;
-  o.decoder_layers = 1;
-  o.d_ff = 32;
-  model::Transformer model(o);
-  EXPECT_TRUE(step_fits(model, runtime::DeviceChoice{}, 256, 16, o.vocab_size));
-  for (const auto& p : model->parameters()) EXPECT_FALSE(p.grad().defined());
 }
 
 // A directory of rank 0's holding a synthetic corpus, known to every rank.
@@ -79,6 +66,14 @@ config::Config small_run(const std::string& root, const std::string& run) {
   c.checkpoint.every_steps = 0;
   c.log.every_steps = 1;
   return c;
+}
+
+TEST(BatchFit, AStepTrialLeavesNoGradientsBehind) {
+  torch::manual_seed(5);
+  const int64_t vocab = 50;
+  model::Transformer model(checkpoint::model_options(small_run("", "").model, vocab));
+  EXPECT_TRUE(step_fits(model, runtime::DeviceChoice{}, 256, 16, vocab));
+  for (const auto& p : model->parameters()) EXPECT_FALSE(p.grad().defined());
 }
 
 TEST(BatchFit, AutoIsTheCpuDefaultAfreshAndTheResumedRunsOwnNumber) {
