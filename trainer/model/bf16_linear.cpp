@@ -18,8 +18,8 @@ using torch::autograd::variable_list;
 #define TANDEM_MM_OUT_DTYPE 1
 #endif
 
-bool fp32_products_on_gpu() {
 #ifdef TANDEM_MM_OUT_DTYPE
+bool fp32_products_on_gpu() {
   static const bool works = [] {
     try {
       const auto options = torch::TensorOptions(torch::kCUDA).dtype(torch::kBFloat16);
@@ -30,10 +30,8 @@ bool fp32_products_on_gpu() {
     }
   }();
   return works;
-#else
-  return false;
-#endif
 }
+#endif
 
 // a · b in fp32, summed in fp32 either way.
 torch::Tensor product_fp32(const torch::Tensor& a, const torch::Tensor& b) {

@@ -58,21 +58,19 @@ int64_t largest_fitting(int64_t max, int64_t min, const std::function<bool(int64
 bool step_fits(model::Transformer& model, const runtime::DeviceChoice& device, int64_t tokens,
                int64_t length, int64_t vocab_size) {
   const int64_t rows = std::max<int64_t>(1, tokens / length);
-  // Token ids from a counter (no random generator is touched): every one a real word, no padding.
-  const auto ids = [&] {
-    const int64_t first = kEosId + 1, words = std::max<int64_t>(1, vocab_size - first);
-    return (torch::arange(rows * length, torch::kLong) % words + first)
-        .view({rows, length})
-        .to(device.device);
-  };
   bool fits = true;
   empty_device_cache();
   try {
-    const auto src = ids(), tgt = ids();
+    // Token ids from a counter (no random generator is touched): every one a real word, no
+    // padding; the same rows serve as source, decoder input and targets.
+    const int64_t first = kEosId + 1, words = std::max<int64_t>(1, vocab_size - first);
+    const auto ids = (torch::arange(rows * length, torch::kLong) % words + first)
+                         .view({rows, length})
+                         .to(device.device);
     model::TokenLoss loss;
     {
       model::AutocastGuard autocast(device.bf16, device.device);
-      loss = model->loss(src, tgt, tgt, 0.1);
+      loss = model->loss(ids, ids, ids, 0.1);
     }
     loss.loss_sum.backward();
 #ifdef TANDEM_TORCH_CUDA
