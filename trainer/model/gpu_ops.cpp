@@ -13,19 +13,19 @@
 
 namespace tandem::model {
 
+bool aten_kernels_only() {
+  static const bool only = [] {
+    const char* choice = std::getenv("TANDEM_KERNELS");
+    return choice && std::strcmp(choice, "aten") == 0;
+  }();
+  return only;
+}
+
 #ifdef TANDEM_CUDA_KERNELS
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-bool own_kernels_allowed() {
-  static const bool allowed = [] {
-    const char* choice = std::getenv("TANDEM_KERNELS");
-    return !choice || std::strcmp(choice, "aten") != 0;
-  }();
-  return allowed;
-}
 
 cuda::Element element_of(const torch::Tensor& t) {
   return t.scalar_type() == torch::kBFloat16 ? cuda::Element::kBFloat16 : cuda::Element::kFloat;
@@ -92,10 +92,10 @@ class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
 bool own_kernels_for(const torch::Tensor& t) {
   return t.is_cuda() && t.is_contiguous() &&
          (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16) &&
-         own_kernels_allowed();
+         !aten_kernels_only();
 }
 
-bool own_kernels_enabled() { return own_kernels_allowed(); }
+bool own_kernels_enabled() { return !aten_kernels_only(); }
 
 void token_loss_rows_(torch::Tensor& logits, const torch::Tensor& targets,
                       const torch::Tensor& weight, double smoothing, const LossRowsOut& out) {

@@ -11,6 +11,10 @@ namespace tandem::model {
 // Each serves only where own_kernels_for() says so; callers keep their tensor-op path for the rest
 // (CPU, builds without CUDA kernels, TANDEM_KERNELS=aten).
 
+// Whether the environment says TANDEM_KERNELS=aten: LibTorch's ops and LibTorch's own choice of
+// attention kernel only, for comparing them with Tandem's in one build.
+bool aten_kernels_only();
+
 // Whether Tandem's own CUDA kernels take `t`: a contiguous fp32 or bf16 tensor on a GPU, in a
 // build that has them, unless the environment says TANDEM_KERNELS=aten (LibTorch's ops only: for
 // comparing the two in one build).
