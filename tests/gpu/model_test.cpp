@@ -127,19 +127,34 @@ TEST(Gpu, TokenLossKernelMatchesTheFormulasInDouble) {
   expect_token_loss_kernel_matches(torch::kBFloat16);
 }
 
-// Column sums over one block of rows, many, and more rows than blocks (several per thread), fp32
-// and bf16, against double sums of the same values.
+// Column sums over one block of rows, many, more rows than blocks (several per thread), widths
+// that take 16-byte runs and widths that do not, data that starts off a 16-byte boundary, and no
+// rows at all; fp32 and bf16, against double sums of the same values. The same input twice gives
+// the same bits (the blocks' partial sums are added in a fixed order).
 TEST(Gpu, ColumnSumsKernelMatchesDoubleSums) {
   SKIP_WITHOUT_OWN_KERNELS();
   torch::manual_seed(32);
   for (const auto type : {torch::kFloat, torch::kBFloat16}) {
-    for (const auto& shape : std::vector<std::vector<int64_t>>{{5, 7}, {5000, 300}, {70001, 9}}) {
+    for (const auto& shape : std::vector<std::vector<int64_t>>{
+             {5, 7}, {5000, 300}, {70001, 9}, {4099, 512}, {33, 2048}, {20000, 64}}) {
       const auto a = torch::randn(shape).to(type);
-      const auto got = model::column_sums(a.to(kGpu));
+      const auto on_gpu = a.to(kGpu);
+      const auto got = model::column_sums(on_gpu);
       EXPECT_EQ(got.scalar_type(), torch::kFloat);
       EXPECT_LT(relative_error(got, a.to(torch::kDouble).sum(0)), 1e-5)
-          << "rows " << shape[0] << ", type " << type;
+          << "rows " << shape[0] << ", cols " << shape[1] << ", type " << type;
+      EXPECT_TRUE(torch::equal(model::column_sums(on_gpu), got)) << "rows " << shape[0];
     }
+    const int64_t rows = 3001, cols = 16;
+    const auto flat = torch::randn({rows * cols + 3}).to(type);
+    const auto shifted = flat.narrow(0, 3, rows * cols).view({rows, cols});  // off 16 bytes
+    EXPECT_LT(relative_error(model::column_sums(flat.to(kGpu).narrow(0, 3, rows * cols)
+                                                    .view({rows, cols})),
+                             shifted.to(torch::kDouble).sum(0)),
+              1e-5)
+        << "type " << type;
+    const auto none = model::column_sums(torch::empty({0, cols}, torch::dtype(type).device(kGpu)));
+    EXPECT_TRUE(torch::equal(none.cpu(), torch::zeros({cols}))) << "no rows, type " << type;
   }
 }
 

@@ -1,10 +1,11 @@
-// One thread block per row of logits for the token loss; a grid of (column, block of rows) for
-// the column sums. Everything sums in fp32 whatever the element type.
+// One thread block per row of logits for the token loss; a grid of (stripe of columns, block of
+// rows) for the column sums, in one launch. Everything sums in fp32 whatever the element type.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -15,9 +16,11 @@ namespace {
 
 constexpr int kLossThreads = 256;
 constexpr int kWarp = 32;
-constexpr int kColumnThreads = 256;
+constexpr int kColumnLanes = 32;  // threads side by side along a row (one warp)
+constexpr int kRowLanes = 8;      // threads down a block's rows
+constexpr int kColumnThreads = kColumnLanes * kRowLanes;
 constexpr int64_t kColumnRowsPerBlock = 64;  // fewer blocks than that make each one longer
-constexpr int64_t kMaxColumnBlocks = 1024;
+constexpr int64_t kMaxColumnBlocks = 256;    // what the last block of a stripe adds up
 
 __device__ __forceinline__ float load(const float* p) { return *p; }
 __device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
@@ -113,22 +116,103 @@ __global__ void __launch_bounds__(kLossThreads)
   }
 }
 
-template <typename T, bool kScaled>
+// V consecutive elements from p as floats: one 16-byte load where V > 1 (p then 16-byte aligned).
+template <int V>
+__device__ __forceinline__ void load_run(const float* p, float* out) {
+  if constexpr (V == 4) {
+    const float4 f = *reinterpret_cast<const float4*>(p);
+    out[0] = f.x, out[1] = f.y, out[2] = f.z, out[3] = f.w;
+  } else {
+    static_assert(V == 1, "fp32 runs are 1 or 4 elements");
+    out[0] = *p;
+  }
+}
+
+template <int V>
+__device__ __forceinline__ void load_run(const __nv_bfloat16* p, float* out) {
+  if constexpr (V == 8) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __bfloat1622float2(pairs[i]);
+      out[2 * i] = f.x, out[2 * i + 1] = f.y;
+    }
+  } else {
+    static_assert(V == 1, "bf16 runs are 1 or 8 elements");
+    out[0] = __bfloat162float(*p);
+  }
+}
+
+// Block (stripe, b) sums rows [b·span, (b+1)·span) of the stripe's kColumnLanes·V columns: each
+// thread V adjacent columns of every kRowLanes-th row, then the row lanes in order, into work.
+// The last block of a stripe to arrive adds the stripe's partial sums up in block order, so the
+// result is the same whichever block finishes last.
+template <typename T, int V, bool kScaled>
 __global__ void __launch_bounds__(kColumnThreads)
     column_sums_kernel(const T* a, const T* x, const float* mean, const float* rstd, int64_t rows,
-                       int64_t cols, int64_t span, float* sums, float* scaled) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColumnThreads + threadIdx.x;
-  if (c >= cols) return;
+                       int64_t cols, int64_t span, float* work, unsigned* arrivals, float* sums,
+                       float* scaled) {
+  constexpr int kWidth = kColumnLanes * V;
+  constexpr int kOut = kScaled ? 2 : 1;
+  __shared__ float lanes[kOut][kRowLanes][kWidth];
+  __shared__ bool last;
+  const int tid = threadIdx.y * kColumnLanes + threadIdx.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kWidth;
+  const int64_t c = first + threadIdx.x * V;
   const int64_t begin = static_cast<int64_t>(blockIdx.y) * span;
   const int64_t end = begin + span < rows ? begin + span : rows;
-  float s = 0.f, t = 0.f;
-  for (int64_t r = begin; r < end; ++r) {
-    const float v = load(a + r * cols + c);
-    s += v;
-    if (kScaled) t += v * (load(x + r * cols + c) - mean[r]) * rstd[r];
+  float s[V], t[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) s[i] = 0.f, t[i] = 0.f;
+  if (c < cols) {
+#pragma unroll 4
+    for (int64_t r = begin + threadIdx.y; r < end; r += kRowLanes) {
+      float v[V];
+      load_run<V>(a + r * cols + c, v);
+      if constexpr (kScaled) {
+        float u[V];
+        load_run<V>(x + r * cols + c, u);
+        const float m = mean[r], k = rstd[r];
+#pragma unroll
+        for (int i = 0; i < V; ++i) t[i] += v[i] * (u[i] - m) * k;
+      }
+#pragma unroll
+      for (int i = 0; i < V; ++i) s[i] += v[i];
+    }
   }
-  sums[blockIdx.y * cols + c] = s;
-  if (kScaled) scaled[blockIdx.y * cols + c] = t;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    lanes[0][threadIdx.y][threadIdx.x * V + i] = s[i];
+    if constexpr (kScaled) lanes[kOut - 1][threadIdx.y][threadIdx.x * V + i] = t[i];
+  }
+  __syncthreads();
+  const int64_t blocks = gridDim.y;
+  for (int j = tid; j < kWidth && first + j < cols; j += kColumnThreads) {
+    for (int o = 0; o < kOut; ++o) {
+      float total = 0.f;
+      for (int l = 0; l < kRowLanes; ++l) total += lanes[o][l][j];
+      work[(o * blocks + blockIdx.y) * cols + first + j] = total;
+    }
+  }
+  __threadfence();  // this block's partial sums are visible before its arrival is counted
+  __syncthreads();
+  if (tid == 0) last = atomicAdd(arrivals + blockIdx.x, 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  for (int j = tid; j < kWidth && first + j < cols; j += kColumnThreads) {
+    for (int o = 0; o < kOut; ++o) {
+      const float* column = work + o * blocks * cols + first + j;
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+      int64_t b = 0;
+      for (; b + 4 <= blocks; b += 4) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) acc[k] += __ldcg(column + (b + k) * cols);
+      }
+      for (; b < blocks; ++b) acc[0] += __ldcg(column + b * cols);
+      (o == 0 ? sums : scaled)[first + j] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }
+  }
 }
 
 void check_launch(const char* kernel) {
@@ -139,26 +223,38 @@ void check_launch(const char* kernel) {
   }
 }
 
-int64_t column_span(int64_t rows) {
-  const int64_t blocks = column_blocks(rows);
-  return (rows + blocks - 1) / blocks;
-}
+bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-template <typename T>
+template <typename T, int V>
 void launch_column_sums(const void* a, const void* x, const float* mean, const float* rstd,
-                        int64_t rows, int64_t cols, float* sums, float* scaled,
-                        cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((cols + kColumnThreads - 1) / kColumnThreads),
-                  static_cast<unsigned>(column_blocks(rows)));
+                        int64_t rows, int64_t cols, float* sums, float* scaled, float* work,
+                        unsigned* arrivals, cudaStream_t stream) {
+  const int64_t blocks = column_blocks(rows);
+  const dim3 grid(static_cast<unsigned>((cols + kColumnLanes * V - 1) / (kColumnLanes * V)),
+                  static_cast<unsigned>(blocks));
+  const dim3 threads(kColumnLanes, kRowLanes);
+  const int64_t span = (rows + blocks - 1) / blocks;
   const auto* at = static_cast<const T*>(a);
   if (x) {
-    column_sums_kernel<T, true><<<grid, kColumnThreads, 0, stream>>>(
-        at, static_cast<const T*>(x), mean, rstd, rows, cols, column_span(rows), sums, scaled);
+    column_sums_kernel<T, V, true><<<grid, threads, 0, stream>>>(
+        at, static_cast<const T*>(x), mean, rstd, rows, cols, span, work, arrivals, sums, scaled);
   } else {
-    column_sums_kernel<T, false><<<grid, kColumnThreads, 0, stream>>>(
-        at, nullptr, nullptr, nullptr, rows, cols, column_span(rows), sums, nullptr);
+    column_sums_kernel<T, V, false><<<grid, threads, 0, stream>>>(
+        at, nullptr, nullptr, nullptr, rows, cols, span, work, arrivals, sums, nullptr);
   }
   check_launch("column_sums");
+}
+
+// 16-byte runs where every row starts on a run (cols a multiple of V) and the data is aligned.
+template <typename T, int V>
+void dispatch_column_sums(const void* a, const void* x, const float* mean, const float* rstd,
+                          int64_t rows, int64_t cols, float* sums, float* scaled, float* work,
+                          unsigned* arrivals, cudaStream_t stream) {
+  if (cols % V == 0 && aligned16(a) && aligned16(x)) {
+    launch_column_sums<T, V>(a, x, mean, rstd, rows, cols, sums, scaled, work, arrivals, stream);
+  } else {
+    launch_column_sums<T, 1>(a, x, mean, rstd, rows, cols, sums, scaled, work, arrivals, stream);
+  }
 }
 
 }  // namespace
@@ -186,15 +282,22 @@ int64_t column_blocks(int64_t rows) {
   return std::max<int64_t>(1, std::min(wanted, kMaxColumnBlocks));
 }
 
+int64_t column_stripes(int64_t cols) { return (cols + kColumnLanes - 1) / kColumnLanes; }
+
 void column_sums(const void* a, const void* x, const float* mean, const float* rstd,
                  Element element, int64_t rows, int64_t cols, float* sums, float* scaled,
-                 void* stream) {
-  if (rows == 0 || cols == 0) return;
+                 float* work, unsigned* arrivals, void* stream) {
+  if (cols == 0) return;
   const auto s = static_cast<cudaStream_t>(stream);
-  if (element == Element::kBFloat16) {
-    launch_column_sums<__nv_bfloat16>(a, x, mean, rstd, rows, cols, sums, scaled, s);
+  if (rows == 0) {
+    cudaMemsetAsync(sums, 0, cols * sizeof(float), s);
+    if (x) cudaMemsetAsync(scaled, 0, cols * sizeof(float), s);
+    check_launch("column_sums (no rows)");
+  } else if (element == Element::kBFloat16) {
+    dispatch_column_sums<__nv_bfloat16, 8>(a, x, mean, rstd, rows, cols, sums, scaled, work,
+                                           arrivals, s);
   } else {
-    launch_column_sums<float>(a, x, mean, rstd, rows, cols, sums, scaled, s);
+    dispatch_column_sums<float, 4>(a, x, mean, rstd, rows, cols, sums, scaled, work, arrivals, s);
   }
 }
 

@@ -21,13 +21,16 @@ void token_loss_rows(void* logits, Element element, int64_t rows, int64_t vocab,
                      const int64_t* targets, const float* weight, float smoothing, float* lse,
                      float* target_logit, float* mean_logit, int64_t* argmax, void* stream);
 
-// Partial column sums of a [rows, cols] (contiguous, `element`) over column_blocks(rows) blocks
-// of rows, in fp32: sums[b, c] = Σ_{r in block b} a[r, c], and with x, mean and rstd (LayerNorm's
-// input and the statistics of its rows) also scaled[b, c] = Σ a[r, c] · (x[r, c] − mean[r]) ·
-// rstd[r]. sums and scaled hold column_blocks(rows) × cols floats; the caller adds the blocks up.
+// Column sums of a [rows, cols] (contiguous, `element`) in fp32, in one launch: sums[c] =
+// Σ_r a[r, c], and with x, mean and rstd (LayerNorm's input and the statistics of its rows) also
+// scaled[c] = Σ_r a[r, c] · (x[r, c] − mean[r]) · rstd[r]. Blocks of rows write partial sums to
+// `work` (column_blocks(rows) × cols floats per output); the last block of each stripe of columns
+// adds them up in block order, so the result is the same from run to run. `arrivals` holds
+// column_stripes(cols) counters, zero before the call.
 int64_t column_blocks(int64_t rows);
+int64_t column_stripes(int64_t cols);
 void column_sums(const void* a, const void* x, const float* mean, const float* rstd,
                  Element element, int64_t rows, int64_t cols, float* sums, float* scaled,
-                 void* stream);
+                 float* work, unsigned* arrivals, void* stream);
 
 }  // namespace tandem::model::cuda

@@ -47,18 +47,28 @@ void require_own(const torch::Tensor& t, const char* op) {
   }
 }
 
+// Column sums of a [rows, cols] into `out` ([outputs, cols] fp32; with x, mean and rstd, out[0]
+// gets the LayerNorm-scaled sums and out[1] the plain ones), with the kernel's scratch.
+void column_sums_into(const torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& x,
+                      const torch::Tensor& mean, const torch::Tensor& rstd) {
+  const int64_t rows = a.size(0), cols = a.size(1), outputs = out.size(0);
+  const auto floats = a.options().dtype(torch::kFloat);
+  const auto work = torch::empty({outputs * cuda::column_blocks(rows) * cols}, floats);
+  const auto arrivals = torch::zeros({cuda::column_stripes(cols)}, floats.dtype(torch::kInt));
+  cuda::column_sums(a.data_ptr(), x.defined() ? x.data_ptr() : nullptr, pointer_or_null<float>(mean),
+                    pointer_or_null<float>(rstd), element_of(a), rows, cols,
+                    out[outputs - 1].data_ptr<float>(),
+                    outputs > 1 ? out[0].data_ptr<float>() : nullptr, work.data_ptr<float>(),
+                    reinterpret_cast<unsigned*>(arrivals.data_ptr<int32_t>()), stream_of(a));
+}
+
 // dgamma, dbeta of LayerNorm from the rows of its incoming gradient dy and input x [rows, d].
 std::pair<torch::Tensor, torch::Tensor> gamma_beta_gradients(const torch::Tensor& dy,
                                                              const torch::Tensor& x,
                                                              const torch::Tensor& mean,
                                                              const torch::Tensor& rstd) {
-  const int64_t rows = dy.size(0), cols = dy.size(1);
-  const auto partial =
-      torch::empty({2, cuda::column_blocks(rows), cols}, dy.options().dtype(torch::kFloat));
-  cuda::column_sums(dy.data_ptr(), x.data_ptr(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
-                    element_of(dy), rows, cols, partial[1].data_ptr<float>(),
-                    partial[0].data_ptr<float>(), stream_of(dy));
-  const auto sums = partial.sum(1);
+  const auto sums = torch::empty({2, dy.size(1)}, dy.options().dtype(torch::kFloat));
+  column_sums_into(sums, dy, x, mean, rstd);
   return {sums[0], sums[1]};
 }
 
@@ -111,11 +121,9 @@ void token_loss_rows_(torch::Tensor& logits, const torch::Tensor& targets,
 
 torch::Tensor column_sums(const torch::Tensor& a) {
   require_own(a, "column_sums");
-  const int64_t rows = a.size(0), cols = a.size(1);
-  auto partial = torch::empty({cuda::column_blocks(rows), cols}, a.options().dtype(torch::kFloat));
-  cuda::column_sums(a.data_ptr(), nullptr, nullptr, nullptr, element_of(a), rows, cols,
-                    partial.data_ptr<float>(), nullptr, stream_of(a));
-  return partial.sum(0);
+  const auto sums = torch::empty({1, a.size(1)}, a.options().dtype(torch::kFloat));
+  column_sums_into(sums, a, torch::Tensor(), torch::Tensor(), torch::Tensor());
+  return sums[0];
 }
 
 torch::Tensor layer_norm_own(const torch::Tensor& x, const torch::Tensor& weight,
