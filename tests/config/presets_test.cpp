@@ -88,6 +88,7 @@ TEST(Presets, BaseIsThePapersBaseModel) {
   EXPECT_EQ(c.model.decoder_layers, 6);
   EXPECT_EQ(c.model.d_ff, 2048);
   EXPECT_EQ(c.model.dropout, 0.1);
+  EXPECT_EQ(c.data.max_tokens, kAutoMaxTokens);  // fit to the GPU
   EXPECT_EQ(c.train.schedule, Schedule::kInverseSqrt);
   EXPECT_EQ(c.train.warmup_steps, 4000);
   EXPECT_EQ(c.train.lr, 7e-4);
