@@ -7,6 +7,8 @@
 #   yardstick_start SHAPE TOKENS PYTHON REF_TRAIN_PY OUT_DIR     (background; sets yardstick_pid)
 #   yardstick_pause / yardstick_resume
 #   yardstick_finish WAIT_S    prints "compile S | windows A B C | best B | median M" or why not
+#                              (call it in the shell that started the yardstick, not in $(...):
+#                              it waits for its child)
 
 yardstick_pid=""
 yardstick_dir=""
