@@ -17,10 +17,10 @@ namespace {
 constexpr int kLossThreads = 256;
 constexpr int kWarp = 32;
 constexpr int kColumnLanes = 32;  // threads side by side along a row (one warp)
-constexpr int kRowLanes = 8;      // threads down a block's rows
+constexpr int kRowLanes = 16;     // threads down a block's rows
 constexpr int kColumnThreads = kColumnLanes * kRowLanes;
 constexpr int64_t kColumnRowsPerBlock = 64;  // fewer blocks than that make each one longer
-constexpr int64_t kMaxColumnBlocks = 256;    // what the last block of a stripe adds up
+constexpr int64_t kMaxColumnBlocks = 64;     // what the last block of a stripe adds up
 
 __device__ __forceinline__ float load(const float* p) { return *p; }
 __device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
@@ -144,10 +144,21 @@ __device__ __forceinline__ void load_run(const __nv_bfloat16* p, float* out) {
   }
 }
 
+// R adjacent partial sums, as written by other blocks of the same launch (read past L1).
+template <int R>
+__device__ __forceinline__ void load_partial(const float* p, float* out) {
+  if constexpr (R == 4) {
+    const float4 f = __ldcg(reinterpret_cast<const float4*>(p));
+    out[0] = f.x, out[1] = f.y, out[2] = f.z, out[3] = f.w;
+  } else {
+    out[0] = __ldcg(p);
+  }
+}
+
 // Block (stripe, b) sums rows [b·span, (b+1)·span) of the stripe's kColumnLanes·V columns: each
 // thread V adjacent columns of every kRowLanes-th row, then the row lanes in order, into work.
-// The last block of a stripe to arrive adds the stripe's partial sums up in block order, so the
-// result is the same whichever block finishes last.
+// The last block of a stripe to arrive adds the stripe's partial sums up in an order fixed by the
+// grid, so the result is the same whichever block finishes last.
 template <typename T, int V, bool kScaled>
 __global__ void __launch_bounds__(kColumnThreads)
     column_sums_kernel(const T* a, const T* x, const float* mean, const float* rstd, int64_t rows,
@@ -200,17 +211,37 @@ __global__ void __launch_bounds__(kColumnThreads)
   if (tid == 0) last = atomicAdd(arrivals + blockIdx.x, 1u) == gridDim.y - 1;
   __syncthreads();
   if (!last) return;
-  for (int j = tid; j < kWidth && first + j < cols; j += kColumnThreads) {
-    for (int o = 0; o < kOut; ++o) {
-      const float* column = work + o * blocks * cols + first + j;
-      float acc[4] = {0.f, 0.f, 0.f, 0.f};
-      int64_t b = 0;
-      for (; b + 4 <= blocks; b += 4) {
+  // The stripe's totals: groups of R adjacent columns (16-byte loads where rows are 16-byte runs),
+  // each summed over the blocks by kColumnThreads / groups threads (block b to lane b mod lanes),
+  // then the lanes in order.
+  constexpr int R = V > 1 ? 4 : 1;
+  constexpr int kGroups = kWidth / R;
+  constexpr int kLanes = kColumnThreads / kGroups;
+  static_assert(kLanes <= kRowLanes, "the lanes' sums fit in lanes[0]");
+  const int group = tid % kGroups, lane = tid / kGroups;
+  const int64_t col = first + group * R;
+  for (int o = 0; o < kOut; ++o) {
+    float acc[R];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) acc[k] += __ldcg(column + (b + k) * cols);
+    for (int i = 0; i < R; ++i) acc[i] = 0.f;
+    if (col < cols) {
+      const float* column = work + o * blocks * cols + col;
+#pragma unroll 4
+      for (int64_t b = lane; b < blocks; b += kLanes) {
+        float part[R];
+        load_partial<R>(column + b * cols, part);
+#pragma unroll
+        for (int i = 0; i < R; ++i) acc[i] += part[i];
       }
-      for (; b < blocks; ++b) acc[0] += __ldcg(column + b * cols);
-      (o == 0 ? sums : scaled)[first + j] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }
+    __syncthreads();  // the previous output's reads of lanes[0] are done
+#pragma unroll
+    for (int i = 0; i < R; ++i) lanes[0][lane][group * R + i] = acc[i];
+    __syncthreads();
+    for (int j = tid; j < kWidth && first + j < cols; j += kColumnThreads) {
+      float total = 0.f;
+      for (int l = 0; l < kLanes; ++l) total += lanes[0][l][j];
+      (o == 0 ? sums : scaled)[first + j] = total;
     }
   }
 }
