@@ -148,13 +148,33 @@ TEST(Gpu, ColumnSumsKernelMatchesDoubleSums) {
     const int64_t rows = 3001, cols = 16;
     const auto flat = torch::randn({rows * cols + 3}).to(type);
     const auto shifted = flat.narrow(0, 3, rows * cols).view({rows, cols});  // off 16 bytes
-    EXPECT_LT(relative_error(model::column_sums(flat.to(kGpu).narrow(0, 3, rows * cols)
-                                                    .view({rows, cols})),
-                             shifted.to(torch::kDouble).sum(0)),
+    EXPECT_LT(relative_error(
+                  model::column_sums(flat.to(kGpu).narrow(0, 3, rows * cols).view({rows, cols})),
+                  shifted.to(torch::kDouble).sum(0)),
               1e-5)
         << "type " << type;
     const auto none = model::column_sums(torch::empty({0, cols}, torch::dtype(type).device(kGpu)));
     EXPECT_TRUE(torch::equal(none.cpu(), torch::zeros({cols}))) << "no rows, type " << type;
+  }
+}
+
+// relu's backward with its bias gradient in one pass: the masked gradient equals LibTorch's
+// threshold_backward bit for bit, its column sums the double sums; widths with and without 16-byte
+// runs, fp32 and bf16; relu outputs with zeros where the mask cuts.
+TEST(Gpu, ReluBackwardColumnSumsMatchThresholdBackward) {
+  SKIP_WITHOUT_OWN_KERNELS();
+  torch::manual_seed(35);
+  for (const auto type : {torch::kFloat, torch::kBFloat16}) {
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{4099, 2048}, {300, 12}, {7, 40}}) {
+      const auto g = torch::randn(shape).to(type).to(kGpu);
+      const auto y = torch::randn(shape).relu().to(type).to(kGpu);
+      const auto [masked, sums] = model::relu_backward_column_sums(g, y);
+      const auto expected = at::threshold_backward(g, y, 0);
+      EXPECT_TRUE(torch::equal(masked, expected)) << "rows " << shape[0] << ", type " << type;
+      EXPECT_EQ(sums.scalar_type(), torch::kFloat);
+      EXPECT_LT(relative_error(sums, expected.to(torch::kDouble).sum(0)), 1e-5)
+          << "rows " << shape[0] << ", type " << type;
+    }
   }
 }
 
@@ -181,6 +201,41 @@ TEST(Gpu, LayerNormKernelGradientsMatchTheCpu) {
   EXPECT_LT(relative_error(gpu_x.grad(), cpu_x.grad()), 2e-2);
   EXPECT_LT(relative_error(gpu_w.grad(), cpu_w.grad()), 1e-2);
   EXPECT_LT(relative_error(gpu_b.grad(), cpu_b.grad()), 1e-2);
+}
+
+// Post-norm's residual add with its LayerNorm in one kernel, bf16 rows (512 wide, as the base
+// shape's, and 200: runs some lanes do not have), against the add of the bf16 values rounded to
+// bf16 and LibTorch's fp32 LayerNorm on the CPU; both addends get the sum's gradient.
+TEST(Gpu, AddLayerNormKernelMatchesTheCpu) {
+  SKIP_WITHOUT_OWN_KERNELS();
+  torch::manual_seed(34);
+  for (const int64_t d : {512, 200}) {
+    const auto residual = (torch::randn({7, 45, d}) * 3).to(torch::kBFloat16).to(torch::kFloat);
+    const auto x = (torch::randn({7, 45, d}) + 0.5).to(torch::kBFloat16).to(torch::kFloat);
+    const auto weight = 1 + 0.3 * torch::randn({d}), bias = 0.2 * torch::randn({d});
+    const auto upstream = torch::randn({7, 45, d});
+    auto cpu_r = leaf_on(residual, torch::kCPU), cpu_x = leaf_on(x, torch::kCPU);
+    auto cpu_w = leaf_on(weight, torch::kCPU), cpu_b = leaf_on(bias, torch::kCPU);
+    const auto sum = cpu_r + cpu_x;
+    const auto rounded = sum + (sum.detach().to(torch::kBFloat16).to(torch::kFloat) - sum.detach());
+    const auto cpu_y = torch::layer_norm(rounded, {d}, cpu_w, cpu_b, 1e-5);
+    (cpu_y * upstream).sum().backward();
+    auto gpu_r = residual.to(kGpu, torch::kBFloat16).requires_grad_(true);
+    auto gpu_x = x.to(kGpu, torch::kBFloat16).requires_grad_(true);
+    auto gpu_w = leaf_on(weight, kGpu), gpu_b = leaf_on(bias, kGpu);
+    ASSERT_TRUE(model::add_layer_norm_own_for(gpu_r, gpu_x));
+    const auto gpu_y = model::add_layer_norm_own(gpu_r, gpu_x, gpu_w, gpu_b, 1e-5);
+    EXPECT_EQ(gpu_y.scalar_type(), torch::kBFloat16);
+    (gpu_y.to(torch::kFloat) * upstream.to(kGpu)).sum().backward();
+    EXPECT_LT(relative_error(gpu_y, cpu_y), 1e-2) << "d " << d;
+    EXPECT_LT(relative_error(gpu_r.grad(), cpu_r.grad()), 2e-2) << "d " << d;
+    EXPECT_LT(relative_error(gpu_x.grad(), cpu_x.grad()), 2e-2) << "d " << d;
+    EXPECT_TRUE(torch::equal(gpu_r.grad(), gpu_x.grad()));
+    EXPECT_LT(relative_error(gpu_w.grad(), cpu_w.grad()), 1e-2) << "d " << d;
+    EXPECT_LT(relative_error(gpu_b.grad(), cpu_b.grad()), 1e-2) << "d " << d;
+  }
+  const auto odd = torch::zeros({3, 12}, torch::dtype(torch::kBFloat16).device(kGpu));
+  EXPECT_FALSE(model::add_layer_norm_own_for(odd, odd));  // 12 is not a multiple of 8
 }
 
 // Self-attention (causal, with padding) and cross-attention (padding), forward and backward.

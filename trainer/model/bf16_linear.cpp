@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "trainer/model/gpu_ops.h"
@@ -72,10 +73,16 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &weight16 = saved[1], &y = saved[2];
     auto g = grads[0].contiguous();
-    if (y.defined()) g = at::threshold_backward(g, y, 0);
+    torch::Tensor bias_sums;
+    if (y.defined() && own_kernels_for(g) && own_kernels_for(y)) {
+      std::tie(g, bias_sums) = relu_backward_column_sums(g, y);  // one pass for both
+    } else if (y.defined()) {
+      g = at::threshold_backward(g, y, 0);
+    }
     const auto rows = ctx->saved_data["rows"].toIntVector();
     const auto weight_grads = product_fp32(g.t(), x).split_with_sizes(rows, 0);
-    const auto bias_grads = bias_gradient(g).split_with_sizes(rows, 0);
+    const auto bias_grads =
+        (bias_sums.defined() ? bias_sums : bias_gradient(g)).split_with_sizes(rows, 0);
     variable_list out{g.mm(weight16)};
     out.insert(out.end(), weight_grads.begin(), weight_grads.end());
     out.insert(out.end(), bias_grads.begin(), bias_grads.end());

@@ -1,5 +1,6 @@
 // One thread block per row of logits for the token loss; a grid of (stripe of columns, block of
-// rows) for the column sums, in one launch. Everything sums in fp32 whatever the element type.
+// rows) for the column sums, in one launch; one warp per row for the residual add with LayerNorm.
+// Everything sums in fp32 whatever the element type.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -21,6 +22,11 @@ constexpr int kRowLanes = 16;     // threads down a block's rows
 constexpr int kColumnThreads = kColumnLanes * kRowLanes;
 constexpr int64_t kColumnRowsPerBlock = 64;  // fewer blocks than that make each one longer
 constexpr int64_t kMaxColumnBlocks = 64;     // what the last block of a stripe adds up
+constexpr int kPlainSums = 0;                // column sums of a
+constexpr int kScaledSums = 1;               // and of a · (x − mean) · rstd (LayerNorm's weight)
+constexpr int kReluSums = 2;                 // of a where x > 0, masked a written (relu backward)
+constexpr int kNormRowsPerBlock = 4;  // add_layer_norm: one warp a row
+constexpr int kNormMaxRuns = 8;       // 8-element runs a lane holds: rows of up to 2,048
 
 __device__ __forceinline__ float load(const float* p) { return *p; }
 __device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
@@ -144,6 +150,32 @@ __device__ __forceinline__ void load_run(const __nv_bfloat16* p, float* out) {
   }
 }
 
+// V floats to V consecutive elements at p (16-byte aligned where V > 1); values that came from
+// elements of the same type store back unchanged.
+template <int V>
+__device__ __forceinline__ void store_run(float* p, const float* v) {
+  if constexpr (V == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    static_assert(V == 1, "fp32 runs are 1 or 4 elements");
+    *p = v[0];
+  }
+}
+
+template <int V>
+__device__ __forceinline__ void store_run(__nv_bfloat16* p, const float* v) {
+  if constexpr (V == 8) {
+    uint4 raw;
+    auto* pairs = reinterpret_cast<__nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pairs[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    *reinterpret_cast<uint4*>(p) = raw;
+  } else {
+    static_assert(V == 1, "bf16 runs are 1 or 8 elements");
+    *p = __float2bfloat16_rn(v[0]);
+  }
+}
+
 // R adjacent partial sums, as written by other blocks of the same launch (read past L1).
 template <int R>
 __device__ __forceinline__ void load_partial(const float* p, float* out) {
@@ -159,12 +191,13 @@ __device__ __forceinline__ void load_partial(const float* p, float* out) {
 // thread V adjacent columns of every kRowLanes-th row, then the row lanes in order, into work.
 // The last block of a stripe to arrive adds the stripe's partial sums up in an order fixed by the
 // grid, so the result is the same whichever block finishes last.
-template <typename T, int V, bool kScaled>
+template <typename T, int V, int kMode>
 __global__ void __launch_bounds__(kColumnThreads)
     column_sums_kernel(const T* a, const T* x, const float* mean, const float* rstd, int64_t rows,
                        int64_t cols, int64_t span, float* work, unsigned* arrivals, float* sums,
-                       float* scaled) {
+                       float* scaled, T* masked) {
   constexpr int kWidth = kColumnLanes * V;
+  constexpr bool kScaled = kMode == kScaledSums;
   constexpr int kOut = kScaled ? 2 : 1;
   __shared__ float lanes[kOut][kRowLanes][kWidth];
   __shared__ bool last;
@@ -181,6 +214,13 @@ __global__ void __launch_bounds__(kColumnThreads)
     for (int64_t r = begin + threadIdx.y; r < end; r += kRowLanes) {
       float v[V];
       load_run<V>(a + r * cols + c, v);
+      if constexpr (kMode == kReluSums) {
+        float u[V];
+        load_run<V>(x + r * cols + c, u);
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[i] = u[i] > 0.f ? v[i] : 0.f;
+        store_run<V>(masked + r * cols + c, v);
+      }
       if constexpr (kScaled) {
         float u[V];
         load_run<V>(x + r * cols + c, u);
@@ -256,36 +296,141 @@ void check_launch(const char* kernel) {
 
 bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-template <typename T, int V>
-void launch_column_sums(const void* a, const void* x, const float* mean, const float* rstd,
-                        int64_t rows, int64_t cols, float* sums, float* scaled, float* work,
-                        unsigned* arrivals, cudaStream_t stream) {
-  const int64_t blocks = column_blocks(rows);
-  const dim3 grid(static_cast<unsigned>((cols + kColumnLanes * V - 1) / (kColumnLanes * V)),
+// What one column_sums_kernel launch reads and writes (x: LayerNorm's input or relu's output).
+struct ColumnJob {
+  const void* a;
+  const void* x;
+  const float* mean;
+  const float* rstd;
+  void* masked;
+  int64_t rows, cols;
+  float* sums;
+  float* scaled;
+  float* work;
+  unsigned* arrivals;
+};
+
+template <typename T, int V, int kMode>
+void launch_column_sums(const ColumnJob& job, cudaStream_t stream) {
+  const int64_t blocks = column_blocks(job.rows);
+  const dim3 grid(static_cast<unsigned>((job.cols + kColumnLanes * V - 1) / (kColumnLanes * V)),
                   static_cast<unsigned>(blocks));
   const dim3 threads(kColumnLanes, kRowLanes);
-  const int64_t span = (rows + blocks - 1) / blocks;
-  const auto* at = static_cast<const T*>(a);
-  if (x) {
-    column_sums_kernel<T, V, true><<<grid, threads, 0, stream>>>(
-        at, static_cast<const T*>(x), mean, rstd, rows, cols, span, work, arrivals, sums, scaled);
-  } else {
-    column_sums_kernel<T, V, false><<<grid, threads, 0, stream>>>(
-        at, nullptr, nullptr, nullptr, rows, cols, span, work, arrivals, sums, nullptr);
-  }
+  const int64_t span = (job.rows + blocks - 1) / blocks;
+  column_sums_kernel<T, V, kMode><<<grid, threads, 0, stream>>>(
+      static_cast<const T*>(job.a), static_cast<const T*>(job.x), job.mean, job.rstd, job.rows,
+      job.cols, span, job.work, job.arrivals, job.sums, job.scaled, static_cast<T*>(job.masked));
   check_launch("column_sums");
 }
 
 // 16-byte runs where every row starts on a run (cols a multiple of V) and the data is aligned.
-template <typename T, int V>
-void dispatch_column_sums(const void* a, const void* x, const float* mean, const float* rstd,
-                          int64_t rows, int64_t cols, float* sums, float* scaled, float* work,
-                          unsigned* arrivals, cudaStream_t stream) {
-  if (cols % V == 0 && aligned16(a) && aligned16(x)) {
-    launch_column_sums<T, V>(a, x, mean, rstd, rows, cols, sums, scaled, work, arrivals, stream);
+template <typename T, int V, int kMode>
+void dispatch_column_sums(const ColumnJob& job, cudaStream_t stream) {
+  if (job.cols % V == 0 && aligned16(job.a) && aligned16(job.x) && aligned16(job.masked)) {
+    launch_column_sums<T, V, kMode>(job, stream);
   } else {
-    launch_column_sums<T, 1>(a, x, mean, rstd, rows, cols, sums, scaled, work, arrivals, stream);
+    launch_column_sums<T, 1, kMode>(job, stream);
   }
+}
+
+template <int kMode>
+void column_sums_of(Element element, const ColumnJob& job, void* stream) {
+  if (job.cols == 0) return;
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (job.rows == 0) {
+    cudaMemsetAsync(job.sums, 0, job.cols * sizeof(float), s);
+    if (job.scaled) cudaMemsetAsync(job.scaled, 0, job.cols * sizeof(float), s);
+    check_launch("column_sums (no rows)");
+  } else if (element == Element::kBFloat16) {
+    dispatch_column_sums<__nv_bfloat16, 8, kMode>(job, s);
+  } else {
+    dispatch_column_sums<float, 4, kMode>(job, s);
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  }
+  return v;
+}
+
+__device__ __forceinline__ float bf16_rounded(float v) {
+  return __bfloat162float(__float2bfloat16_rn(v));
+}
+
+// One warp a row: z = residual + x rounded to bf16 (a bf16 add), then LayerNorm of z in fp32 with
+// the weight and bias rounded to bf16 (LibTorch's bf16 layer_norm with weights cast to bf16).
+// Lane l holds the row's 8-element runs l, l + 32, ... in registers; mean and variance in two
+// passes over them.
+template <int kRuns>
+__global__ void __launch_bounds__(kWarp * kNormRowsPerBlock)
+    add_layer_norm_kernel(const __nv_bfloat16* residual, const __nv_bfloat16* x,
+                          const float* weight, const float* bias, int64_t rows, int64_t cols,
+                          float eps, __nv_bfloat16* sum, __nv_bfloat16* y, float* mean,
+                          float* rstd) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / kWarp;
+  if (row >= rows) return;  // the whole warp: its shuffles below see every lane
+  const int64_t runs = cols / 8;
+  const int64_t base = row * cols;
+  float z[kRuns][8];
+  float total = 0.f;
+#pragma unroll
+  for (int k = 0; k < kRuns; ++k) {
+    const int64_t run = lane + static_cast<int64_t>(k) * kWarp;
+    if (run >= runs) break;
+    float a[8], b[8];
+    load_run<8>(residual + base + run * 8, a);
+    load_run<8>(x + base + run * 8, b);
+    uint4 packed;
+    auto* pairs = reinterpret_cast<__nv_bfloat162*>(&packed);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      pairs[i] = __floats2bfloat162_rn(a[2 * i] + b[2 * i], a[2 * i + 1] + b[2 * i + 1]);
+      const float2 f = __bfloat1622float2(pairs[i]);
+      z[k][2 * i] = f.x, z[k][2 * i + 1] = f.y;
+      total += f.x + f.y;
+    }
+    *reinterpret_cast<uint4*>(sum + base + run * 8) = packed;
+  }
+  const float m = warp_sum(total) / static_cast<float>(cols);
+  float squares = 0.f;
+#pragma unroll
+  for (int k = 0; k < kRuns; ++k) {
+    if (lane + static_cast<int64_t>(k) * kWarp >= runs) break;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) squares += (z[k][i] - m) * (z[k][i] - m);
+  }
+  const float rs = rsqrtf(warp_sum(squares) / static_cast<float>(cols) + eps);
+#pragma unroll
+  for (int k = 0; k < kRuns; ++k) {
+    const int64_t run = lane + static_cast<int64_t>(k) * kWarp;
+    if (run >= runs) break;
+    uint4 packed;
+    auto* pairs = reinterpret_cast<__nv_bfloat162*>(&packed);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t c = run * 8 + 2 * i;
+      pairs[i] = __floats2bfloat162_rn(
+          (z[k][2 * i] - m) * rs * bf16_rounded(weight[c]) + bf16_rounded(bias[c]),
+          (z[k][2 * i + 1] - m) * rs * bf16_rounded(weight[c + 1]) + bf16_rounded(bias[c + 1]));
+    }
+    *reinterpret_cast<uint4*>(y + base + run * 8) = packed;
+  }
+  if (lane == 0) mean[row] = m, rstd[row] = rs;
+}
+
+template <int kRuns>
+void launch_add_layer_norm(const void* residual, const void* x, const float* weight,
+                           const float* bias, int64_t rows, int64_t cols, float eps, void* sum,
+                           void* y, float* mean, float* rstd, cudaStream_t stream) {
+  const auto grid = static_cast<unsigned>((rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock);
+  add_layer_norm_kernel<kRuns><<<grid, kWarp * kNormRowsPerBlock, 0, stream>>>(
+      static_cast<const __nv_bfloat16*>(residual), static_cast<const __nv_bfloat16*>(x), weight,
+      bias, rows, cols, eps, static_cast<__nv_bfloat16*>(sum), static_cast<__nv_bfloat16*>(y), mean,
+      rstd);
+  check_launch("add_layer_norm");
 }
 
 }  // namespace
@@ -318,17 +463,41 @@ int64_t column_stripes(int64_t cols) { return (cols + kColumnLanes - 1) / kColum
 void column_sums(const void* a, const void* x, const float* mean, const float* rstd,
                  Element element, int64_t rows, int64_t cols, float* sums, float* scaled,
                  float* work, unsigned* arrivals, void* stream) {
-  if (cols == 0) return;
-  const auto s = static_cast<cudaStream_t>(stream);
-  if (rows == 0) {
-    cudaMemsetAsync(sums, 0, cols * sizeof(float), s);
-    if (x) cudaMemsetAsync(scaled, 0, cols * sizeof(float), s);
-    check_launch("column_sums (no rows)");
-  } else if (element == Element::kBFloat16) {
-    dispatch_column_sums<__nv_bfloat16, 8>(a, x, mean, rstd, rows, cols, sums, scaled, work,
-                                           arrivals, s);
+  const ColumnJob job{a, x, mean, rstd, nullptr, rows, cols, sums, scaled, work, arrivals};
+  if (x) {
+    column_sums_of<kScaledSums>(element, job, stream);
   } else {
-    dispatch_column_sums<float, 4>(a, x, mean, rstd, rows, cols, sums, scaled, work, arrivals, s);
+    column_sums_of<kPlainSums>(element, job, stream);
+  }
+}
+
+void relu_backward_column_sums(const void* g, const void* y, Element element, int64_t rows,
+                               int64_t cols, void* masked, float* sums, float* work,
+                               unsigned* arrivals, void* stream) {
+  column_sums_of<kReluSums>(
+      element, ColumnJob{g, y, nullptr, nullptr, masked, rows, cols, sums, nullptr, work, arrivals},
+      stream);
+}
+
+bool add_layer_norm_fits(int64_t cols) {
+  return cols > 0 && cols % 8 == 0 && cols <= 8 * kWarp * kNormMaxRuns;
+}
+
+void add_layer_norm(const void* residual, const void* x, const float* weight, const float* bias,
+                    int64_t rows, int64_t cols, float eps, void* sum, void* y, float* mean,
+                    float* rstd, void* stream) {
+  if (rows == 0) return;
+  const auto s = static_cast<cudaStream_t>(stream);
+  const int64_t runs_per_lane = (cols / 8 + kWarp - 1) / kWarp;
+  if (runs_per_lane <= 1) {
+    launch_add_layer_norm<1>(residual, x, weight, bias, rows, cols, eps, sum, y, mean, rstd, s);
+  } else if (runs_per_lane <= 2) {
+    launch_add_layer_norm<2>(residual, x, weight, bias, rows, cols, eps, sum, y, mean, rstd, s);
+  } else if (runs_per_lane <= 4) {
+    launch_add_layer_norm<4>(residual, x, weight, bias, rows, cols, eps, sum, y, mean, rstd, s);
+  } else {
+    launch_add_layer_norm<kNormMaxRuns>(residual, x, weight, bias, rows, cols, eps, sum, y, mean,
+                                        rstd, s);
   }
 }
 

@@ -1,5 +1,5 @@
-// Tandem's own CUDA kernels on plain pointers and a stream: the token loss of logit rows in one read
-// and one write, and column sums (LayerNorm's weight and bias gradients).
+// Tandem's own CUDA kernels on plain pointers and a stream: the token loss of logit rows, column
+// sums, post-norm's residual add with its LayerNorm.
 #pragma once
 
 #include <cstdint>
@@ -7,9 +7,10 @@
 namespace tandem::model::cuda {
 
 // Tandem's own CUDA kernels, for what LibTorch spends many passes or a slow kernel on: the
-// token loss over a row of logits in one read and one write, and the column sums behind
-// LayerNorm's weight and bias gradients. Plain pointers and a stream: gpu_ops.h wraps them for
-// tensors. Compiled by nvcc only in builds whose LibTorch has CUDA (TANDEM_CUDA_KERNELS).
+// token loss over a row of logits in one read and one write, the column sums behind the bias and
+// LayerNorm weight gradients, and post-norm's residual add with its LayerNorm in one pass. Plain
+// pointers and a stream: gpu_ops.h wraps them for tensors. Compiled by nvcc only in builds whose
+// LibTorch has CUDA (TANDEM_CUDA_KERNELS).
 
 enum class Element { kFloat, kBFloat16 };
 
@@ -32,5 +33,21 @@ int64_t column_stripes(int64_t cols);
 void column_sums(const void* a, const void* x, const float* mean, const float* rstd,
                  Element element, int64_t rows, int64_t cols, float* sums, float* scaled,
                  float* work, unsigned* arrivals, void* stream);
+// relu's backward with its bias gradient in the same pass: masked = g where y > 0, else 0 (y the
+// relu's output, g its incoming gradient, both [rows, cols] `element`), and sums[c] = Σ_r
+// masked[r, c]; work and arrivals as column_sums'.
+void relu_backward_column_sums(const void* g, const void* y, Element element, int64_t rows,
+                               int64_t cols, void* masked, float* sums, float* work,
+                               unsigned* arrivals, void* stream);
+
+// Post-norm's residual join in one pass over bf16 rows [rows, cols] (contiguous, 16-byte aligned):
+// sum = residual + x (rounded to bf16, as a bf16 add), y = LayerNorm(sum) with fp32 weight and bias
+// [cols] used rounded to bf16 (as LibTorch's bf16 layer_norm with weights cast to bf16), and the
+// fp32 mean and 1/sqrt(var + eps) of every row, for the backward pass. add_layer_norm_fits(cols):
+// whether the kernel takes rows that wide (a multiple of 8, at most 2,048).
+bool add_layer_norm_fits(int64_t cols);
+void add_layer_norm(const void* residual, const void* x, const float* weight, const float* bias,
+                    int64_t rows, int64_t cols, float eps, void* sum, void* y, float* mean,
+                    float* rstd, void* stream);
 
 }  // namespace tandem::model::cuda

@@ -1,5 +1,6 @@
 #include "trainer/model/gpu_ops.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -55,9 +56,9 @@ void column_sums_into(const torch::Tensor& out, const torch::Tensor& a, const to
   const auto floats = a.options().dtype(torch::kFloat);
   const auto work = torch::empty({outputs * cuda::column_blocks(rows) * cols}, floats);
   const auto arrivals = torch::zeros({cuda::column_stripes(cols)}, floats.dtype(torch::kInt));
-  cuda::column_sums(a.data_ptr(), x.defined() ? x.data_ptr() : nullptr, pointer_or_null<float>(mean),
-                    pointer_or_null<float>(rstd), element_of(a), rows, cols,
-                    out[outputs - 1].data_ptr<float>(),
+  cuda::column_sums(a.data_ptr(), x.defined() ? x.data_ptr() : nullptr,
+                    pointer_or_null<float>(mean), pointer_or_null<float>(rstd), element_of(a), rows,
+                    cols, out[outputs - 1].data_ptr<float>(),
                     outputs > 1 ? out[0].data_ptr<float>() : nullptr, work.data_ptr<float>(),
                     reinterpret_cast<unsigned*>(arrivals.data_ptr<int32_t>()), stream_of(a));
 }
@@ -97,6 +98,46 @@ class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
   }
 };
 
+// y = LayerNorm(residual + x) over bf16 rows in one kernel (cuda::add_layer_norm); backward as
+// LayerNormFunction's, on the saved sum, its gradient going to both addends.
+class AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& residual,
+                               const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias, double eps) {
+    const int64_t cols = x.size(-1), rows = x.numel() / cols;
+    auto stat_shape = x.sizes().vec();
+    stat_shape.back() = 1;
+    auto sum = torch::empty_like(x), y = torch::empty_like(x);
+    auto mean = torch::empty(stat_shape, x.options().dtype(torch::kFloat));
+    auto rstd = torch::empty_like(mean);
+    const auto w = weight.to(torch::kFloat).contiguous(), b = bias.to(torch::kFloat).contiguous();
+    cuda::add_layer_norm(residual.data_ptr(), x.data_ptr(), w.data_ptr<float>(),
+                         b.data_ptr<float>(), rows, cols, static_cast<float>(eps), sum.data_ptr(),
+                         y.data_ptr(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
+                         stream_of(x));
+    ctx->save_for_backward({sum, weight, mean, rstd});
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &sum = saved[0], &mean = saved[2], &rstd = saved[3];
+    const auto w = saved[1].to(sum.scalar_type());
+    const auto dy = grads[0].contiguous();
+    const int64_t d = sum.size(-1);
+    auto dsum = std::get<0>(
+        at::native_layer_norm_backward(dy, sum, {d}, mean, rstd, w, {}, {true, false, false}));
+    auto [dgamma, dbeta] =
+        gamma_beta_gradients(dy.view({-1, d}), sum.view({-1, d}), mean.view({-1}), rstd.view({-1}));
+    return {dsum, dsum, dgamma, dbeta, torch::Tensor()};
+  }
+};
+
+bool aligned16(const torch::Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
+
 }  // namespace
 
 bool own_kernels_for(const torch::Tensor& t) {
@@ -126,10 +167,49 @@ torch::Tensor column_sums(const torch::Tensor& a) {
   return sums[0];
 }
 
+std::pair<torch::Tensor, torch::Tensor> relu_backward_column_sums(const torch::Tensor& g,
+                                                                  const torch::Tensor& y) {
+  require_own(g, "relu_backward_column_sums");
+  require_own(y, "relu_backward_column_sums");
+  if (g.sizes() != y.sizes() || g.scalar_type() != y.scalar_type() || g.dim() != 2) {
+    throw std::invalid_argument(
+        "relu_backward_column_sums: expected g and y of one 2-d shape and type");
+  }
+  const int64_t rows = g.size(0), cols = g.size(1);
+  auto masked = torch::empty_like(g);
+  auto sums = torch::empty({cols}, g.options().dtype(torch::kFloat));
+  const auto work = torch::empty({cuda::column_blocks(rows) * cols}, sums.options());
+  const auto arrivals =
+      torch::zeros({cuda::column_stripes(cols)}, sums.options().dtype(torch::kInt));
+  cuda::relu_backward_column_sums(g.data_ptr(), y.data_ptr(), element_of(g), rows, cols,
+                                  masked.data_ptr(), sums.data_ptr<float>(), work.data_ptr<float>(),
+                                  reinterpret_cast<unsigned*>(arrivals.data_ptr<int32_t>()),
+                                  stream_of(g));
+  return {masked, sums};
+}
+
 torch::Tensor layer_norm_own(const torch::Tensor& x, const torch::Tensor& weight,
                              const torch::Tensor& bias, double eps) {
   require_own(x, "layer_norm_own");
   return LayerNormFunction::apply(x, weight, bias, eps);
+}
+
+bool add_layer_norm_own_for(const torch::Tensor& residual, const torch::Tensor& x) {
+  return own_kernels_for(residual) && own_kernels_for(x) && x.scalar_type() == torch::kBFloat16 &&
+         residual.scalar_type() == torch::kBFloat16 && residual.sizes() == x.sizes() &&
+         x.dim() >= 1 && cuda::add_layer_norm_fits(x.size(-1)) && aligned16(residual) &&
+         aligned16(x);
+}
+
+torch::Tensor add_layer_norm_own(const torch::Tensor& residual, const torch::Tensor& x,
+                                 const torch::Tensor& weight, const torch::Tensor& bias,
+                                 double eps) {
+  if (!add_layer_norm_own_for(residual, x)) {
+    throw std::invalid_argument(
+        "add_layer_norm_own: expected two contiguous bf16 GPU tensors of one shape, rows a "
+        "multiple of 8 and at most 2,048 wide");
+  }
+  return AddLayerNormFunction::apply(residual, x, weight, bias, eps);
 }
 
 #else  // no CUDA kernels in this build
@@ -148,9 +228,18 @@ void token_loss_rows_(torch::Tensor&, const torch::Tensor&, const torch::Tensor&
   unavailable("token_loss_rows_");
 }
 torch::Tensor column_sums(const torch::Tensor&) { unavailable("column_sums"); }
+std::pair<torch::Tensor, torch::Tensor> relu_backward_column_sums(const torch::Tensor&,
+                                                                  const torch::Tensor&) {
+  unavailable("relu_backward_column_sums");
+}
 torch::Tensor layer_norm_own(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
                              double) {
   unavailable("layer_norm_own");
+}
+bool add_layer_norm_own_for(const torch::Tensor&, const torch::Tensor&) { return false; }
+torch::Tensor add_layer_norm_own(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
+                                 const torch::Tensor&, double) {
+  unavailable("add_layer_norm_own");
 }
 
 #endif

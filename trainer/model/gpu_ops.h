@@ -1,8 +1,11 @@
 // Tandem's CUDA kernels (cuda_kernels.h) on tensors: the token loss of logit rows in place, column
-// sums, and LayerNorm with column-sum weight and bias gradients.
+// sums, and LayerNorm (alone or after post-norm's residual add) with column-sum weight and bias
+// gradients.
 #pragma once
 
 #include <torch/torch.h>
+
+#include <utility>
 
 namespace tandem::model {
 
@@ -34,9 +37,24 @@ void token_loss_rows_(torch::Tensor& logits, const torch::Tensor& targets,
 // a [rows, cols] → Σ over rows, [cols] fp32. Requires own_kernels_for(a).
 torch::Tensor column_sums(const torch::Tensor& a);
 
+// relu's backward and the bias gradient under it in one pass: for g (the gradient reaching a
+// relu's output) and y (that output), both [rows, cols] of one type, {g where y > 0 else 0, its
+// column sums [cols] fp32}. Requires own_kernels_for(g) and (y).
+std::pair<torch::Tensor, torch::Tensor> relu_backward_column_sums(const torch::Tensor& g,
+                                                                  const torch::Tensor& y);
+
 // layer_norm over the last dimension of a bf16 x on a GPU, with fp32 weight and bias (cast for
 // the forward pass) whose gradients are fp32 column sums. Requires own_kernels_for(x).
 torch::Tensor layer_norm_own(const torch::Tensor& x, const torch::Tensor& weight,
                              const torch::Tensor& bias, double eps);
+
+// Post-norm's join: LayerNorm(residual + x) of bf16 GPU rows in one kernel, with fp32 weight and
+// bias (used rounded to bf16) whose gradients are fp32 column sums; residual and x get the same
+// gradient. add_layer_norm_own_for says whether the kernel takes the pair (own_kernels_for both,
+// bf16, one shape, rows a multiple of 8 and at most 2,048 wide, 16-byte aligned).
+bool add_layer_norm_own_for(const torch::Tensor& residual, const torch::Tensor& x);
+torch::Tensor add_layer_norm_own(const torch::Tensor& residual, const torch::Tensor& x,
+                                 const torch::Tensor& weight, const torch::Tensor& bias,
+                                 double eps);
 
 }  // namespace tandem::model
