@@ -1,7 +1,7 @@
 // Training on the GPU (CTest label gpu): the moving average and Adam gated on the device against
-// the CPU, the gradient reducer's hooks, NCCL at world size 1, data.max_tokens: auto, and steps
-// that never wait for the GPU. Every test skips, saying why, where LibTorch sees no GPU;
-// launch/gpu-check.sh runs them on a GPU machine.
+// the CPU, the bf16 weight copies after fused Adam steps, the gradient reducer's hooks, NCCL at
+// world size 1, data.max_tokens: auto, and steps that never wait for the GPU. Every test skips,
+// saying why, where LibTorch sees no GPU; launch/gpu-check.sh runs them on a GPU machine.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -15,6 +15,7 @@
 #include "tests/gpu/gpu_support.h"
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/temp_dir.h"
+#include "trainer/model/bf16_linear.h"
 #include "trainer/optim/adam.h"
 #include "trainer/optim/ema.h"
 #include "trainer/optim/multi_tensor.h"
@@ -34,6 +35,26 @@ using test::kGpu;
 using test::leaf_on;
 using test::relative_error;
 using test::world;
+
+// Adam's fused GPU update reaches the bf16 weight copies the linear layers compute with: the
+// kernel does not count its writes in the parameters' version counters, so fused_adam_update
+// does. Without that the copies kept the first step's weights for the whole run.
+TEST(Gpu, Bf16CopiesFollowFusedAdamSteps) {
+  SKIP_WITHOUT_GPU();
+  torch::manual_seed(36);
+  auto weight = leaf_on(torch::randn({64, 32}), kGpu), bias = leaf_on(torch::randn({64}), kGpu);
+  model::Bf16Copy copy({{weight}, {bias}});
+  optim::Adam adam({{"w", weight}, {"b", bias}}, optim::AdamOptions{0.9, 0.98, 1e-8});
+  for (int step = 1; step <= 3; ++step) {
+    EXPECT_TRUE(torch::equal(copy.get()[0], weight.detach().to(torch::kBFloat16))) << step;
+    EXPECT_TRUE(torch::equal(copy.get()[1], bias.detach().to(torch::kBFloat16))) << step;
+    weight.mutable_grad() = torch::randn_like(weight);
+    bias.mutable_grad() = torch::randn_like(bias);
+    adam.step(1e-1, optim::gate_gradients(adam.parameters(), 0.0));
+  }
+  EXPECT_TRUE(torch::equal(copy.get()[0], weight.detach().to(torch::kBFloat16)));
+  EXPECT_EQ(copy.copies_made(), 4);
+}
 
 // The moving average on the GPU (multi-tensor operations) follows the CPU's lerps through taken
 // and skipped updates; a skipped one leaves it bit for bit.
@@ -90,7 +111,9 @@ TEST(Gpu, AdamGatedOnTheDeviceMatchesTheCpuThroughClippedAndSkippedSteps) {
       if (step == skipped_step) named[1].second.grad()[2] = std::nanf("");
       const auto gate = optim::gate_gradients(adam.parameters(), 5.0);  // clips from step 1
       EXPECT_EQ(gate.finite.device(), device);
+      const auto version = named[0].second._version();
       adam.step(1e-2, gate);
+      EXPECT_GT(named[0].second._version(), version) << "an update the version counter missed";
     }
     EXPECT_EQ(adam.step_count(), 4);
     return named;

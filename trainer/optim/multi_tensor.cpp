@@ -1,5 +1,7 @@
 #include "trainer/optim/multi_tensor.h"
 
+#include <torch/csrc/autograd/variable.h>
+
 namespace tandem::optim {
 
 std::vector<torch::Tensor> gradients(const std::vector<torch::Tensor>& params) {
@@ -68,6 +70,10 @@ bool fused_adam_update(std::vector<torch::Tensor>& params, const std::vector<tor
   at::_fused_adam_(params, grads, exp_avg, exp_avg_sq, /*max_exp_avg_sqs=*/{}, steps, u.lr, u.beta1,
                    u.beta2, /*weight_decay=*/0.0, u.eps, /*amsgrad=*/false,
                    /*maximize=*/false, grad_scale, found_inf);
+  // The fused kernel writes the parameters without counting the write in their version counters
+  // (LibTorch 2.11 as much as 2.1), and those counters are how what is derived from a parameter
+  // learns that it changed (model::Bf16Copy's bf16 weights): count it here.
+  for (const auto& param : params) torch::autograd::impl::bump_version(param);
   return true;
 #else
   (void)params, (void)grads, (void)exp_avg, (void)exp_avg_sq, (void)step, (void)u;

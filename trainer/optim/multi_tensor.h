@@ -39,7 +39,8 @@ void adam_masked_update(std::vector<torch::Tensor>& params, const std::vector<to
                         torch::Tensor& step, const AdamUpdate& u);
 
 // The same through LibTorch's fused Adam kernel (one launch per group of tensors), where it
-// exists: LibTorch >= 2 and every tensor on a GPU. Returns false, doing nothing, elsewhere.
+// exists: LibTorch >= 2 and every tensor on a GPU. Returns false, doing nothing, elsewhere. Like
+// every other update, it advances each parameter's version counter.
 bool fused_adam_update(std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
                        std::vector<torch::Tensor>& exp_avg, std::vector<torch::Tensor>& exp_avg_sq,
                        torch::Tensor& step, const AdamUpdate& u);
