@@ -52,8 +52,11 @@ TEST(MpiCommunicator, ChunkedCollectivesEqualUnchunkedOnes) {
   const int root = chunked.size() - 1;
   torch::Tensor broadcast =
       chunked.rank() == root ? torch::arange(10, torch::kInt64) : torch::zeros({10}, torch::kInt64);
+  const auto version = broadcast._version();
   chunked.broadcast(broadcast, root);
   EXPECT_TRUE(torch::equal(broadcast, torch::arange(10, torch::kInt64)));
+  // What is derived from a tensor (a model's bf16 weight copies) learns it changed this way.
+  EXPECT_GT(broadcast._version(), version) << "broadcast wrote without counting it";
   EXPECT_EQ(chunked.broadcast_bytes(chunked.rank() == root ? "0123456789" : "", root),
             "0123456789");
 }

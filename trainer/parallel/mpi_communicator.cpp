@@ -1,5 +1,7 @@
 #include "trainer/parallel/mpi_communicator.h"
 
+#include <torch/csrc/autograd/variable.h>
+
 #include <algorithm>
 #include <climits>
 #include <sstream>
@@ -132,6 +134,9 @@ void MpiCommunicator::broadcast(torch::Tensor& tensor, int root) {
   const auto watching = watch("broadcast");
   for_each_chunk(tensor.data_ptr(), tensor.numel(), tensor.element_size(), max_chunk_,
                  [&](void* chunk, int count) { MPI_Bcast(chunk, count, type, root, comm_); });
+  // Written outside LibTorch's ops: count it, as they would, in the tensor's version counter
+  // (what is derived from a parameter, such as the model's bf16 weight copies, watches it).
+  torch::autograd::impl::bump_version(tensor);
 }
 
 void MpiCommunicator::barrier() {

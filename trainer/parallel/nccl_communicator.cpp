@@ -1,5 +1,7 @@
 #include "trainer/parallel/nccl_communicator.h"
 
+#include <torch/csrc/autograd/variable.h>
+
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -285,6 +287,9 @@ void NcclCommunicator::broadcast(torch::Tensor& tensor, int root) {
   launch("broadcast", "ncclBroadcast", collective_done_,
          [&] { return ncclBroadcast(data, data, count, type, root, comm_, stream_); });
   check(cudaStreamWaitEvent(compute_stream_(), collective_done_, 0), "cudaStreamWaitEvent");
+  // Written outside LibTorch's ops: count it, as they would, in the tensor's version counter
+  // (what is derived from a parameter, such as the model's bf16 weight copies, watches it).
+  torch::autograd::impl::bump_version(tensor);
 }
 
 // A barrier is a meeting point of the hosts, so here (only) the host waits for the collective:
