@@ -48,19 +48,33 @@ void require_own(const torch::Tensor& t, const char* op) {
   }
 }
 
+// The column-sum kernel's scratch for a [rows, cols]: each block of rows' partial sums, per
+// output, and one arrival counter per stripe of columns, zeroed.
+class ColumnScratch {
+ public:
+  ColumnScratch(const torch::Tensor& a, int64_t outputs)
+      : work_(torch::empty({outputs * cuda::column_blocks(a.size(0)) * a.size(1)},
+                           a.options().dtype(torch::kFloat))),
+        arrivals_(torch::zeros({cuda::column_stripes(a.size(1))}, a.options().dtype(torch::kInt))) {
+  }
+  float* work() { return work_.data_ptr<float>(); }
+  unsigned* arrivals() { return reinterpret_cast<unsigned*>(arrivals_.data_ptr<int32_t>()); }
+
+ private:
+  torch::Tensor work_, arrivals_;
+};
+
 // Column sums of a [rows, cols] into `out` ([outputs, cols] fp32; with x, mean and rstd, out[0]
-// gets the LayerNorm-scaled sums and out[1] the plain ones), with the kernel's scratch.
+// gets the LayerNorm-scaled sums and out[1] the plain ones).
 void column_sums_into(const torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& x,
                       const torch::Tensor& mean, const torch::Tensor& rstd) {
-  const int64_t rows = a.size(0), cols = a.size(1), outputs = out.size(0);
-  const auto floats = a.options().dtype(torch::kFloat);
-  const auto work = torch::empty({outputs * cuda::column_blocks(rows) * cols}, floats);
-  const auto arrivals = torch::zeros({cuda::column_stripes(cols)}, floats.dtype(torch::kInt));
+  const int64_t outputs = out.size(0);
+  ColumnScratch scratch(a, outputs);
   cuda::column_sums(a.data_ptr(), x.defined() ? x.data_ptr() : nullptr,
-                    pointer_or_null<float>(mean), pointer_or_null<float>(rstd), element_of(a), rows,
-                    cols, out[outputs - 1].data_ptr<float>(),
-                    outputs > 1 ? out[0].data_ptr<float>() : nullptr, work.data_ptr<float>(),
-                    reinterpret_cast<unsigned*>(arrivals.data_ptr<int32_t>()), stream_of(a));
+                    pointer_or_null<float>(mean), pointer_or_null<float>(rstd), element_of(a),
+                    a.size(0), a.size(1), out[outputs - 1].data_ptr<float>(),
+                    outputs > 1 ? out[0].data_ptr<float>() : nullptr, scratch.work(),
+                    scratch.arrivals(), stream_of(a));
 }
 
 // dgamma, dbeta of LayerNorm from the rows of its incoming gradient dy and input x [rows, d].
@@ -175,16 +189,12 @@ std::pair<torch::Tensor, torch::Tensor> relu_backward_column_sums(const torch::T
     throw std::invalid_argument(
         "relu_backward_column_sums: expected g and y of one 2-d shape and type");
   }
-  const int64_t rows = g.size(0), cols = g.size(1);
   auto masked = torch::empty_like(g);
-  auto sums = torch::empty({cols}, g.options().dtype(torch::kFloat));
-  const auto work = torch::empty({cuda::column_blocks(rows) * cols}, sums.options());
-  const auto arrivals =
-      torch::zeros({cuda::column_stripes(cols)}, sums.options().dtype(torch::kInt));
-  cuda::relu_backward_column_sums(g.data_ptr(), y.data_ptr(), element_of(g), rows, cols,
-                                  masked.data_ptr(), sums.data_ptr<float>(), work.data_ptr<float>(),
-                                  reinterpret_cast<unsigned*>(arrivals.data_ptr<int32_t>()),
-                                  stream_of(g));
+  auto sums = torch::empty({g.size(1)}, g.options().dtype(torch::kFloat));
+  ColumnScratch scratch(g, 1);
+  cuda::relu_backward_column_sums(g.data_ptr(), y.data_ptr(), element_of(g), g.size(0), g.size(1),
+                                  masked.data_ptr(), sums.data_ptr<float>(), scratch.work(),
+                                  scratch.arrivals(), stream_of(g));
   return {masked, sums};
 }
 
