@@ -187,20 +187,23 @@ __device__ __forceinline__ void load_partial(const float* p, float* out) {
   }
 }
 
-// Block (stripe, b) sums rows [b·span, (b+1)·span) of the stripe's kColumnLanes·V columns: each
-// thread V adjacent columns of every kRowLanes-th row, then the row lanes in order, into work.
-// The last block of a stripe to arrive adds the stripe's partial sums up in an order fixed by the
-// grid, so the result is the same whichever block finishes last.
-template <typename T, int V, int kMode>
-__global__ void __launch_bounds__(kColumnThreads)
-    column_sums_kernel(const T* a, const T* x, const float* mean, const float* rstd, int64_t rows,
-                       int64_t cols, int64_t span, float* work, unsigned* arrivals, float* sums,
-                       float* scaled, T* masked) {
+// Σ of column j of `lanes` over its first `count` rows, in row order.
+template <int kWidth>
+__device__ __forceinline__ float lanes_total(const float (*lanes)[kWidth], int count, int j) {
+  float total = 0.f;
+  for (int l = 0; l < count; ++l) total += lanes[l][j];
+  return total;
+}
+
+// Block (stripe, b)'s share: rows [b·span, (b+1)·span) of the stripe's kColumnLanes·V columns,
+// each thread V adjacent columns of every kRowLanes-th row, then the row lanes in order, into
+// work[o][b] (and relu's masked gradient written on the way).
+template <typename T, int V, int kMode, int kOut>
+__device__ void block_partial_sums(const T* a, const T* x, const float* mean, const float* rstd,
+                                   int64_t rows, int64_t cols, int64_t span, float* work, T* masked,
+                                   float (*lanes)[kRowLanes][kColumnLanes * V]) {
   constexpr int kWidth = kColumnLanes * V;
   constexpr bool kScaled = kMode == kScaledSums;
-  constexpr int kOut = kScaled ? 2 : 1;
-  __shared__ float lanes[kOut][kRowLanes][kWidth];
-  __shared__ bool last;
   const int tid = threadIdx.y * kColumnLanes + threadIdx.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kWidth;
   const int64_t c = first + threadIdx.x * V;
@@ -241,23 +244,26 @@ __global__ void __launch_bounds__(kColumnThreads)
   const int64_t blocks = gridDim.y;
   for (int j = tid; j < kWidth && first + j < cols; j += kColumnThreads) {
     for (int o = 0; o < kOut; ++o) {
-      float total = 0.f;
-      for (int l = 0; l < kRowLanes; ++l) total += lanes[o][l][j];
-      work[(o * blocks + blockIdx.y) * cols + first + j] = total;
+      work[(o * blocks + blockIdx.y) * cols + first + j] =
+          lanes_total<kWidth>(lanes[o], kRowLanes, j);
     }
   }
-  __threadfence();  // this block's partial sums are visible before its arrival is counted
-  __syncthreads();
-  if (tid == 0) last = atomicAdd(arrivals + blockIdx.x, 1u) == gridDim.y - 1;
-  __syncthreads();
-  if (!last) return;
-  // The stripe's totals: groups of R adjacent columns (16-byte loads where rows are 16-byte runs),
-  // each summed over the blocks by kColumnThreads / groups threads (block b to lane b mod lanes),
-  // then the lanes in order.
+}
+
+// The stripe's totals, by its last block: groups of R adjacent columns (16-byte loads where rows
+// are 16-byte runs), each summed over the blocks' partial sums by kColumnThreads / groups threads
+// (block b to lane b mod lanes), then the lanes in order, through `lanes` (kRowLanes rows).
+template <int V, int kOut>
+__device__ void stripe_totals(const float* work, int64_t cols, float (*lanes)[kColumnLanes * V],
+                              float* sums, float* scaled) {
+  constexpr int kWidth = kColumnLanes * V;
   constexpr int R = V > 1 ? 4 : 1;
   constexpr int kGroups = kWidth / R;
   constexpr int kLanes = kColumnThreads / kGroups;
-  static_assert(kLanes <= kRowLanes, "the lanes' sums fit in lanes[0]");
+  static_assert(kLanes <= kRowLanes, "the lanes' sums fit in lanes");
+  const int tid = threadIdx.y * kColumnLanes + threadIdx.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kWidth;
+  const int64_t blocks = gridDim.y;
   const int group = tid % kGroups, lane = tid / kGroups;
   const int64_t col = first + group * R;
   for (int o = 0; o < kOut; ++o) {
@@ -274,16 +280,35 @@ __global__ void __launch_bounds__(kColumnThreads)
         for (int i = 0; i < R; ++i) acc[i] += part[i];
       }
     }
-    __syncthreads();  // the previous output's reads of lanes[0] are done
+    __syncthreads();  // the previous output's reads of lanes are done
 #pragma unroll
-    for (int i = 0; i < R; ++i) lanes[0][lane][group * R + i] = acc[i];
+    for (int i = 0; i < R; ++i) lanes[lane][group * R + i] = acc[i];
     __syncthreads();
     for (int j = tid; j < kWidth && first + j < cols; j += kColumnThreads) {
-      float total = 0.f;
-      for (int l = 0; l < kLanes; ++l) total += lanes[0][l][j];
-      (o == 0 ? sums : scaled)[first + j] = total;
+      (o == 0 ? sums : scaled)[first + j] = lanes_total<kWidth>(lanes, kLanes, j);
     }
   }
+}
+
+// Column sums of a stripe of columns over blocks of rows: every block writes its partial sums to
+// work; the last block of a stripe to arrive adds them up in an order fixed by the grid, so the
+// result is the same whichever block finishes last.
+template <typename T, int V, int kMode>
+__global__ void __launch_bounds__(kColumnThreads)
+    column_sums_kernel(const T* a, const T* x, const float* mean, const float* rstd, int64_t rows,
+                       int64_t cols, int64_t span, float* work, unsigned* arrivals, float* sums,
+                       float* scaled, T* masked) {
+  constexpr int kOut = kMode == kScaledSums ? 2 : 1;
+  __shared__ float lanes[kOut][kRowLanes][kColumnLanes * V];
+  __shared__ bool last;
+  block_partial_sums<T, V, kMode, kOut>(a, x, mean, rstd, rows, cols, span, work, masked, lanes);
+  __threadfence();  // this block's partial sums are visible before its arrival is counted
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0) {
+    last = atomicAdd(arrivals + blockIdx.x, 1u) == gridDim.y - 1;
+  }
+  __syncthreads();
+  if (last) stripe_totals<V, kOut>(work, cols, lanes[0], sums, scaled);
 }
 
 void check_launch(const char* kernel) {
