@@ -77,14 +77,20 @@ void column_sums_into(const torch::Tensor& out, const torch::Tensor& a, const to
                     scratch.arrivals(), stream_of(a));
 }
 
-// dgamma, dbeta of LayerNorm from the rows of its incoming gradient dy and input x [rows, d].
-std::pair<torch::Tensor, torch::Tensor> gamma_beta_gradients(const torch::Tensor& dy,
-                                                             const torch::Tensor& x,
-                                                             const torch::Tensor& mean,
-                                                             const torch::Tensor& rstd) {
-  const auto sums = torch::empty({2, dy.size(1)}, dy.options().dtype(torch::kFloat));
-  column_sums_into(sums, dy, x, mean, rstd);
-  return {sums[0], sums[1]};
+// LayerNorm's backward from its incoming gradient dy, its input x (any shape, normalized over the
+// last dimension), the fp32 mean and rstd of x's rows and the weight in x's type: {dx, and the
+// fp32 weight and bias gradients as column sums}.
+variable_list layer_norm_gradients(const torch::Tensor& dy_in, const torch::Tensor& x,
+                                   const torch::Tensor& mean, const torch::Tensor& rstd,
+                                   const torch::Tensor& w) {
+  const auto dy = dy_in.contiguous();
+  const int64_t d = x.size(-1);
+  auto dx = std::get<0>(
+      at::native_layer_norm_backward(dy, x, {d}, mean, rstd, w, {}, {true, false, false}));
+  const auto sums = torch::empty({2, d}, dy.options().dtype(torch::kFloat));
+  column_sums_into(sums, dy.view({-1, d}), x.contiguous().view({-1, d}), mean.view({-1}),
+                   rstd.view({-1}));
+  return {dx, sums[0], sums[1]};
 }
 
 class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
@@ -93,22 +99,16 @@ class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
                                const torch::Tensor& weight, const torch::Tensor& bias, double eps) {
     const auto w = weight.to(x.scalar_type()), b = bias.to(x.scalar_type());
     auto [y, mean, rstd] = at::native_layer_norm(x, {x.size(-1)}, w, b, eps);
-    ctx->save_for_backward({x, w, b, mean, rstd});
+    ctx->save_for_backward({x, w, mean, rstd});
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &x = saved[0], &w = saved[1], &b = saved[2];
-    const auto mean = saved[3].to(torch::kFloat).contiguous();
-    const auto rstd = saved[4].to(torch::kFloat).contiguous();
-    const auto dy = grads[0].contiguous();
-    const int64_t d = x.size(-1);
-    auto dx = std::get<0>(
-        at::native_layer_norm_backward(dy, x, {d}, mean, rstd, w, b, {true, false, false}));
-    auto [dgamma, dbeta] = gamma_beta_gradients(dy.view({-1, d}), x.contiguous().view({-1, d}),
-                                                mean.view({-1}), rstd.view({-1}));
-    return {dx, dgamma, dbeta, torch::Tensor()};
+    auto out = layer_norm_gradients(grads[0], saved[0], saved[2].to(torch::kFloat).contiguous(),
+                                    saved[3].to(torch::kFloat).contiguous(), saved[1]);
+    out.emplace_back();  // eps
+    return out;
   }
 };
 
@@ -136,15 +136,10 @@ class AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFuncti
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &sum = saved[0], &mean = saved[2], &rstd = saved[3];
-    const auto w = saved[1].to(sum.scalar_type());
-    const auto dy = grads[0].contiguous();
-    const int64_t d = sum.size(-1);
-    auto dsum = std::get<0>(
-        at::native_layer_norm_backward(dy, sum, {d}, mean, rstd, w, {}, {true, false, false}));
-    auto [dgamma, dbeta] =
-        gamma_beta_gradients(dy.view({-1, d}), sum.view({-1, d}), mean.view({-1}), rstd.view({-1}));
-    return {dsum, dsum, dgamma, dbeta, torch::Tensor()};
+    const auto& sum = saved[0];
+    auto g =
+        layer_norm_gradients(grads[0], sum, saved[2], saved[3], saved[1].to(sum.scalar_type()));
+    return {g[0], g[0], g[1], g[2], torch::Tensor()};
   }
 };
 
