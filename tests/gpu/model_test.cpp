@@ -238,8 +238,9 @@ TEST(Gpu, AddLayerNormKernelMatchesTheCpu) {
   EXPECT_FALSE(model::add_layer_norm_own_for(odd, odd));  // 12 is not a multiple of 8
 }
 
-// Self-attention (causal, with padding) and cross-attention (padding), forward and backward.
-void expect_attention_matches(bool self, bool bf16) {
+// Self-attention (the decoder's, causal; the encoder's, padding hidden) and cross-attention
+// (padding hidden), forward and backward.
+void expect_attention_matches(bool self, bool causal, bool bf16) {
   torch::manual_seed(5);
   const int64_t batch = 3, len = 11, d = 64, heads = 4;
   const auto q_rows = torch::randn({batch, len, self ? 3 * d : d});
@@ -251,8 +252,8 @@ void expect_attention_matches(bool self, bool bf16) {
   // padded keys from them, SDPA (causal alone) does not; nothing downstream reads those rows (later
   // positions never see them and the loss skips them), so they get no gradient and are not
   // compared.
-  const auto real_rows =
-      self ? pad.logical_not().unsqueeze(2).to(torch::kFloat) : torch::ones({batch, len, 1});
+  const auto real_rows = self && causal ? pad.logical_not().unsqueeze(2).to(torch::kFloat)
+                                        : torch::ones({batch, len, 1});
   const auto upstream = torch::randn({batch, len, d}) * real_rows;
   auto run = [&](const torch::Device& device, bool autocast) {
     auto q = leaf_on(q_rows, device);
@@ -260,7 +261,7 @@ void expect_attention_matches(bool self, bool bf16) {
     torch::Tensor out;
     {
       model::AutocastGuard guard(autocast, device);
-      out = model::fused_attention(q, k, heads, model::AttentionMask{pad.to(device), self});
+      out = model::fused_attention(q, k, heads, model::AttentionMask{pad.to(device), causal});
     }
     (out.to(torch::kFloat) * upstream.to(device)).sum().backward();
     return std::make_tuple(out.detach().to(torch::kFloat) * real_rows.to(device), q.grad(),
@@ -278,14 +279,20 @@ void expect_attention_matches(bool self, bool bf16) {
 
 TEST(Gpu, CausalPaddedSelfAttentionMatchesTheCpuKernel) {
   SKIP_WITHOUT_GPU();
-  expect_attention_matches(true, false);
-  expect_attention_matches(true, true);
+  expect_attention_matches(true, true, false);
+  expect_attention_matches(true, true, true);
+}
+
+TEST(Gpu, PaddedSelfAttentionMatchesTheCpuKernel) {
+  SKIP_WITHOUT_GPU();
+  expect_attention_matches(true, false, false);
+  expect_attention_matches(true, false, true);
 }
 
 TEST(Gpu, PaddedCrossAttentionMatchesTheCpuKernel) {
   SKIP_WITHOUT_GPU();
-  expect_attention_matches(false, false);
-  expect_attention_matches(false, true);
+  expect_attention_matches(false, false, false);
+  expect_attention_matches(false, false, true);
 }
 
 // Under bf16 autocast on a GPU the activations between the matrix products are bf16 (the residual
