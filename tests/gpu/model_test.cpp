@@ -7,8 +7,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
+
+#ifdef TANDEM_CUDA_KERNELS
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#endif
 
 #include "tests/gpu/gpu_support.h"
 #include "trainer/common/token_ids.h"
@@ -16,6 +21,7 @@
 #include "trainer/model/bf16_linear.h"
 #include "trainer/model/gpu_ops.h"
 #include "trainer/model/kernels.h"
+#include "trainer/model/philox.h"
 #include "trainer/model/token_loss.h"
 #include "trainer/model/transformer.h"
 
@@ -203,39 +209,88 @@ TEST(Gpu, LayerNormKernelGradientsMatchTheCpu) {
   EXPECT_LT(relative_error(gpu_b.grad(), cpu_b.grad()), 1e-2);
 }
 
-// Post-norm's residual add with its LayerNorm in one kernel, bf16 rows (512 wide, as the base
-// shape's, and 200: runs some lanes do not have), against the add of the bf16 values rounded to
-// bf16 and LibTorch's fp32 LayerNorm on the CPU; both addends get the sum's gradient.
+// The dropout mask add_layer_norm_own's next call draws for [rows, d], 1 where kept: philox.h on
+// the CPU, at the seed and offset the GPU's generator stands at.
+torch::Tensor next_keep_mask(int64_t rows, int64_t d, double p) {
+  auto keep = torch::ones({rows, d});
+#ifdef TANDEM_CUDA_KERNELS
+  auto* generator = at::get_generator_or_default<at::CUDAGeneratorImpl>(
+      c10::nullopt, at::cuda::detail::getDefaultCUDAGenerator(0));
+  const uint64_t seed = generator->current_seed(), offset = generator->philox_offset_per_thread();
+  const uint32_t threshold = model::philox::keep_threshold(p);
+  auto* k = keep.data_ptr<float>();
+  for (int64_t run = 0; run < rows * d / 8; ++run) {
+    const auto bits = model::philox::draw(seed, offset, static_cast<uint64_t>(run));
+    for (int i = 0; i < 8; ++i) k[run * 8 + i] = model::philox::kept(bits, i, threshold) ? 1 : 0;
+  }
+#endif
+  return keep;
+}
+
+// Post-norm's dropout, residual add and LayerNorm in one kernel (and its backward in another),
+// bf16 rows 512 wide (the base shape's) and 200 (runs some lanes do not have), against the add of
+// the bf16 values, x through the mask the CPU draws from the same Philox stream, rounded to bf16,
+// and LibTorch's fp32 LayerNorm on the CPU. Residual gets the sum's gradient, x that through the
+// mask.
+void expect_add_layer_norm_matches(int64_t d, double p) {
+  SCOPED_TRACE("d " + std::to_string(d) + ", p " + std::to_string(p));
+  const int64_t rows = 7 * 45;
+  const auto residual = (torch::randn({7, 45, d}) * 3).to(torch::kBFloat16).to(torch::kFloat);
+  const auto x = (torch::randn({7, 45, d}) + 0.5).to(torch::kBFloat16).to(torch::kFloat);
+  const auto weight = 1 + 0.3 * torch::randn({d}), bias = 0.2 * torch::randn({d});
+  const auto upstream = torch::randn({7, 45, d});
+  const auto keep = next_keep_mask(rows, d, p).view({7, 45, d});
+  const auto scale = static_cast<float>(1.0 / (1.0 - p));
+  auto cpu_r = leaf_on(residual, torch::kCPU), cpu_x = leaf_on(x, torch::kCPU);
+  auto cpu_w = leaf_on(weight, torch::kCPU), cpu_b = leaf_on(bias, torch::kCPU);
+  const auto sum = cpu_r + cpu_x * (keep * scale);
+  const auto rounded = sum + (sum.detach().to(torch::kBFloat16).to(torch::kFloat) - sum.detach());
+  const auto cpu_y = torch::layer_norm(rounded, {d}, cpu_w, cpu_b, 1e-5);
+  (cpu_y * upstream).sum().backward();
+  auto gpu_r = residual.to(kGpu, torch::kBFloat16).requires_grad_(true);
+  auto gpu_x = x.to(kGpu, torch::kBFloat16).requires_grad_(true);
+  auto gpu_w = leaf_on(weight, kGpu), gpu_b = leaf_on(bias, kGpu);
+  ASSERT_TRUE(model::add_layer_norm_own_for(gpu_r, gpu_x));
+  const auto gpu_y = model::add_layer_norm_own(gpu_r, gpu_x, gpu_w, gpu_b, 1e-5, p);
+  EXPECT_EQ(gpu_y.scalar_type(), torch::kBFloat16);
+  (gpu_y.to(torch::kFloat) * upstream.to(kGpu)).sum().backward();
+  EXPECT_LT(relative_error(gpu_y, cpu_y), 1e-2);
+  EXPECT_LT(relative_error(gpu_r.grad(), cpu_r.grad()), 2e-2);
+  EXPECT_LT(relative_error(gpu_x.grad(), cpu_x.grad()), 2e-2);
+  EXPECT_LT(relative_error(gpu_w.grad(), cpu_w.grad()), 1e-2);
+  EXPECT_LT(relative_error(gpu_b.grad(), cpu_b.grad()), 1e-2);
+  const auto x_grad = gpu_x.grad().to(torch::kCPU, torch::kFloat);
+  EXPECT_EQ((x_grad * (1 - keep)).abs().max().item<float>(), 0.f);  // dropped: no gradient
+  if (p == 0) {
+    EXPECT_TRUE(torch::equal(gpu_r.grad(), gpu_x.grad()));
+  } else {
+    // 14,175 or 63,000 draws of the mask: 6 standard deviations of the kept share or fewer.
+    EXPECT_NEAR(keep.mean().item<double>(), 1 - p, 6 * std::sqrt(p * (1 - p) / keep.numel()));
+  }
+}
+
 TEST(Gpu, AddLayerNormKernelMatchesTheCpu) {
   SKIP_WITHOUT_OWN_KERNELS();
   torch::manual_seed(34);
-  for (const int64_t d : {512, 200}) {
-    const auto residual = (torch::randn({7, 45, d}) * 3).to(torch::kBFloat16).to(torch::kFloat);
-    const auto x = (torch::randn({7, 45, d}) + 0.5).to(torch::kBFloat16).to(torch::kFloat);
-    const auto weight = 1 + 0.3 * torch::randn({d}), bias = 0.2 * torch::randn({d});
-    const auto upstream = torch::randn({7, 45, d});
-    auto cpu_r = leaf_on(residual, torch::kCPU), cpu_x = leaf_on(x, torch::kCPU);
-    auto cpu_w = leaf_on(weight, torch::kCPU), cpu_b = leaf_on(bias, torch::kCPU);
-    const auto sum = cpu_r + cpu_x;
-    const auto rounded = sum + (sum.detach().to(torch::kBFloat16).to(torch::kFloat) - sum.detach());
-    const auto cpu_y = torch::layer_norm(rounded, {d}, cpu_w, cpu_b, 1e-5);
-    (cpu_y * upstream).sum().backward();
-    auto gpu_r = residual.to(kGpu, torch::kBFloat16).requires_grad_(true);
-    auto gpu_x = x.to(kGpu, torch::kBFloat16).requires_grad_(true);
-    auto gpu_w = leaf_on(weight, kGpu), gpu_b = leaf_on(bias, kGpu);
-    ASSERT_TRUE(model::add_layer_norm_own_for(gpu_r, gpu_x));
-    const auto gpu_y = model::add_layer_norm_own(gpu_r, gpu_x, gpu_w, gpu_b, 1e-5);
-    EXPECT_EQ(gpu_y.scalar_type(), torch::kBFloat16);
-    (gpu_y.to(torch::kFloat) * upstream.to(kGpu)).sum().backward();
-    EXPECT_LT(relative_error(gpu_y, cpu_y), 1e-2) << "d " << d;
-    EXPECT_LT(relative_error(gpu_r.grad(), cpu_r.grad()), 2e-2) << "d " << d;
-    EXPECT_LT(relative_error(gpu_x.grad(), cpu_x.grad()), 2e-2) << "d " << d;
-    EXPECT_TRUE(torch::equal(gpu_r.grad(), gpu_x.grad()));
-    EXPECT_LT(relative_error(gpu_w.grad(), cpu_w.grad()), 1e-2) << "d " << d;
-    EXPECT_LT(relative_error(gpu_b.grad(), cpu_b.grad()), 1e-2) << "d " << d;
-  }
+  expect_add_layer_norm_matches(512, 0.0);
+  expect_add_layer_norm_matches(200, 0.0);
   const auto odd = torch::zeros({3, 12}, torch::dtype(torch::kBFloat16).device(kGpu));
   EXPECT_FALSE(model::add_layer_norm_own_for(odd, odd));  // 12 is not a multiple of 8
+}
+
+// The same with dropout inside: the mask the CPU draws from philox.h at the generator's seed and
+// offset is the one the forward kernel applied and the backward kernel drew again; each call
+// moves the generator on, so the next mask differs.
+TEST(Gpu, DropoutAddLayerNormKeepsPhiloxsMaskBothWays) {
+  SKIP_WITHOUT_OWN_KERNELS();
+  torch::manual_seed(35);
+  expect_add_layer_norm_matches(512, 0.1);
+  expect_add_layer_norm_matches(200, 0.3);
+  const auto before = next_keep_mask(7 * 45, 512, 0.1);
+  const auto r = torch::zeros({7 * 45, 512}, torch::dtype(torch::kBFloat16).device(kGpu));
+  const auto w = torch::ones({512}, kGpu), b = torch::zeros({512}, kGpu);
+  model::add_layer_norm_own(r, r, w, b, 1e-5, 0.1);
+  EXPECT_FALSE(torch::equal(before, next_keep_mask(7 * 45, 512, 0.1)));
 }
 
 // Self-attention (the decoder's, causal; the encoder's, padding hidden) and cross-attention

@@ -1,6 +1,6 @@
 // One thread block per row of logits for the token loss; a grid of (stripe of columns, block of
-// rows) for the column sums, in one launch; one warp per row for the residual add with LayerNorm.
-// Everything sums in fp32 whatever the element type.
+// rows) for the column sums, in one launch; one warp per row for the residual add (after dropout)
+// with LayerNorm, and for its backward. Everything sums in fp32 whatever the element type.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "trainer/model/cuda_kernels.h"
+#include "trainer/model/philox.h"
 
 namespace tandem::model::cuda {
 namespace {
@@ -384,16 +386,35 @@ __device__ __forceinline__ float bf16_rounded(float v) {
   return __bfloat162float(__float2bfloat16_rn(v));
 }
 
-// One warp a row: z = residual + x rounded to bf16 (a bf16 add), then LayerNorm of z in fp32 with
-// the weight and bias rounded to bf16 (LibTorch's bf16 layer_norm with weights cast to bf16).
-// Lane l holds the row's 8-element runs l, l + 32, ... in registers; mean and variance in two
-// passes over them.
+// Eight values rounded to bf16 in one 16-byte store.
+__device__ __forceinline__ void store_run8(__nv_bfloat16* p, const float* v) {
+  uint4 packed;
+  auto* pairs = reinterpret_cast<__nv_bfloat162*>(&packed);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) pairs[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+  *reinterpret_cast<uint4*>(p) = packed;
+}
+
+// Run `index` of 8 elements through dropout: scaled where kept, 0 where dropped.
+__device__ __forceinline__ void drop_run(const Dropout& dropout, int64_t index, float* v) {
+  if (dropout.threshold == 0) return;
+  const philox::Block bits = philox::draw(dropout.seed, dropout.offset, index);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    v[i] = philox::kept(bits, i, dropout.threshold) ? v[i] * dropout.scale : 0.f;
+  }
+}
+
+// One warp a row: z = residual + dropout(x) rounded to bf16 (a bf16 add), then LayerNorm of z in
+// fp32 with the weight and bias rounded to bf16 (LibTorch's bf16 layer_norm with weights cast to
+// bf16). Lane l holds the row's 8-element runs l, l + 32, ... in registers; mean and variance in
+// two passes over them.
 template <int kRuns>
 __global__ void __launch_bounds__(kWarp * kNormRowsPerBlock)
     add_layer_norm_kernel(const __nv_bfloat16* residual, const __nv_bfloat16* x,
                           const float* weight, const float* bias, int64_t rows, int64_t cols,
-                          float eps, __nv_bfloat16* sum, __nv_bfloat16* y, float* mean,
-                          float* rstd) {
+                          float eps, Dropout dropout, __nv_bfloat16* sum, __nv_bfloat16* y,
+                          float* mean, float* rstd) {
   const int lane = threadIdx.x % kWarp;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / kWarp;
   if (row >= rows) return;  // the whole warp: its shuffles below see every lane
@@ -408,16 +429,13 @@ __global__ void __launch_bounds__(kWarp * kNormRowsPerBlock)
     float a[8], b[8];
     load_run<8>(residual + base + run * 8, a);
     load_run<8>(x + base + run * 8, b);
-    uint4 packed;
-    auto* pairs = reinterpret_cast<__nv_bfloat162*>(&packed);
+    drop_run(dropout, row * runs + run, b);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      pairs[i] = __floats2bfloat162_rn(a[2 * i] + b[2 * i], a[2 * i + 1] + b[2 * i + 1]);
-      const float2 f = __bfloat1622float2(pairs[i]);
-      z[k][2 * i] = f.x, z[k][2 * i + 1] = f.y;
-      total += f.x + f.y;
+    for (int i = 0; i < 8; ++i) {
+      z[k][i] = bf16_rounded(a[i] + b[i]);
+      total += z[k][i];
     }
-    *reinterpret_cast<uint4*>(sum + base + run * 8) = packed;
+    store_run8(sum + base + run * 8, z[k]);
   }
   const float m = warp_sum(total) / static_cast<float>(cols);
   float squares = 0.f;
@@ -432,31 +450,84 @@ __global__ void __launch_bounds__(kWarp * kNormRowsPerBlock)
   for (int k = 0; k < kRuns; ++k) {
     const int64_t run = lane + static_cast<int64_t>(k) * kWarp;
     if (run >= runs) break;
-    uint4 packed;
-    auto* pairs = reinterpret_cast<__nv_bfloat162*>(&packed);
+    float out[8];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t c = run * 8 + 2 * i;
-      pairs[i] = __floats2bfloat162_rn(
-          (z[k][2 * i] - m) * rs * bf16_rounded(weight[c]) + bf16_rounded(bias[c]),
-          (z[k][2 * i + 1] - m) * rs * bf16_rounded(weight[c + 1]) + bf16_rounded(bias[c + 1]));
+    for (int i = 0; i < 8; ++i) {
+      const int64_t c = run * 8 + i;
+      out[i] = (z[k][i] - m) * rs * bf16_rounded(weight[c]) + bf16_rounded(bias[c]);
     }
-    *reinterpret_cast<uint4*>(y + base + run * 8) = packed;
+    store_run8(y + base + run * 8, out);
   }
   if (lane == 0) mean[row] = m, rstd[row] = rs;
 }
 
+// Its backward, one warp a row: with ẑ = (z − mean) rstd and g = dy · weight (rounded to bf16 as
+// in the forward pass), dz = rstd (g − mean(g) − ẑ mean(g ẑ)); dx is dz through the forward's
+// dropout mask, drawn again.
 template <int kRuns>
-void launch_add_layer_norm(const void* residual, const void* x, const float* weight,
-                           const float* bias, int64_t rows, int64_t cols, float eps, void* sum,
-                           void* y, float* mean, float* rstd, cudaStream_t stream) {
-  const auto grid = static_cast<unsigned>((rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock);
-  add_layer_norm_kernel<kRuns><<<grid, kWarp * kNormRowsPerBlock, 0, stream>>>(
-      static_cast<const __nv_bfloat16*>(residual), static_cast<const __nv_bfloat16*>(x), weight,
-      bias, rows, cols, eps, static_cast<__nv_bfloat16*>(sum), static_cast<__nv_bfloat16*>(y), mean,
-      rstd);
-  check_launch("add_layer_norm");
+__global__ void __launch_bounds__(kWarp * kNormRowsPerBlock)
+    add_layer_norm_backward_kernel(const __nv_bfloat16* dy, const __nv_bfloat16* sum,
+                                   const float* mean, const float* rstd, const float* weight,
+                                   int64_t rows, int64_t cols, Dropout dropout, __nv_bfloat16* dsum,
+                                   __nv_bfloat16* dx) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / kWarp;
+  if (row >= rows) return;  // the whole warp, as in the forward kernel
+  const int64_t runs = cols / 8;
+  const int64_t base = row * cols;
+  const float m = mean[row], rs = rstd[row];
+  float g[kRuns][8], z_hat[kRuns][8];
+  float g_total = 0.f, gz_total = 0.f;
+#pragma unroll
+  for (int k = 0; k < kRuns; ++k) {
+    const int64_t run = lane + static_cast<int64_t>(k) * kWarp;
+    if (run >= runs) break;
+    float d[8], z[8];
+    load_run<8>(dy + base + run * 8, d);
+    load_run<8>(sum + base + run * 8, z);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      z_hat[k][i] = (z[i] - m) * rs;
+      g[k][i] = d[i] * bf16_rounded(weight[run * 8 + i]);
+      g_total += g[k][i];
+      gz_total += g[k][i] * z_hat[k][i];
+    }
+  }
+  const float g_mean = warp_sum(g_total) / static_cast<float>(cols);
+  const float gz_mean = warp_sum(gz_total) / static_cast<float>(cols);
+#pragma unroll
+  for (int k = 0; k < kRuns; ++k) {
+    const int64_t run = lane + static_cast<int64_t>(k) * kWarp;
+    if (run >= runs) break;
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = rs * (g[k][i] - g_mean - z_hat[k][i] * gz_mean);
+    store_run8(dsum + base + run * 8, v);
+    if (dx) {
+      drop_run(dropout, row * runs + run, v);
+      store_run8(dx + base + run * 8, v);
+    }
+  }
 }
+
+// launch(std::integral_constant<int, kRuns>()) with the fewest 8-element runs per lane that hold
+// rows `cols` wide, and the grid of warps for `rows`.
+template <typename Launch>
+void launch_norm_rows(int64_t rows, int64_t cols, Launch&& launch) {
+  const auto grid = static_cast<unsigned>((rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock);
+  const int64_t runs_per_lane = (cols / 8 + kWarp - 1) / kWarp;
+  if (runs_per_lane <= 1) {
+    launch(std::integral_constant<int, 1>(), grid);
+  } else if (runs_per_lane <= 2) {
+    launch(std::integral_constant<int, 2>(), grid);
+  } else if (runs_per_lane <= 4) {
+    launch(std::integral_constant<int, 4>(), grid);
+  } else {
+    launch(std::integral_constant<int, kNormMaxRuns>(), grid);
+  }
+}
+
+using Bf16 = __nv_bfloat16;
 
 }  // namespace
 
@@ -509,21 +580,29 @@ bool add_layer_norm_fits(int64_t cols) {
 }
 
 void add_layer_norm(const void* residual, const void* x, const float* weight, const float* bias,
-                    int64_t rows, int64_t cols, float eps, void* sum, void* y, float* mean,
-                    float* rstd, void* stream) {
+                    int64_t rows, int64_t cols, float eps, const Dropout& dropout, void* sum,
+                    void* y, float* mean, float* rstd, void* stream) {
   if (rows == 0) return;
-  const auto s = static_cast<cudaStream_t>(stream);
-  const int64_t runs_per_lane = (cols / 8 + kWarp - 1) / kWarp;
-  if (runs_per_lane <= 1) {
-    launch_add_layer_norm<1>(residual, x, weight, bias, rows, cols, eps, sum, y, mean, rstd, s);
-  } else if (runs_per_lane <= 2) {
-    launch_add_layer_norm<2>(residual, x, weight, bias, rows, cols, eps, sum, y, mean, rstd, s);
-  } else if (runs_per_lane <= 4) {
-    launch_add_layer_norm<4>(residual, x, weight, bias, rows, cols, eps, sum, y, mean, rstd, s);
-  } else {
-    launch_add_layer_norm<kNormMaxRuns>(residual, x, weight, bias, rows, cols, eps, sum, y, mean,
-                                        rstd, s);
-  }
+  launch_norm_rows(rows, cols, [&](auto runs, unsigned grid) {
+    add_layer_norm_kernel<decltype(runs)::value>
+        <<<grid, kWarp * kNormRowsPerBlock, 0, static_cast<cudaStream_t>(stream)>>>(
+            static_cast<const Bf16*>(residual), static_cast<const Bf16*>(x), weight, bias, rows,
+            cols, eps, dropout, static_cast<Bf16*>(sum), static_cast<Bf16*>(y), mean, rstd);
+  });
+  check_launch("add_layer_norm");
+}
+
+void add_layer_norm_backward(const void* dy, const void* sum, const float* mean, const float* rstd,
+                             const float* weight, int64_t rows, int64_t cols,
+                             const Dropout& dropout, void* dsum, void* dx, void* stream) {
+  if (rows == 0) return;
+  launch_norm_rows(rows, cols, [&](auto runs, unsigned grid) {
+    add_layer_norm_backward_kernel<decltype(runs)::value>
+        <<<grid, kWarp * kNormRowsPerBlock, 0, static_cast<cudaStream_t>(stream)>>>(
+            static_cast<const Bf16*>(dy), static_cast<const Bf16*>(sum), mean, rstd, weight, rows,
+            cols, dropout, static_cast<Bf16*>(dsum), static_cast<Bf16*>(dx));
+  });
+  check_launch("add_layer_norm_backward");
 }
 
 }  // namespace tandem::model::cuda

@@ -7,9 +7,15 @@
 #include <string>
 
 #ifdef TANDEM_CUDA_KERNELS
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <cmath>
+#include <mutex>
+#include <tuple>
+
 #include "trainer/model/cuda_kernels.h"
+#include "trainer/model/philox.h"
 #endif
 
 namespace tandem::model {
@@ -77,20 +83,15 @@ void column_sums_into(const torch::Tensor& out, const torch::Tensor& a, const to
                     scratch.arrivals(), stream_of(a));
 }
 
-// LayerNorm's backward from its incoming gradient dy, its input x (any shape, normalized over the
-// last dimension), the fp32 mean and rstd of x's rows and the weight in x's type: {dx, and the
-// fp32 weight and bias gradients as column sums}.
-variable_list layer_norm_gradients(const torch::Tensor& dy_in, const torch::Tensor& x,
-                                   const torch::Tensor& mean, const torch::Tensor& rstd,
-                                   const torch::Tensor& w) {
-  const auto dy = dy_in.contiguous();
+// LayerNorm's weight and bias gradients, fp32 column sums: Σ dy · (x − mean) · rstd and Σ dy over
+// the rows of dy and x (normalized over the last dimension), mean and rstd fp32 per row.
+variable_list layer_norm_parameter_gradients(const torch::Tensor& dy, const torch::Tensor& x,
+                                             const torch::Tensor& mean, const torch::Tensor& rstd) {
   const int64_t d = x.size(-1);
-  auto dx = std::get<0>(
-      at::native_layer_norm_backward(dy, x, {d}, mean, rstd, w, {}, {true, false, false}));
   const auto sums = torch::empty({2, d}, dy.options().dtype(torch::kFloat));
   column_sums_into(sums, dy.view({-1, d}), x.contiguous().view({-1, d}), mean.view({-1}),
                    rstd.view({-1}));
-  return {dx, sums[0], sums[1]};
+  return {sums[0], sums[1]};
 }
 
 class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
@@ -105,20 +106,46 @@ class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    auto out = layer_norm_gradients(grads[0], saved[0], saved[2].to(torch::kFloat).contiguous(),
-                                    saved[3].to(torch::kFloat).contiguous(), saved[1]);
-    out.emplace_back();  // eps
-    return out;
+    const auto &x = saved[0], &w = saved[1];
+    const auto dy = grads[0].contiguous();
+    const auto mean = saved[2].to(torch::kFloat).contiguous();
+    const auto rstd = saved[3].to(torch::kFloat).contiguous();
+    auto dx = std::get<0>(at::native_layer_norm_backward(dy, x, {x.size(-1)}, mean, rstd, w, {},
+                                                         {true, false, false}));
+    const auto params = layer_norm_parameter_gradients(dy, x, mean, rstd);
+    return {dx, params[0], params[1], torch::Tensor()};
   }
 };
 
-// y = LayerNorm(residual + x) over bf16 rows in one kernel (cuda::add_layer_norm); backward as
-// LayerNormFunction's, on the saved sum, its gradient going to both addends.
+// Dropout at p with the Philox stream at (seed, offset); none at p = 0.
+cuda::Dropout dropout_at(double p, uint64_t seed, uint64_t offset) {
+  cuda::Dropout dropout;
+  if (p <= 0) return dropout;
+  dropout.seed = seed;
+  dropout.offset = offset;
+  dropout.threshold = philox::keep_threshold(p);
+  dropout.scale = static_cast<float>(1.0 / (1.0 - p));
+  return dropout;
+}
+
+// The next dropout of the GPU's generator: its Philox seed and next offset (checkpoints save its
+// state, so a resumed run draws the same masks).
+cuda::Dropout next_dropout(double p, const torch::Device& device) {
+  if (p <= 0) return cuda::Dropout();
+  auto* generator = at::get_generator_or_default<at::CUDAGeneratorImpl>(
+      c10::nullopt, at::cuda::detail::getDefaultCUDAGenerator(device.index()));
+  std::lock_guard<std::mutex> lock(generator->mutex_);
+  const auto [seed, offset] = generator->philox_engine_inputs(4);  // one draw of 4 words a run
+  return dropout_at(p, seed, offset);
+}
+
+// y = LayerNorm(residual + dropout(x, p)) over bf16 rows in one kernel (cuda::add_layer_norm), and
+// its backward in another: residual's gradient is the sum's, x's the same through the mask.
 class AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& residual,
                                const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor& bias, double eps) {
+                               const torch::Tensor& bias, double eps, double p) {
     const int64_t cols = x.size(-1), rows = x.numel() / cols;
     auto stat_shape = x.sizes().vec();
     stat_shape.back() = 1;
@@ -126,20 +153,34 @@ class AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFuncti
     auto mean = torch::empty(stat_shape, x.options().dtype(torch::kFloat));
     auto rstd = torch::empty_like(mean);
     const auto w = weight.to(torch::kFloat).contiguous(), b = bias.to(torch::kFloat).contiguous();
+    const auto dropout = next_dropout(p, x.device());
     cuda::add_layer_norm(residual.data_ptr(), x.data_ptr(), w.data_ptr<float>(),
-                         b.data_ptr<float>(), rows, cols, static_cast<float>(eps), sum.data_ptr(),
-                         y.data_ptr(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
-                         stream_of(x));
+                         b.data_ptr<float>(), rows, cols, static_cast<float>(eps), dropout,
+                         sum.data_ptr(), y.data_ptr(), mean.data_ptr<float>(),
+                         rstd.data_ptr<float>(), stream_of(x));
     ctx->save_for_backward({sum, weight, mean, rstd});
+    ctx->saved_data["seed"] = static_cast<int64_t>(dropout.seed);
+    ctx->saved_data["offset"] = static_cast<int64_t>(dropout.offset);
+    ctx->saved_data["p"] = p;
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto& sum = saved[0];
-    auto g =
-        layer_norm_gradients(grads[0], sum, saved[2], saved[3], saved[1].to(sum.scalar_type()));
-    return {g[0], g[0], g[1], g[2], torch::Tensor()};
+    const auto &sum = saved[0], &mean = saved[2], &rstd = saved[3];
+    const auto w = saved[1].to(torch::kFloat).contiguous();
+    const auto dy = grads[0].contiguous();
+    const double p = ctx->saved_data["p"].toDouble();
+    const auto dropout = dropout_at(p, static_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
+                                    static_cast<uint64_t>(ctx->saved_data["offset"].toInt()));
+    const int64_t cols = sum.size(-1), rows = sum.numel() / cols;
+    auto dsum = torch::empty_like(sum);
+    auto dx = p > 0 ? torch::empty_like(sum) : dsum;
+    cuda::add_layer_norm_backward(dy.data_ptr(), sum.data_ptr(), mean.data_ptr<float>(),
+                                  rstd.data_ptr<float>(), w.data_ptr<float>(), rows, cols, dropout,
+                                  dsum.data_ptr(), p > 0 ? dx.data_ptr() : nullptr, stream_of(sum));
+    const auto params = layer_norm_parameter_gradients(dy, sum, mean, rstd);
+    return {dsum, dx, params[0], params[1], torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -207,14 +248,14 @@ bool add_layer_norm_own_for(const torch::Tensor& residual, const torch::Tensor& 
 }
 
 torch::Tensor add_layer_norm_own(const torch::Tensor& residual, const torch::Tensor& x,
-                                 const torch::Tensor& weight, const torch::Tensor& bias,
-                                 double eps) {
+                                 const torch::Tensor& weight, const torch::Tensor& bias, double eps,
+                                 double p) {
   if (!add_layer_norm_own_for(residual, x)) {
     throw std::invalid_argument(
         "add_layer_norm_own: expected two contiguous bf16 GPU tensors of one shape, rows a "
         "multiple of 8 and at most 2,048 wide");
   }
-  return AddLayerNormFunction::apply(residual, x, weight, bias, eps);
+  return AddLayerNormFunction::apply(residual, x, weight, bias, eps, p);
 }
 
 #else  // no CUDA kernels in this build
@@ -243,7 +284,7 @@ torch::Tensor layer_norm_own(const torch::Tensor&, const torch::Tensor&, const t
 }
 bool add_layer_norm_own_for(const torch::Tensor&, const torch::Tensor&) { return false; }
 torch::Tensor add_layer_norm_own(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
-                                 const torch::Tensor&, double) {
+                                 const torch::Tensor&, double, double) {
   unavailable("add_layer_norm_own");
 }
 

@@ -48,13 +48,15 @@ std::pair<torch::Tensor, torch::Tensor> relu_backward_column_sums(const torch::T
 torch::Tensor layer_norm_own(const torch::Tensor& x, const torch::Tensor& weight,
                              const torch::Tensor& bias, double eps);
 
-// Post-norm's join: LayerNorm(residual + x) of bf16 GPU rows in one kernel, with fp32 weight and
-// bias (used rounded to bf16) whose gradients are fp32 column sums; residual and x get the same
-// gradient. add_layer_norm_own_for says whether the kernel takes the pair (own_kernels_for both,
-// bf16, one shape, rows a multiple of 8 and at most 2,048 wide, 16-byte aligned).
+// Post-norm's join: LayerNorm(residual + dropout(x, p)) of bf16 GPU rows in one kernel, with fp32
+// weight and bias (used rounded to bf16) whose gradients are fp32 column sums; residual gets the
+// sum's gradient, x the same through the dropout mask. The mask is drawn from the GPU's generator
+// (philox.h), not stored: the backward kernel draws it again. add_layer_norm_own_for says whether
+// the kernels take the pair (own_kernels_for both, bf16, one shape, rows a multiple of 8 and at
+// most 2,048 wide, 16-byte aligned).
 bool add_layer_norm_own_for(const torch::Tensor& residual, const torch::Tensor& x);
 torch::Tensor add_layer_norm_own(const torch::Tensor& residual, const torch::Tensor& x,
-                                 const torch::Tensor& weight, const torch::Tensor& bias,
-                                 double eps);
+                                 const torch::Tensor& weight, const torch::Tensor& bias, double eps,
+                                 double p);
 
 }  // namespace tandem::model

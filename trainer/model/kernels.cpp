@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "trainer/model/gpu_ops.h"
+#include "trainer/model/philox.h"
 
 namespace tandem::model {
 namespace {
@@ -464,7 +465,7 @@ class MaskBits {
 torch::Tensor keep_mask(int64_t n, double p) {
   auto keep = torch::empty({n}, torch::kUInt8);
   uint8_t* out = keep.data_ptr<uint8_t>();
-  const auto threshold = static_cast<uint32_t>(std::lround(p * 65536.0));
+  const uint32_t threshold = philox::keep_threshold(p);
   MaskBits bits;
   for (int64_t i = 0; i < n; i += 4) {
     uint64_t r = bits.next();

@@ -23,8 +23,8 @@ torch::Tensor normalize(torch::nn::LayerNorm& norm, const torch::Tensor& x) {
 }
 
 // One sublayer with its residual connection and LayerNorm, in either order:
-// post-norm x = norm(x + dropout(f(x))); pre-norm x = x + dropout(f(norm(x))). Post-norm's add
-// and norm are one kernel where Tandem's serve (a bf16 stream on a GPU).
+// post-norm x = norm(x + dropout(f(x))); pre-norm x = x + dropout(f(norm(x))). Post-norm's
+// dropout, add and norm are one kernel where Tandem's serve (a bf16 stream on a GPU).
 template <typename Sublayer>
 torch::Tensor residual(const torch::Tensor& x, torch::nn::LayerNorm& norm,
                        const LayerOptions& options, bool training, Sublayer&& sublayer) {
@@ -33,9 +33,9 @@ torch::Tensor residual(const torch::Tensor& x, torch::nn::LayerNorm& norm,
   }
   const auto out = sublayer(x);
   if (add_layer_norm_own_for(x, out)) {
-    const auto dropped = dropout_add(out, options.dropout, training, torch::Tensor());
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
-    return add_layer_norm_own(x, dropped, norm->weight, norm->bias, norm->options.eps());
+    return add_layer_norm_own(x, out, norm->weight, norm->bias, norm->options.eps(),
+                              training ? options.dropout : 0.0);
   }
   return normalize(norm, dropout_add(out, options.dropout, training, x));
 }
