@@ -334,16 +334,24 @@ c10::optional<torch::Tensor> bias_or_none(const torch::Tensor& bias) {
   return bias.numel() > 0 ? c10::optional<torch::Tensor>(bias) : c10::nullopt;
 }
 
+// The kernels' forward pass over q | k | v rows: {the context [batch, len, heads, d_head], and
+// with for_backward what their backward takes (logsumexp, the dropout seed and offset)}.
+auto efficient_forward(const torch::Tensor& rows, const torch::Tensor& bias, int64_t heads,
+                       bool causal, bool for_backward) {
+  const auto [q, k, v] = heads_of_rows(rows, heads);
+  return at::_efficient_attention_forward(q, k, v, bias_or_none(bias), c10::nullopt, c10::nullopt,
+                                          c10::nullopt, c10::nullopt, 0.0, causal ? 1 : 0,
+                                          for_backward);
+}
+
 class PackedSelfAttention : public torch::autograd::Function<PackedSelfAttention> {
  public:
   // rows: q | k | v [batch, len, 3 d]; bias: key_pad_bias or an empty tensor (no padding mask).
   // → the context [batch, len, heads, d_head].
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& rows,
                                const torch::Tensor& bias, int64_t heads, bool causal) {
-    const auto [q, k, v] = heads_of_rows(rows, heads);
-    auto [out, logsumexp, seed, offset, q_len, k_len] = at::_efficient_attention_forward(
-        q, k, v, bias_or_none(bias), c10::nullopt, c10::nullopt, c10::nullopt, c10::nullopt, 0.0,
-        causal ? 1 : 0, /*compute_log_sumexp=*/true);
+    auto [out, logsumexp, seed, offset, q_len, k_len] =
+        efficient_forward(rows, bias, heads, causal, /*for_backward=*/true);
     ctx->save_for_backward({rows, bias, out, logsumexp, seed, offset});
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["causal"] = causal;
@@ -382,10 +390,7 @@ torch::Tensor packed_self_attention(const torch::Tensor& rows, int64_t heads,
   if (torch::GradMode::is_enabled() && rows.requires_grad()) {
     context = PackedSelfAttention::apply(rows, bias, heads, mask.causal);
   } else {
-    const auto [q, k, v] = heads_of_rows(rows, heads);
-    context = std::get<0>(at::_efficient_attention_forward(
-        q, k, v, bias_or_none(bias), c10::nullopt, c10::nullopt, c10::nullopt, c10::nullopt, 0.0,
-        mask.causal ? 1 : 0, /*compute_log_sumexp=*/false));
+    context = std::get<0>(efficient_forward(rows, bias, heads, mask.causal, false));
   }
   return context.flatten(2);
 }
