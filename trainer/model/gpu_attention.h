@@ -1,0 +1,19 @@
+// Attention on a GPU through LibTorch >= 2's fused kernels, for fused_attention (kernels.h) and
+// with its contract; its tensor-op path serves everything else.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "trainer/model/kernels.h"
+
+namespace tandem::model {
+
+// Whether gpu_attention takes these rows: a GPU tensor, with LibTorch >= 2.
+bool gpu_attention_applies(const torch::Tensor& q_rows);
+
+// fused_attention on a GPU: self-attention (kv undefined, q_rows holding q | k | v) or
+// cross-attention. TANDEM_KERNELS=aten leaves every choice of kernel to SDPA.
+torch::Tensor gpu_attention(const torch::Tensor& q_rows, const torch::Tensor& kv, int64_t heads,
+                            const AttentionMask& mask);
+
+}  // namespace tandem::model
