@@ -72,5 +72,24 @@ TEST(BlockCache, SmallTensorsAndBlocksPastTheCapGoBack) {
   EXPECT_EQ(cache.allocate(0).get(), nullptr);
 }
 
+// LibTorch's quantized int8 kernels (tandem-decode --precision int8 on CPUs without VNNI) take
+// memory through raw_allocate and free it with raw_deallocate, which needs a deleter of the data
+// pointer itself: without one LibTorch aborts ("d INTERNAL ASSERT FAILED").
+TEST(BlockCache, RawAllocationsRoundTripAndLargeOnesAreKept) {
+  BlockCache cache(64 * kMiB);
+  void* small = cache.raw_allocate(100);
+  void* large = cache.raw_allocate(kMiB);
+  ASSERT_NE(small, nullptr);
+  ASSERT_NE(large, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(large) % 64, 0u);  // LibTorch's alignment
+  std::memset(small, 2, 100);
+  std::memset(large, 3, kMiB);
+  cache.raw_deallocate(small);
+  cache.raw_deallocate(large);
+  EXPECT_EQ(cache.cached_blocks(), 1u);
+  c10::DataPtr again = cache.allocate(kMiB);
+  EXPECT_EQ(again.get(), large);
+}
+
 }  // namespace
 }  // namespace tandem::runtime

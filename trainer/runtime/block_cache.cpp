@@ -8,11 +8,16 @@ namespace tandem::runtime {
 BlockCache::BlockCache(size_t max_cached_bytes) : max_cached_bytes_(max_cached_bytes) {}
 
 BlockCache::~BlockCache() {
-  for (auto& [size, block] : free_) {
-    c10::free_cpu(block->data);
-    delete block;
-  }
+  for (auto& [size, block] : free_) c10::free_cpu(block);
 }
+
+BlockCache::Block* BlockCache::new_block(const BlockCache* owner, size_t size) {
+  auto* block = static_cast<Block*>(c10::alloc_cpu(kHeaderBytes + size));
+  *block = Block{owner, size};
+  return block;
+}
+
+void* BlockCache::data_of(Block* block) { return reinterpret_cast<char*>(block) + kHeaderBytes; }
 
 size_t BlockCache::block_size(size_t nbytes) {
   size_t power = 1;
@@ -27,9 +32,10 @@ c10::DataPtr BlockCache::allocate(size_t nbytes) {
 c10::DataPtr BlockCache::allocate(size_t nbytes) const {
 #endif
   const c10::Device cpu(c10::DeviceType::CPU);
+  if (nbytes == 0) return {nullptr, nullptr, &BlockCache::give_back, cpu};
   if (nbytes < kMinBytes) {
-    void* data = c10::alloc_cpu(nbytes);
-    return {data, data, &c10::free_cpu, cpu};
+    void* data = data_of(new_block(this, nbytes));
+    return {data, data, &BlockCache::give_back, cpu};
   }
   const size_t size = block_size(nbytes);
   Block* block = nullptr;
@@ -43,8 +49,9 @@ c10::DataPtr BlockCache::allocate(size_t nbytes) const {
       free_.erase(fit);
     }
   }
-  if (block == nullptr) block = new Block{this, size, c10::alloc_cpu(size)};
-  return {block->data, block, &BlockCache::give_back, cpu};
+  if (block == nullptr) block = new_block(this, size);
+  void* data = data_of(block);
+  return {data, data, &BlockCache::give_back, cpu};
 }
 
 #ifdef TANDEM_ALLOCATOR_API_2_3
@@ -54,13 +61,14 @@ void BlockCache::copy_data(void* dest, const void* src, size_t count) const {
 }
 #endif
 
-void BlockCache::give_back(void* block) {
-  auto* b = static_cast<Block*>(block);
-  b->owner->keep(b);
+void BlockCache::give_back(void* data) {
+  if (data == nullptr) return;
+  auto* block = reinterpret_cast<Block*>(static_cast<char*>(data) - kHeaderBytes);
+  block->owner->keep(block);
 }
 
 void BlockCache::keep(Block* block) const {
-  {
+  if (block->size >= kMinBytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (cached_bytes_ + block->size <= max_cached_bytes_) {
       free_.emplace(block->size, block);
@@ -68,8 +76,7 @@ void BlockCache::keep(Block* block) const {
       return;
     }
   }
-  c10::free_cpu(block->data);
-  delete block;
+  c10::free_cpu(block);
 }
 
 size_t BlockCache::cached_bytes() const {

@@ -45,6 +45,11 @@ class BlockCache final : public c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) const override;
 #endif
 
+  // LibTorch's raw_allocate/raw_deallocate (used by its quantized int8 kernels, among others)
+  // need a deleter that takes the data pointer itself: every pointer this allocator hands out,
+  // large or small, can be freed with it.
+  c10::DeleterFnPtr raw_deleter() const override { return &BlockCache::give_back; }
+
   // The size of the block that serves `nbytes` (kMinBytes and up): rounded up to a multiple of a
   // quarter of the largest power of two not above it.
   static size_t block_size(size_t nbytes);
@@ -53,12 +58,17 @@ class BlockCache final : public c10::Allocator {
   size_t cached_blocks() const;
 
  private:
+  // Every allocation starts with this header, kHeaderBytes before the data (which stays aligned
+  // as LibTorch aligns it), so that a data pointer alone finds its block and owner.
   struct Block {
     const BlockCache* owner;
-    size_t size;
-    void* data;
+    size_t size;  // bytes of data after the header; below kMinBytes: not cached
   };
-  static void give_back(void* block);
+  static constexpr size_t kHeaderBytes = 64;
+  static_assert(sizeof(Block) <= kHeaderBytes, "the header must fit before the data");
+  static Block* new_block(const BlockCache* owner, size_t size);
+  static void* data_of(Block* block);
+  static void give_back(void* data);
   void keep(Block* block) const;
 
   size_t max_cached_bytes_;
