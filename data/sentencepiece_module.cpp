@@ -37,6 +37,7 @@ class Model final : public SentencePieceModel {
   std::string decode(const std::vector<int>& ids, std::string* text) const override {
     return message(processor.Decode(ids, text));
   }
+  std::string piece(int id) const override { return processor.IdToPiece(id); }
 };
 
 class Library final : public SentencePieceLibrary {

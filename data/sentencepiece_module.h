@@ -24,6 +24,7 @@ class SentencePieceModel {
   virtual int64_t size() const = 0;
   virtual std::string encode(const std::string& text, std::vector<int>* ids) const = 0;
   virtual std::string decode(const std::vector<int>& ids, std::string* text) const = 0;
+  virtual std::string piece(int id) const = 0;  // the piece's text ("▁the", "</s>"); id < size()
 };
 
 class SentencePieceLibrary {

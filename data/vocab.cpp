@@ -116,4 +116,12 @@ std::string Vocab::decode(const std::vector<int32_t>& ids) const {
   return text;
 }
 
+std::string Vocab::piece(int32_t id) const {
+  if (id < 0 || id >= size()) {
+    throw std::out_of_range("piece id " + std::to_string(id) + " outside the vocabulary of " +
+                            std::to_string(size()));
+  }
+  return sp_->piece(id);
+}
+
 }  // namespace tandem::data

@@ -39,6 +39,9 @@ class Vocab {
   int64_t size() const;
   std::vector<int32_t> encode(const std::string& text) const;  // no BOS/EOS added
   std::string decode(const std::vector<int32_t>& ids) const;   // specials are skipped
+  // The text of piece `id` as SentencePiece spells it ("▁the", "<unk>", "</s>"): what other
+  // engines' vocabulary files list. std::out_of_range unless 0 <= id < size().
+  std::string piece(int32_t id) const;
 
  private:
   Vocab();
