@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, builds, runs every CTest suite (labels: unit,
 # mpi, e2e; gpu, skipped where no GPU is visible). Extra arguments go to ctest, e.g.
-# `launch/test.sh -L unit`.
+# `launch/test.sh -L unit`. CTranslate2's Python package, which the export test loads exported
+# models with, is installed by launch/ctranslate2.sh.
 # TANDEM_LIBTORCH=wheel builds and tests against the PyPI wheel's LibTorch (launch/torch-wheel.sh)
 # with the NCCL backend (TANDEM_CUDA=ON, CUDA toolkit in /usr/local/cuda) in build-wheel/, instead
 # of Debian's LibTorch in build/. TANDEM_BUILD_DIR names another folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 launch/install-deps.sh
+launch/ctranslate2.sh >/dev/null
 case "${TANDEM_LIBTORCH:-debian}" in
   debian)
     build=${TANDEM_BUILD_DIR:-build}

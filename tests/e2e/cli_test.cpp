@@ -24,7 +24,8 @@ size_t count_lines(const std::string& text) {
 
 TEST(ToolHelp, EveryToolShowsUsageWithAnExampleAndExitsZero) {
   for (const std::string name : {"tandem-train", "tandem-eval", "tandem-decode", "tandem-prep",
-                                 "tandem-average", "tandem-bench", "tandem-bench-decode"}) {
+                                 "tandem-average", "tandem-bench", "tandem-bench-decode",
+                                 "tandem-export"}) {
     const auto help = run_command(tool(name) + " --help");
     EXPECT_EQ(help.exit_code, 0) << name << "\n" << help.output;
     EXPECT_NE(help.output.find("Usage:"), std::string::npos) << name << "\n" << help.output;
@@ -101,6 +102,15 @@ TEST_F(ToolErrors, PrepNamesTheMissingInputFile) {
 TEST_F(ToolErrors, AverageNamesTheMissingCheckpoint) {
   expect_one_line({tool("tandem-average") + " --out " + file("avg.h5") + " " + file("absent.h5"),
                    file("absent.h5")});
+}
+
+TEST_F(ToolErrors, ExportNamesTheMissingCheckpointAndTheUnknownFormat) {
+  expect_one_line({tool("tandem-export") + " --checkpoint " + file("absent.h5") +
+                       " --to ctranslate2 --out " + file("ct2"),
+                   file("absent.h5")});
+  expect_one_line({tool("tandem-export") + " --checkpoint " + file("absent.h5") +
+                       " --to onnx --out " + file("ct2"),
+                   "onnx"});
 }
 
 }  // namespace

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Translates a file with a CTranslate2 model folder that tandem-export wrote, timing the decoding
+alone: what the export test (tests/e2e/export_test.cpp) and tandem-bench-decode --ctranslate2 run.
+
+  PYTHONPATH=$(launch/ctranslate2.sh) python3 launch/ctranslate2-decode.py MODEL_DIR INPUT OUTPUT \\
+      [--beam 4] [--lenpen 0.6] [--min-len 0] [--max-len 256] [--compute-type default] \\
+      [--threads 1] [--batch-tokens 2048] [--repeat 1] [--pieces]
+
+INPUT has one sentence per line: raw text, tokenized with the folder's sentencepiece.model, or with
+--pieces SentencePiece pieces separated by spaces (as the benchmark hands them over). OUTPUT gets
+one translation per line: detokenized, or with --pieces the pieces. --threads: batches translated
+at once, one thread each (CTranslate2's inter_threads, intra_threads 1), as tandem-decode's
+--threads. --min-len 0 (CTranslate2's own default is 1) lets EOS end a translation at its first
+step, as tandem-decode does. Prints one JSON line: wall_s, user_s and sys_s of the run with the
+median wall time (of --repeat runs of translate_batch alone, without loading or tokenizing; the
+upper one of an even count), every run's wall time, sentences and target pieces.
+"""
+import argparse
+import json
+import os
+import resource
+import time
+
+import ctranslate2
+
+
+def arguments():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model_dir")
+    parser.add_argument("input")
+    parser.add_argument("output")
+    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--lenpen", type=float, default=0.6)
+    parser.add_argument("--min-len", type=int, default=0,
+                        help="min_decoding_length; 0 as tandem-decode (CTranslate2's default: 1)")
+    parser.add_argument("--max-len", type=int, default=256,
+                        help="max_decoding_length; at most the model's max_positions")
+    parser.add_argument("--max-input-len", type=int, default=1024,
+                        help="max_input_length (source tokens with EOS); at most max_positions")
+    parser.add_argument("--compute-type", default="default")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--batch-tokens", type=int, default=2048)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--pieces", action="store_true")
+    return parser.parse_args()
+
+
+def read_sources(args, sp):
+    with open(args.input, encoding="utf-8") as f:
+        lines = [line.rstrip("\r\n") for line in f]
+    if args.pieces:
+        return [line.split() for line in lines]
+    return [sp.encode(line, out_type=str) for line in lines]
+
+
+def main():
+    args = arguments()
+    sp = None
+    if not args.pieces:
+        import sentencepiece
+
+        sp = sentencepiece.SentencePieceProcessor(
+            model_file=os.path.join(args.model_dir, "sentencepiece.model"))
+    sources = read_sources(args, sp)
+    translator = ctranslate2.Translator(args.model_dir, device="cpu",
+                                        compute_type=args.compute_type,
+                                        inter_threads=args.threads, intra_threads=1)
+    runs = []  # (wall, user, sys) seconds
+    for _ in range(args.repeat):
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        start = time.perf_counter()
+        results = translator.translate_batch(
+            sources, beam_size=args.beam, length_penalty=args.lenpen,
+            min_decoding_length=args.min_len, max_decoding_length=args.max_len,
+            max_input_length=args.max_input_len,
+            max_batch_size=args.batch_tokens, batch_type="tokens")
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        runs.append((wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime))
+    hypotheses = [result.hypotheses[0] for result in results]
+    with open(args.output, "w", encoding="utf-8") as f:
+        for pieces in hypotheses:
+            f.write((" ".join(pieces) if args.pieces else sp.decode(pieces)) + "\n")
+    # The upper median, as tandem-bench-decode takes its own rows'.
+    wall, user, system = sorted(runs)[len(runs) // 2]
+    print(json.dumps({"wall_s": wall, "user_s": user, "sys_s": system,
+                      "runs_s": [run[0] for run in runs], "sentences": len(sources),
+                      "tokens": sum(len(pieces) for pieces in hypotheses),
+                      "compute_type": translator.compute_type}))
+
+
+if __name__ == "__main__":
+    main()

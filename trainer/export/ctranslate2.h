@@ -1,0 +1,39 @@
+// A Tandem model as a CTranslate2 model folder: TransformerSpec's variables (model.bin), its
+// config.json, the shared vocabulary and the SentencePiece model, so that CTranslate2 translates
+// as tandem-decode does with nothing else from Tandem.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainer/checkpoint/model_io.h"
+#include "trainer/export/ct2_model_file.h"
+
+namespace tandem::exporter {
+
+// How the weights are stored, as CTranslate2's converters spell it (--quantization):
+// float32; int8 (the matrices of linear layers and embeddings as int8 with one float32 scale per
+// row, the rest float32); int8_float16 (the same, the rest float16); float16 (everything).
+enum class Ct2Quantization { kFloat32, kInt8, kInt8Float16, kFloat16 };
+const std::vector<std::string>& ct2_quantization_names();  // in the enum's order
+Ct2Quantization ct2_quantization(const std::string& name);  // std::invalid_argument if unknown
+
+// The model's parameters (as loaded) and its sinusoidal table as TransformerSpec, revision 7:
+// embeddings (scaled by sqrt(d_model) there too) with the table as the position encodings, q|k|v
+// fused into one self-attention projection and k|v into one for cross-attention, post- or
+// pre-norm with the final norms, relu, tied weights stored once and aliased.
+Ct2Model ct2_transformer(const model::Transformer& model, Ct2Quantization quantization);
+
+// What the folder records of where it came from (tandem.json).
+struct Ct2Provenance {
+  std::string checkpoint;
+  int64_t step = 0;
+  bool averaged = false;  // the weights are the checkpoint's moving average
+};
+
+// Writes model.bin, config.json (LayerNorm epsilon, the special tokens, the source's EOS added
+// automatically), shared_vocabulary.json, sentencepiece.model and tandem.json into `dir`.
+void write_ct2_folder(const checkpoint::InferenceModel& model, Ct2Quantization quantization,
+                      const Ct2Provenance& provenance, const std::string& dir);
+
+}  // namespace tandem::exporter

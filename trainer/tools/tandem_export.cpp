@@ -1,0 +1,104 @@
+// tandem-export: a checkpoint's model in another engine's format (CTranslate2), written whole or
+// not at all.
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "trainer/checkpoint/model_io.h"
+#include "trainer/common/staged_dir.h"
+#include "trainer/export/ctranslate2.h"
+#include "trainer/tools/decode_flags.h"
+#include "trainer/tools/tool_main.h"
+
+namespace {
+
+constexpr const char* kExamples = R"(Examples:
+  tandem-export --checkpoint runs/tiny/last.h5 --to ctranslate2 --out runs/tiny/ct2
+  tandem-export --checkpoint runs/tiny/last.h5 --to ctranslate2 --out ct2-int8 --quantization int8
+  python3 -c 'import ctranslate2, sentencepiece as spm
+  sp = spm.SentencePieceProcessor(model_file="runs/tiny/ct2/sentencepiece.model")
+  tr = ctranslate2.Translator("runs/tiny/ct2")
+  out = tr.translate_batch([sp.encode("In the beginning", out_type=str)], beam_size=4,
+                           length_penalty=0.6)
+  print(sp.decode(out[0].hypotheses[0]))'
+The folder holds model.bin, config.json, shared_vocabulary.json, sentencepiece.model and
+tandem.json (the checkpoint, step and weights it came from). CTranslate2 adds the source's EOS
+itself; tokenize with sentencepiece.model and pass the pieces (docs/serving.md).)";
+
+struct Args {
+  std::string checkpoint, to, out, quantization = "float32";
+  tandem::checkpoint::Weights weights = tandem::checkpoint::Weights::kAverage;
+  bool force = false;
+};
+
+// Whether `path` is a folder with nothing in it, or one that holds `marker` (an earlier export).
+bool replaceable(const std::string& path, const char* marker) {
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) return false;
+  bool empty = true, marked = false;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    empty = false;
+    marked = marked || name == marker;
+  }
+  ::closedir(dir);
+  return empty || marked;
+}
+
+// --out may be new; an existing folder only with --force, and only one that an export made (or
+// an empty one): nothing else is ever deleted.
+void check_out(const Args& args) {
+  struct stat info;
+  if (::lstat(args.out.c_str(), &info) != 0) return;
+  const std::string where = "--out '" + args.out + "'";
+  if (!S_ISDIR(info.st_mode)) {
+    throw std::invalid_argument(where + " exists and is not a folder; it is left as it is");
+  }
+  if (!args.force) {
+    throw std::invalid_argument(where + " already exists; give --force to replace it");
+  }
+  if (!replaceable(args.out, "model.bin")) {
+    throw std::invalid_argument(where +
+                                " holds files but no model.bin: it is not an exported model, "
+                                "and --force replaces only those (or an empty folder)");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Write a checkpoint's model in another engine's format (CTranslate2)."};
+  Args args;
+  app.add_option("--checkpoint", args.checkpoint, "checkpoint file (*.h5)")->required();
+  app.add_option("--to", args.to, "the format to write: ctranslate2")
+      ->required()
+      ->check(CLI::IsMember({"ctranslate2"}));
+  app.add_option("--out", args.out, "the model folder to create")->required();
+  app.add_option("--quantization", args.quantization,
+                 "how the weights are stored: float32, int8 (linear and embedding matrices "
+                 "int8 with a scale per row), int8_float16 (the rest float16), float16")
+      ->check(CLI::IsMember(tandem::exporter::ct2_quantization_names()))
+      ->capture_default_str();
+  tandem::tools::add_weights_flag(app, args.weights);
+  app.add_flag("--force", args.force,
+               "replace --out if it exists and holds an earlier export (a model.bin) or nothing");
+  app.footer(kExamples);
+  if (const auto done = tandem::tools::parse_command_line(app, "tandem-export", argc, argv))
+    return *done;
+  return tandem::tools::run_tool("tandem-export", [&] {
+    check_out(args);
+    tandem::StagedDir out(args.out, args.force);
+    const auto model = tandem::checkpoint::load_for_inference(args.checkpoint, args.weights);
+    const auto quantization = tandem::exporter::ct2_quantization(args.quantization);
+    tandem::exporter::write_ct2_folder(model, quantization,
+                                       {args.checkpoint, model.step, model.averaged}, out.path());
+    out.commit();
+    std::printf("exported %s (step %lld, %s weights) to %s as a CTranslate2 model (%s)\n",
+                args.checkpoint.c_str(), static_cast<long long>(model.step),
+                model.averaged ? "averaged" : "raw", args.out.c_str(), args.quantization.c_str());
+    return 0;
+  });
+}
