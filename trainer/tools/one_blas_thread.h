@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <cstring>
+#include <initializer_list>
 
 namespace tandem::tools::preinit {
 
@@ -41,9 +42,12 @@ inline bool sets_blas_threads(char** envp) {
   return false;
 }
 
+// Every translation unit that includes this header adds its own preinit_array entry and
+// constructor (tandem-bench-decode has two): only the first narrows, and it alone saves the
+// affinity to restore, so that a later one cannot save the narrowed set in its place.
 inline void narrow_cpus(int /*argc*/, char** /*argv*/, char** envp) {
-  cpu_set_t& cpus = saved_cpus();
-  if (sets_blas_threads(envp) || sched_getaffinity(0, sizeof cpus, &cpus) != 0 ||
+  cpu_set_t cpus;
+  if (narrowed() || sets_blas_threads(envp) || sched_getaffinity(0, sizeof cpus, &cpus) != 0 ||
       CPU_COUNT(&cpus) < 2) {
     return;
   }
@@ -55,6 +59,7 @@ inline void narrow_cpus(int /*argc*/, char** /*argv*/, char** envp) {
       break;
     }
   }
+  saved_cpus() = cpus;
   narrowed() = sched_setaffinity(0, sizeof first, &first) == 0;
 }
 
