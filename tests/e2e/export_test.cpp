@@ -287,6 +287,31 @@ TEST_F(Export, ForceReplacesAnEarlierExportAndNothingElse) {
   EXPECT_EQ(std::distance(fs::directory_iterator(mine), fs::directory_iterator()), 1);
 }
 
+// tandem-bench-decode --ctranslate2: each of its rows decoded by CTranslate2 too, on the same
+// sentences and settings, which at fp32 gives the same translations.
+TEST_F(Export, BenchDecodePutsCTranslate2BesideEachRow) {
+  const std::string out = file("ct2-bench");
+  ASSERT_EQ(export_model(checkpoint("tied"), out).exit_code, 0);
+  const char* python = std::getenv("PYTHON");
+  const auto r = run_command(
+      "PYTHONPATH=" + *python_path_ + " " + tool("tandem-bench-decode") + " --checkpoint " +
+      checkpoint("tied") + " --input " + file("test.src") + " --ref " + file("test.tgt") +
+      " --beams 1 4 --threads 1 --precisions fp32 --max-lines 100 --ctranslate2 " + out +
+      " --ctranslate2-python " + (python != nullptr ? python : "python3"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Tandem takes"), std::string::npos) << r.output;
+  const auto rows = last_json_line(r.output)["rows"];
+  ASSERT_EQ(rows.size(), 4u) << r.output;
+  for (size_t i = 0; i < rows.size(); i += 2) {
+    EXPECT_EQ(rows[i]["engine"], "tandem");
+    EXPECT_EQ(rows[i + 1]["engine"], "ctranslate2");
+    EXPECT_EQ(rows[i + 1]["beam"], rows[i]["beam"]);
+    EXPECT_GT(rows[i + 1]["wall_s"].get<double>(), 0.0);
+    EXPECT_EQ(rows[i + 1]["tokens"], rows[i]["tokens"]) << "beam " << rows[i]["beam"];
+    EXPECT_DOUBLE_EQ(rows[i + 1]["bleu"].get<double>(), rows[i]["bleu"].get<double>());
+  }
+}
+
 // The entries of `dir` whose names start with `prefix` (a staging folder left behind).
 int entries_starting(const std::string& dir, const std::string& prefix) {
   int count = 0;

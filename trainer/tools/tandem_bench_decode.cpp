@@ -10,7 +10,10 @@ namespace {
 
 constexpr const char* kExamples = R"(Examples:
   tandem-bench-decode --checkpoint runs/tiny/last.h5 --input work/bible/test.en --ref work/bible/test.es
-  tandem-bench-decode --checkpoint runs/tiny/last.h5 --input work/bible/test.en --beams 1 4 --threads 1)";
+  tandem-bench-decode --checkpoint runs/tiny/last.h5 --input work/bible/test.en --beams 1 4 --threads 1
+  tandem-export --checkpoint runs/tiny/last.h5 --to ctranslate2 --out runs/tiny/ct2
+  PYTHONPATH=$(launch/ctranslate2.sh) tandem-bench-decode --checkpoint runs/tiny/last.h5 \
+    --input work/bible/test.en --ref work/bible/test.es --ctranslate2 runs/tiny/ct2)";
 
 }  // namespace
 
@@ -42,6 +45,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--seeds", o.seeds, "also time the seeds' uncached greedy decoder (slow)");
   tandem::tools::add_device_flag(app, o.device_flag);
+  app.add_option("--ctranslate2", o.ctranslate2.model_dir,
+                 "also decode every row with CTranslate2 on this folder (tandem-export --to "
+                 "ctranslate2 of the same checkpoint, float32), timing its decoding alone; both "
+                 "engines then stop a sentence at min(256, max_positions) tokens, CTranslate2 "
+                 "having no a * length + b limit. Needs ctranslate2 on PYTHONPATH "
+                 "(launch/ctranslate2.sh prints the folder)");
+  app.add_option("--ctranslate2-python", o.ctranslate2.python,
+                 "the Python interpreter that runs CTranslate2")
+      ->capture_default_str();
+  o.ctranslate2.script = std::string(TANDEM_SOURCE_DIR) + "/launch/ctranslate2-decode.py";
   app.footer(kExamples);
   if (const auto done = tandem::tools::parse_command_line(app, "tandem-bench-decode", argc, argv)) {
     return *done;

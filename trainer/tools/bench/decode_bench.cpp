@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "trainer/checkpoint/model_io.h"
+#include "trainer/common/temp_dir.h"
 #include "trainer/common/token_ids.h"
 #include "trainer/eval/bleu_chrf.h"
 #include "trainer/runtime/cpu_runtime.h"
@@ -99,6 +100,16 @@ struct Timing {
   }
 };
 
+// The translations' text and their target tokens and words, into `t`.
+void count_outputs(Timing& t, const data::Vocab& vocab, const Sentences& outputs) {
+  for (const auto& tokens : outputs) {
+    t.tokens += static_cast<int64_t>(tokens.size());
+    t.text.push_back(vocab.decode(tokens));
+    std::istringstream text(t.text.back());
+    for (std::string word; text >> word;) ++t.words;
+  }
+}
+
 // `repeat` runs of decode(); the one with the median wall time.
 template <class Decode>
 Timing timed(const data::Vocab& vocab, int repeat, Decode&& decode) {
@@ -113,12 +124,7 @@ Timing timed(const data::Vocab& vocab, int repeat, Decode&& decode) {
     getrusage(RUSAGE_SELF, &after);
     t.user = cpu_seconds(after.ru_utime) - cpu_seconds(before.ru_utime);
     t.sys = cpu_seconds(after.ru_stime) - cpu_seconds(before.ru_stime);
-    for (const auto& tokens : outputs) {
-      t.tokens += static_cast<int64_t>(tokens.size());
-      t.text.push_back(vocab.decode(tokens));
-      std::istringstream text(t.text.back());
-      for (std::string word; text >> word;) ++t.words;
-    }
+    count_outputs(t, vocab, outputs);
     runs.push_back(t);
   }
   std::sort(runs.begin(), runs.end(),
@@ -133,14 +139,15 @@ void print_row(const std::string& name, const Timing& t, const std::string& bleu
 
 // One measured configuration.
 struct Row {
+  std::string engine = "tandem";  // or "ctranslate2"
   std::string precision;
   int threads = 1;
   int64_t beam = 1;
   Timing timing;
   double bleu = -1;  // -1: no references
   std::string name() const {
-    return precision + ", beam " + std::to_string(beam) + ", " + std::to_string(threads) +
-           " thread" + (threads > 1 ? "s" : "");
+    return (engine == "tandem" ? "" : "CT2 ") + precision + ", beam " + std::to_string(beam) +
+           ", " + std::to_string(threads) + " thread" + (threads > 1 ? "s" : "");
   }
 };
 
@@ -166,10 +173,38 @@ Inputs read_inputs(const DecodeBenchOptions& o, const data::Vocab& vocab) {
   return in;
 }
 
-// Every row: precision-major, then thread counts, then beams.
+// The row `tandem` decoded by CTranslate2 on the exported model, with its settings.
+Row ctranslate2_row(const DecodeBenchOptions& o, const Row& tandem, const data::Vocab& vocab,
+                    const Inputs& in, int64_t max_positions, const std::string& work_dir) {
+  Row row = tandem;
+  row.engine = "ctranslate2";
+  row.timing = Timing{};
+  const Ct2Run run = run_ctranslate2(o.ctranslate2, vocab, in.sources, tandem.precision,
+                                     tandem.threads, o.decode, max_positions, o.repeat, work_dir);
+  row.timing.wall = run.wall;
+  row.timing.user = run.user;
+  row.timing.sys = run.sys;
+  count_outputs(row.timing, vocab, run.outputs);
+  if (!in.refs.empty()) row.bleu = eval::corpus_bleu(row.timing.text, in.refs).score;
+  return row;
+}
+
+// CTranslate2 stops every sentence at one length (max_decoding_length), so with --ctranslate2 both
+// engines decode at most min(256, max_positions) tokens a sentence (CTranslate2's default) instead
+// of Tandem's a·len+b: the same work on both sides, even for sentences that never end.
+void same_length_limit(DecodeBenchOptions& o, int64_t max_positions) {
+  o.decode.max_len_a = 0;
+  o.decode.max_len_b = std::min<int64_t>(256, max_positions);
+  std::printf("with --ctranslate2 both engines decode at most %lld tokens a sentence\n",
+              static_cast<long long>(o.decode.max_len_b));
+}
+
+// Every row: precision-major, then thread counts, then beams; with --ctranslate2 each Tandem row
+// is followed by CTranslate2's.
 std::vector<Row> measure_rows(DecodeBenchOptions& o, const torch::Device& device,
                               const data::Vocab& vocab, const Inputs& in) {
   std::vector<Row> rows;
+  const TempDir work("bench-decode");
   for (const auto& precision : o.precisions) {
     // Each precision prepares a model of its own (tandem-decode --precision).
     auto model = checkpoint::load_for_inference(o.checkpoint).model;
@@ -185,6 +220,10 @@ std::vector<Row> measure_rows(DecodeBenchOptions& o, const torch::Device& device
         row.timing = timed(vocab, o.repeat, [&] { return cached(model, in.sources, o.decode); });
         if (!in.refs.empty()) row.bleu = eval::corpus_bleu(row.timing.text, in.refs).score;
         rows.push_back(std::move(row));
+        if (!o.ctranslate2.model_dir.empty()) {
+          rows.push_back(ctranslate2_row(o, rows.back(), vocab, in,
+                                         model->options().max_positions, work.path()));
+        }
       }
     }
   }
@@ -201,6 +240,7 @@ void print_rows(const std::vector<Row>& rows, nlohmann::json& record) {
     if (row.bleu >= 0) std::snprintf(bleu, sizeof bleu, "%.2f", row.bleu);
     print_row(row.name(), row.timing, bleu);
     auto entry = row.timing.json();
+    entry["engine"] = row.engine;
     entry["precision"] = row.precision;
     entry["threads"] = row.threads;
     entry["beam"] = row.beam;
@@ -239,6 +279,20 @@ void print_speedups(const DecodeBenchOptions& o, const std::vector<Row>& rows) {
   }
 }
 
+// Each CTranslate2 row against the Tandem row before it: the same sentences, precision, threads
+// and beam.
+void print_ctranslate2_ratios(const std::vector<Row>& rows) {
+  for (size_t i = 1; i < rows.size(); ++i) {
+    if (rows[i].engine != "ctranslate2") continue;
+    const Row& tandem = rows[i - 1];
+    std::printf("%s: Tandem takes %.2fx CTranslate2's decoding time (%.2fx its target tokens/s)",
+                tandem.name().c_str(), tandem.timing.wall / rows[i].timing.wall,
+                tandem.timing.tokens_per_second() / rows[i].timing.tokens_per_second());
+    if (tandem.bleu >= 0) std::printf(", BLEU %.2f vs %.2f", tandem.bleu, rows[i].bleu);
+    std::printf("\n");
+  }
+}
+
 // The seeds' greedy decoder beside the one-thread beam-1 rows.
 void measure_seeds(DecodeBenchOptions& o, checkpoint::InferenceModel& m, const Inputs& in,
                    const std::vector<Row>& rows, nlohmann::json& record) {
@@ -262,8 +316,15 @@ int run_decode_bench(DecodeBenchOptions o) {
   // int8 is a CPU precision: on a GPU the default list is fp32 alone, and asking for int8 fails.
   if (!device.is_cpu() && !o.precisions_given) o.precisions = {"fp32"};
   for (const auto& precision : o.precisions) check_precision_on(precision, device);
+  if (!o.ctranslate2.model_dir.empty()) {
+    if (!device.is_cpu()) {
+      throw std::invalid_argument("--ctranslate2 compares on the CPU; give --device cpu");
+    }
+    check_ctranslate2(o.ctranslate2);
+  }
   runtime::configure_cpu_runtime({1, 0, runtime::Workload::kDecoding});
   auto m = checkpoint::load_for_inference(o.checkpoint);
+  if (!o.ctranslate2.model_dir.empty()) same_length_limit(o, m.model->options().max_positions);
   m.model->to(device);  // the seeds' decoder's model: on the parameters, as the seeds ran
   const Inputs in = read_inputs(o, m.vocab);
   const auto rows = measure_rows(o, device, m.vocab, in);
@@ -273,8 +334,13 @@ int run_decode_bench(DecodeBenchOptions o) {
                         {"device", device.str()},
                         {"rows", {}}};
   print_rows(rows, record);
-  print_speedups(o, rows);
-  if (o.seeds) measure_seeds(o, m, in, rows, record);
+  std::vector<Row> own;  // Tandem's rows alone, for the ratios between them
+  for (const auto& row : rows) {
+    if (row.engine == "tandem") own.push_back(row);
+  }
+  print_speedups(o, own);
+  print_ctranslate2_ratios(rows);
+  if (o.seeds) measure_seeds(o, m, in, own, record);
   std::printf("%s\n", record.dump().c_str());
   return 0;
 }

@@ -1,6 +1,7 @@
 // tandem-bench-decode's measurement: decoding speed of one checkpoint on one input file for every
 // precision, beam size and thread count asked for, as tandem-decode decodes (with --seeds also the
-// seeds' uncached greedy decoder), printed as a table, speed-ups and one JSON line.
+// seeds' uncached greedy decoder; with --ctranslate2 CTranslate2 on the exported model, row by
+// row), printed as a table, speed-ups and one JSON line.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "trainer/decode/translate.h"
+#include "trainer/tools/bench/ctranslate2_decode.h"
 
 namespace tandem::tools::bench {
 
@@ -22,6 +24,7 @@ struct DecodeBenchOptions {
   bool seeds = false;             // also the seeds' uncached greedy decoder
   std::string device_flag = "cpu";
   decode::DecodeOptions decode;  // batch_tokens and the search's limits; threads and beam per row
+  Ct2DecodeOptions ctranslate2;  // model_dir given: each row also decoded by CTranslate2
 };
 
 // Measures and prints; returns the tool's exit code.
