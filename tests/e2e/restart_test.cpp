@@ -38,7 +38,7 @@ class RestartE2E : public ::testing::Test {
 
   static std::string run_dir(const std::string& run) { return dir_->file("run-" + run); }
 
-  // The tiny preset's model, 100 steps of 512-token batches (the preset's 2,048 would take four
+  // The tiny preset's model, 60 steps of 512-token batches (the preset's 2,048 would take four
   // times as long), a checkpoint every 20, every step logged, into run-<run>. A collective that
   // waits `timeout_s` ends the job: long enough for rank 0's save on a loaded machine (the other
   // ranks wait for it in the next step's first collective).
@@ -46,7 +46,7 @@ class RestartE2E : public ::testing::Test {
     return tool("tandem-train") + " --config " + std::string(TANDEM_SOURCE_DIR) +
            "/configs/tiny.yaml --set data.corpus=" + dir_->file("corpus.h5") +
            " --set checkpoint.dir=" + run_dir(run) +
-           " --set train.max_steps=100 --set train.max_minutes=0 --set checkpoint.every_steps=20"
+           " --set train.max_steps=60 --set train.max_minutes=0 --set checkpoint.every_steps=20"
            " --set data.max_tokens=512"
            " --set checkpoint.keep_last=0 --set valid.every_steps=0 --set log.every_steps=1"
            " --set dist.timeout_s=" +
@@ -115,7 +115,7 @@ std::string file_bytes(const std::string& path) {
 }
 
 // Runs the tiny preset with `fault` in its first run, checking that it was restarted once from
-// step 20, finished at step 100 equal bit for bit to the reference, and left no process running.
+// step 20, finished at step 60 equal bit for bit to the reference, and left no process running.
 void expect_restarted_equal_to_reference(const std::string& run, const std::string& fault,
                                          int timeout_s) {
   const std::string expected = RestartE2E::reference();
@@ -152,8 +152,8 @@ void expect_restarted_equal_to_reference(const std::string& run, const std::stri
     EXPECT_EQ(got[i]["loss"], want[i]["loss"]) << "step " << got[i]["step"];
   }
 
-  const auto p = checkpoint::load(expected + "/step-00000100.h5");
-  const auto q = checkpoint::load(RestartE2E::run_dir(run) + "/step-00000100.h5");
+  const auto p = checkpoint::load(expected + "/step-00000060.h5");
+  const auto q = checkpoint::load(RestartE2E::run_dir(run) + "/step-00000060.h5");
   EXPECT_TRUE(same_tensors(p.model, q.model));
   ASSERT_EQ(p.optimizer.size(), q.optimizer.size());
   for (const auto& [group, tensors] : p.optimizer) {
@@ -227,14 +227,14 @@ TEST_F(RestartE2E, AHostWhoseLinkGoesDownIsDroppedAndTheJobFinishesOnTheOther) {
   if (check.exit_code == 77) GTEST_SKIP() << check.output;
   ASSERT_EQ(check.exit_code, 0) << check.output;
   const auto straight =
-      run_command(small("netns-straight", false) + " --ranks 2 --set train.max_steps=100");
+      run_command(small("netns-straight", false) + " --ranks 2");
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
 
   // Rank 1 (on nodeB) stops itself at the start of step 37; then nodeB's link goes down, well
   // within the 20 s that rank 0 waits for it in step 37 before its watchdog ends the job.
   BackgroundCommand job("TANDEM_FAULT_INJECT=rank=1,step=37,kind=sigstop,restart=0 exec " +
                         rehearsal + " --launcher -- " + small("netns", false, 20) +
-                        " --set train.max_steps=100 --hostfile {hostfile} --max-restarts 1");
+                        " --hostfile {hostfile} --max-restarts 1");
   ASSERT_TRUE(job.wait_for_line("nodeB = namespace")) << job.output();
   std::smatch ns;
   const std::string output = job.output();
@@ -257,13 +257,13 @@ TEST_F(RestartE2E, AHostWhoseLinkGoesDownIsDroppedAndTheJobFinishesOnTheOther) {
   EXPECT_NE(restarts[0]["dropped_hosts"].get<std::string>().find("nodeB"), std::string::npos);
   const auto got = records("netns", false);
   const auto want = records("netns-straight", false);
-  ASSERT_EQ(got.size(), 100u);
-  ASSERT_EQ(want.size(), 100u);
-  for (size_t i = 39; i < 100; ++i) {  // steps 40-100
+  ASSERT_EQ(got.size(), 60u);
+  ASSERT_EQ(want.size(), 60u);
+  for (size_t i = 39; i < 60; ++i) {  // steps 40-60
     const double a = want[i]["loss"], b = got[i]["loss"];
     EXPECT_NEAR(b, a, 0.01 * a) << "step " << i + 1;
   }
-  EXPECT_EQ(checkpoint::load(run_dir("netns") + "/last.h5").step, 100);
+  EXPECT_EQ(checkpoint::load(run_dir("netns") + "/last.h5").step, 60);
 }
 
 TEST_F(RestartE2E, BadRestartOptionsAreUsageErrors) {
