@@ -17,7 +17,7 @@ TEST(ToYaml, WritesEveryKeyInShortestExactForm) {
   const std::string expected =
       "model:\n  d_model: 256\n  heads: 4\n  encoder_layers: 3\n  decoder_layers: 3\n"
       "  d_ff: 1024\n  dropout: 0.1\n  pre_norm: false\n  tie_embeddings: false\n"
-      "  max_positions: 1024\n"
+      "  max_positions: 1024\n  activation: relu\n  positions: interleaved\n"
       "data:\n  corpus: work/bible/corpus.h5\n  max_tokens: 4096\n  seed: 1\n  pool_batches: 100\n"
       "  prefetch_steps: 2\n"
       "train:\n  max_steps: 0\n  max_epochs: 0\n  max_minutes: 0.0\n  lr: 0.0003\n"
@@ -49,6 +49,8 @@ TEST(ToYaml, RoundTripIsBitExact) {
   c.model.dropout = 1.0 / 3.0;
   c.model.pre_norm = true;
   c.model.tie_embeddings = true;
+  c.model.activation = Activation::kSwish;
+  c.model.positions = PositionLayout::kHalves;
   c.data.corpus = "dir with: colon/#1 'q'.h5";
   c.data.seed = UINT64_MAX;
   c.train.lr = 0.1 + 0.2;  // 0.30000000000000004 needs all 17 digits
@@ -66,6 +68,8 @@ TEST(ToYaml, RoundTripIsBitExact) {
   EXPECT_TRUE(same_bits(back.model.dropout, c.model.dropout));
   EXPECT_TRUE(back.model.pre_norm);
   EXPECT_TRUE(back.model.tie_embeddings);
+  EXPECT_EQ(back.model.activation, Activation::kSwish);
+  EXPECT_EQ(back.model.positions, PositionLayout::kHalves);
   EXPECT_EQ(back.data.corpus, c.data.corpus);
   EXPECT_EQ(back.data.seed, UINT64_MAX);
   EXPECT_TRUE(same_bits(back.train.lr, c.train.lr));

@@ -38,6 +38,9 @@ TEST(ParseConfig, MissingKeysKeepTheirDefaults) {
   EXPECT_EQ(c.model.heads, 4);
   EXPECT_EQ(c.train.lr, 3.0e-4);
   EXPECT_EQ(c.train.schedule, Schedule::kConstant);
+  // What every checkpoint written before these keys existed had: relu, interleaved positions.
+  EXPECT_EQ(c.model.activation, Activation::kRelu);
+  EXPECT_EQ(c.model.positions, PositionLayout::kInterleaved);
   EXPECT_EQ(c.checkpoint.keep_last, 5);
   EXPECT_EQ(c.log.every_steps, 50);
 }
@@ -49,6 +52,9 @@ TEST(ParseConfig, ClosedSetsNameEveryAllowedValue) {
       {"train.device=gpu", "train.device: expected auto, cpu or cuda, got 'gpu'"},
       {"train.precision=fp16", "train.precision: expected fp32 or bf16, got 'fp16'"},
       {"valid.metric=rouge", "valid.metric: expected bleu, chrf or loss, got 'rouge'"},
+      {"model.activation=gelu", "model.activation: expected relu or swish, got 'gelu'"},
+      {"model.positions=learned",
+       "model.positions: expected interleaved or halves, got 'learned'"},
   };
   for (const auto& [override_text, message] : cases) {
     const std::string error = parse_error(kMinimal, {override_text});
@@ -62,8 +68,11 @@ TEST(ParseConfig, ClosedSetsReadEverySpelling) {
   const Config c = parse_config(
       "data: {corpus: c.h5}\n"
       "train: {schedule: inverse_sqrt, warmup_steps: 10, device: cpu, precision: 'bf16'}\n"
-      "valid: {metric: chrf}\n",
+      "valid: {metric: chrf}\n"
+      "model: {activation: swish, positions: halves}\n",
       "my.yaml");
+  EXPECT_EQ(c.model.activation, Activation::kSwish);
+  EXPECT_EQ(c.model.positions, PositionLayout::kHalves);
   EXPECT_EQ(c.train.schedule, Schedule::kInverseSqrt);
   EXPECT_EQ(c.train.device, Device::kCpu);
   EXPECT_EQ(c.train.precision, Precision::kBf16);

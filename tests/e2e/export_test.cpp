@@ -80,11 +80,13 @@ class Export : public ::testing::Test {
     const auto install = run_command(std::string(TANDEM_LAUNCH_DIR) + "/ctranslate2.sh");
     ASSERT_EQ(install.exit_code, 0) << install.output;
     python_path_ = new std::string(lines_of(install.output).back());
-    // The suite's own tiny run, in three shapes: tied embeddings with a moving average, untied,
-    // and pre-norm.
+    // The suite's own tiny run, in four shapes: tied embeddings with a moving average, untied,
+    // pre-norm, and Marian's options (swish, positions in halves).
     train("tied", "--set model.tie_embeddings=true --set train.ema_decay=0.99");
     train("untied", "--set model.tie_embeddings=false");
     train("prenorm", "--set model.pre_norm=true --set model.tie_embeddings=true");
+    train("marian", "--set model.tie_embeddings=true --set model.activation=swish"
+                    " --set model.positions=halves");
     test_src_ = new std::vector<std::string>(lines_of(read_text(file("test.src"))));
   }
   static void TearDownTestSuite() {
@@ -199,6 +201,10 @@ TEST_F(Export, GreedyTranslationsAreTandemDecodesForUntiedEmbeddings) {
 }
 
 TEST_F(Export, GreedyTranslationsAreTandemDecodesForPreNorm) { expect_greedy_identical("prenorm"); }
+
+TEST_F(Export, GreedyTranslationsAreTandemDecodesForSwishAndHalvesPositions) {
+  expect_greedy_identical("marian");
+}
 
 TEST_F(Export, FolderHoldsWhatACTranslate2UserNeeds) {
   const std::string out = file("ct2-contents");

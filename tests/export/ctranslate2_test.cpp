@@ -40,7 +40,10 @@ const std::set<std::string> kRequiredPostNorm2x1 = {
     "encoder/num_heads", "encoder/pre_norm", "encoder/scale_embeddings"};
 
 model::Transformer tiny_model(bool tied, bool pre_norm, int64_t encoder_layers = 2,
-                              int64_t decoder_layers = 1) {
+                              int64_t decoder_layers = 1,
+                              model::Activation activation = model::Activation::kRelu,
+                              model::PositionLayout positions =
+                                  model::PositionLayout::kInterleaved) {
   torch::manual_seed(7);
   model::TransformerOptions o;
   o.vocab_size = 11;
@@ -53,6 +56,8 @@ model::Transformer tiny_model(bool tied, bool pre_norm, int64_t encoder_layers =
   o.pre_norm = pre_norm;
   o.tie_embeddings = tied;
   o.max_positions = 20;
+  o.activation = activation;
+  o.positions = positions;
   model::Transformer m(o);
   // Non-zero biases and LayerNorm parameters, so that a bias put in the wrong place shows.
   torch::NoGradGuard no_grad;
@@ -151,6 +156,27 @@ TEST(Ct2Transformer, UntiedEmbeddingsAndOutputAreThreeMatrices) {
   EXPECT_TRUE(torch::equal(e.variables.at("encoder/embeddings_0/weight"), param(m, "src_embed.weight")));
   EXPECT_TRUE(torch::equal(e.variables.at("decoder/embeddings/weight"), param(m, "tgt_embed.weight")));
   EXPECT_TRUE(torch::equal(e.variables.at("decoder/projection/weight"), param(m, "output_proj.weight")));
+}
+
+// Marian's options: CTranslate2's activation enum says SWISH (2) for both stacks, and the position
+// table, sin in the first half of the columns and cos in the second, goes in as it is.
+TEST(Ct2Transformer, SwishAndHalvesPositionsAreMariansActivationAndTable) {
+  const auto m = tiny_model(true, false, 2, 1, model::Activation::kSwish,
+                            model::PositionLayout::kHalves);
+  const Exported e = exported(m);
+  EXPECT_EQ(e.variables.at("encoder/activation").item<int64_t>(), 2);
+  EXPECT_EQ(e.variables.at("decoder/activation").item<int64_t>(), 2);
+  const auto relu = exported(tiny_model(true, false));
+  EXPECT_EQ(relu.variables.at("decoder/activation").item<int64_t>(), 0);
+  const auto table = e.variables.at("decoder/position_encodings/encodings");
+  ASSERT_EQ(table.sizes(), torch::IntArrayRef({20, 8}));
+  for (int64_t p = 0; p < 20; ++p) {
+    for (int64_t i = 0; i < 4; ++i) {
+      const double angle = static_cast<double>(p) / std::pow(10000.0, 2.0 * i / 8);
+      EXPECT_NEAR(table[p][i].item<double>(), std::sin(angle), 1e-6) << p << " " << i;
+      EXPECT_NEAR(table[p][4 + i].item<double>(), std::cos(angle), 1e-6) << p << " " << i;
+    }
+  }
 }
 
 TEST(Ct2Transformer, PreNormBringsTheFinalNorms) {

@@ -184,6 +184,28 @@ TEST(FrozenLinear, FrozenFeedForwardInBlocksIsEachRowAlone) {
   }
 }
 
+// Swish (Marian's activation): frozen or not, fc2(h * sigmoid(h)) with h = fc1(x), computed here
+// from the weights; and its gradient through the unfrozen layer is autograd's of that formula.
+TEST(FrozenLinear, SwishFeedForwardIsFc2OfHTimesSigmoidH) {
+  torch::manual_seed(45);
+  FeedForward ffn(FeedForwardOptions{16, 64, Activation::kSwish});
+  ffn->eval();
+  const auto x = torch::randn({2, 150, 16}, torch::requires_grad());
+  const auto h = torch::matmul(x, ffn->fc1->weight.t()) + ffn->fc1->bias;
+  const auto expected = torch::matmul(h * torch::sigmoid(h), ffn->fc2->weight.t()) + ffn->fc2->bias;
+  const auto unfrozen = ffn(x);
+  EXPECT_TRUE(torch::allclose(unfrozen, expected, 1e-5, 1e-5));
+  const auto g = torch::randn_like(expected);
+  const auto want = torch::autograd::grad({expected}, {x, ffn->fc1->weight}, {g}, true);
+  const auto got = torch::autograd::grad({unfrozen}, {x, ffn->fc1->weight}, {g});
+  EXPECT_TRUE(torch::allclose(got[0], want[0], 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(got[1], want[1], 1e-4, 1e-5));
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::allclose(ffn(x), expected, 1e-5, 1e-5));  // in place without autograd
+  ffn->freeze(InferencePrecision::kFp32);
+  EXPECT_TRUE(torch::allclose(ffn(x), expected, 1e-5, 1e-5));
+}
+
 TEST(FrozenLinear, RefusesInputOfTheWrongWidth) {
   const FrozenLinear linear(torch::randn({4, 8}), torch::zeros({4}), InferencePrecision::kFp32);
   EXPECT_THROW(linear(torch::randn({2, 7})), c10::Error);

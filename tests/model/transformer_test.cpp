@@ -43,6 +43,17 @@ Transformer tiny_model(bool pre_norm = false, bool tie = false, uint64_t seed = 
   return model;
 }
 
+// MarianMT's shape: post-norm, tied, swish, positions in halves.
+Transformer marian_model(uint64_t seed = 7) {
+  torch::manual_seed(seed);
+  auto o = tiny_options(false, true);
+  o.activation = Activation::kSwish;
+  o.positions = PositionLayout::kHalves;
+  Transformer model(o);
+  model->eval();
+  return model;
+}
+
 torch::Tensor words(int64_t len) { return torch::randint(kFirstWord, kVocab, {len}, torch::kLong); }
 
 // Rows of different lengths → [rows, longest] right-padded with kPadId.
@@ -161,6 +172,27 @@ TEST(Transformer, InitialisationFollowsTheRecipe) {
   }
 }
 
+// Marian's layout: the sines of the ceil(d/2) angles, then the cosines of the first floor(d/2).
+TEST(Transformer, HalvesPositionsPutSinesFirstAndCosinesSecond) {
+  for (int64_t d : {8, 7}) {
+    const auto pe = sinusoidal_positions(50, d, PositionLayout::kHalves);
+    const auto interleaved = sinusoidal_positions(50, d);
+    ASSERT_EQ(pe.sizes(), torch::IntArrayRef({50, d}));
+    const int64_t sines = (d + 1) / 2;
+    for (int64_t p = 0; p < 50; ++p) {
+      for (int64_t j = 0; j < d; ++j) {
+        const int64_t i = j < sines ? j : j - sines;
+        double angle = static_cast<double>(p) / std::pow(10000.0, 2.0 * i / d);
+        double expected = j < sines ? std::sin(angle) : std::cos(angle);
+        EXPECT_NEAR(pe[p][j].item<double>(), expected, 1e-6) << "p=" << p << " j=" << j;
+        // The same numbers as the interleaved table's, moved: column 2i there is column i here.
+        const int64_t there = j < sines ? 2 * i : 2 * i + 1;
+        EXPECT_EQ(pe[p][j].item<float>(), interleaved[p][there].item<float>());
+      }
+    }
+  }
+}
+
 TEST(Transformer, SinusoidalPositionsEqualClosedForm) {
   for (int64_t d : {8, 7}) {
     auto pe = sinusoidal_positions(50, d);
@@ -182,7 +214,19 @@ TEST(Transformer, SinusoidalPositionsEqualClosedForm) {
 class ReferenceTransformer {
  public:
   ReferenceTransformer(const Transformer& model) : o_(model->options()), p_(params_by_name(model)) {
-    pe_ = sinusoidal_positions(o_.max_positions, o_.d_model).to(torch::kDouble);
+    // The table from its definition: the angle p / 10000^(2i/d) of column pair i, its sin and cos
+    // side by side (interleaved) or in the two halves (Marian's).
+    const int64_t d = o_.d_model, sines = (d + 1) / 2;
+    pe_ = torch::zeros({o_.max_positions, d}, torch::kDouble);
+    for (int64_t p = 0; p < o_.max_positions; ++p) {
+      for (int64_t i = 0; 2 * i < d; ++i) {
+        const double angle = static_cast<double>(p) / std::pow(10000.0, 2.0 * i / d);
+        const bool halves = o_.positions == PositionLayout::kHalves;
+        pe_[p][halves ? i : 2 * i] = std::sin(angle);
+        if (2 * i + 1 < d) pe_[p][halves ? sines + i : 2 * i + 1] = std::cos(angle);
+      }
+    }
+    pe_ = pe_.to(torch::kFloat).to(torch::kDouble);  // the model's table is float32
   }
 
   // src [S], tgt [T] → logits [T, vocab].
@@ -223,7 +267,9 @@ class ReferenceTransformer {
     return (x - mean) / (var + 1e-5).sqrt() * p_[name + ".weight"] + p_[name + ".bias"];
   }
   torch::Tensor ffn(const torch::Tensor& x, const std::string& name) {
-    return linear(linear(x, name + ".fc1").clamp_min(0), name + ".fc2");
+    const auto h = linear(x, name + ".fc1");
+    return linear(o_.activation == Activation::kSwish ? h / (1 + (-h).exp()) : h.clamp_min(0),
+                  name + ".fc2");
   }
   template <typename F>
   torch::Tensor sublayer(const torch::Tensor& x, const std::string& norm, F f) {
@@ -255,20 +301,24 @@ class ReferenceTransformer {
 };
 
 TEST(Transformer, PaddedBatchForwardEqualsReferencePerSentence) {
-  for (bool pre_norm : {false, true}) {
-    for (bool tie : {false, true}) {
-      auto model = tiny_model(pre_norm, tie);
-      model->to(torch::kDouble);
-      ReferenceTransformer reference(model);
-      std::vector<torch::Tensor> srcs = {words(5), words(9), words(2)};
-      std::vector<torch::Tensor> tgts = {words(7), words(3), words(6)};
-      auto logits = model->forward(pad_rows(srcs), pad_rows(tgts));
-      for (size_t i = 0; i < srcs.size(); ++i) {
-        auto expected = reference.forward(srcs[i], tgts[i]);
-        auto actual = logits[i].slice(0, 0, tgts[i].size(0));
-        EXPECT_LT((actual - expected).abs().max().item<double>(), 1e-9)
-            << "row " << i << " pre_norm=" << pre_norm << " tie=" << tie;
-      }
+  // Post-norm and pre-norm, untied and tied; then MarianMT's options (swish, positions in halves)
+  // on a tied post-norm model.
+  const std::vector<std::pair<bool, bool>> shapes = {{false, false}, {false, true}, {true, false},
+                                                     {true, true},   {false, true}};
+  for (size_t s = 0; s < shapes.size(); ++s) {
+    const auto [pre_norm, tie] = shapes[s];
+    const bool marian = s + 1 == shapes.size();
+    auto model = marian ? marian_model() : tiny_model(pre_norm, tie);
+    model->to(torch::kDouble);
+    ReferenceTransformer reference(model);
+    std::vector<torch::Tensor> srcs = {words(5), words(9), words(2)};
+    std::vector<torch::Tensor> tgts = {words(7), words(3), words(6)};
+    auto logits = model->forward(pad_rows(srcs), pad_rows(tgts));
+    for (size_t i = 0; i < srcs.size(); ++i) {
+      auto expected = reference.forward(srcs[i], tgts[i]);
+      auto actual = logits[i].slice(0, 0, tgts[i].size(0));
+      EXPECT_LT((actual - expected).abs().max().item<double>(), 1e-9)
+          << "row " << i << " pre_norm=" << pre_norm << " tie=" << tie << " marian=" << marian;
     }
   }
 }
@@ -307,8 +357,8 @@ TEST(Transformer, PaddingNeverChangesRealPositions) {
 
 // Feeds tgt one token per step and checks each step's logits against decode() of the same rows;
 // after step `select_at` keeps rows `keep` only.
-void expect_incremental_matches_full(bool pre_norm, bool tie) {
-  auto model = tiny_model(pre_norm, tie);
+void expect_incremental_matches_full(bool pre_norm, bool tie, bool marian = false) {
+  auto model = marian ? marian_model() : tiny_model(pre_norm, tie);
   torch::NoGradGuard no_grad;
   auto src = pad_rows({words(5), words(8), words(3)});
   auto tgt = torch::stack({words(6), words(6), words(6)});
@@ -338,6 +388,7 @@ TEST(Transformer, IncrementalDecodingEqualsFullDecodeIncludingAfterSelect) {
   expect_incremental_matches_full(false, false);
   expect_incremental_matches_full(true, false);
   expect_incremental_matches_full(false, true);
+  expect_incremental_matches_full(false, true, /*marian=*/true);
 }
 
 // Beam-shaped decoding: one row per sentence, then three per sentence, reordered within their

@@ -17,6 +17,11 @@ model::TransformerOptions model_options(const config::ModelConfig& config, int64
   options.pre_norm = config.pre_norm;
   options.tie_embeddings = config.tie_embeddings;
   options.max_positions = config.max_positions;
+  options.activation = config.activation == config::Activation::kSwish ? model::Activation::kSwish
+                                                                       : model::Activation::kRelu;
+  options.positions = config.positions == config::PositionLayout::kHalves
+                          ? model::PositionLayout::kHalves
+                          : model::PositionLayout::kInterleaved;
   return options;
 }
 

@@ -17,6 +17,8 @@ enum class Schedule { kConstant, kInverseSqrt };
 enum class Device { kAuto, kCpu, kCuda };
 enum class Precision { kFp32, kBf16 };
 enum class ValidMetric { kBleu, kChrf, kLoss };
+enum class Activation { kRelu, kSwish };
+enum class PositionLayout { kInterleaved, kHalves };
 
 // The YAML spellings of each closed set, in the order of its enum.
 template <class Enum>
@@ -37,6 +39,14 @@ template <>
 struct Spellings<ValidMetric> {
   static constexpr std::array<const char*, 3> kNames{"bleu", "chrf", "loss"};
 };
+template <>
+struct Spellings<Activation> {
+  static constexpr std::array<const char*, 2> kNames{"relu", "swish"};
+};
+template <>
+struct Spellings<PositionLayout> {
+  static constexpr std::array<const char*, 2> kNames{"interleaved", "halves"};
+};
 
 // The YAML spelling of a value: name_of(Schedule::kInverseSqrt) is "inverse_sqrt".
 template <class Enum>
@@ -54,6 +64,10 @@ struct ModelConfig {
   bool pre_norm = false;        // false: post-norm (the paper, the seeds); true: pre-norm
   bool tie_embeddings = false;  // share source, target and output embeddings (joint vocabulary)
   int64_t max_positions = 1024; // longest sequence the sinusoidal table covers, in tokens
+  Activation activation = Activation::kRelu;  // feed-forward: relu | swish (x sigmoid(x))
+  // The sinusoidal table's columns: interleaved (sin on even, cos on odd: the paper, fairseq) |
+  // halves (sin in the first d/2, cos in the second: Marian, MarianMT).
+  PositionLayout positions = PositionLayout::kInterleaved;
 };
 
 // data.max_tokens: auto, as Config holds it until train/batch_fit.h resolves it at start-up (the

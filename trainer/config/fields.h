@@ -21,6 +21,8 @@ void for_each_field(C& c, Visit&& visit) {
   visit("model", "pre_norm", c.model.pre_norm);
   visit("model", "tie_embeddings", c.model.tie_embeddings);
   visit("model", "max_positions", c.model.max_positions);
+  visit("model", "activation", c.model.activation);
+  visit("model", "positions", c.model.positions);
   visit("data", "corpus", c.data.corpus);
   visit("data", "max_tokens", c.data.max_tokens);
   visit("data", "seed", c.data.seed);

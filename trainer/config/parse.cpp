@@ -23,7 +23,7 @@ namespace tandem::config {
 namespace {
 
 using FieldRef = std::variant<int64_t*, uint64_t*, double*, bool*, std::string*, Schedule*, Device*,
-                              Precision*, ValidMetric*>;
+                              Precision*, ValidMetric*, Activation*, PositionLayout*>;
 
 struct Field {
   std::string path;  // "model.d_model"

@@ -14,7 +14,7 @@ namespace {
 
 constexpr const char* kSpec = "TransformerSpec";
 constexpr uint32_t kSpecRevision = 7;
-constexpr int64_t kRelu = 0;  // CTranslate2's ops::ActivationType
+constexpr int64_t kRelu = 0, kSwish = 2;  // CTranslate2's ops::ActivationType
 
 // The model's tensors by name, parameters and the "positions" buffer; a missing one is a model
 // this exporter does not know.
@@ -133,7 +133,8 @@ void stack(Variables& v, const Tensors& t, const std::string& scope, int64_t lay
   const bool decoder = scope == "decoder";
   v.scalar(scope + "/num_heads", o.heads, torch::kInt16);
   v.flag(scope + "/pre_norm", o.pre_norm);
-  v.scalar(scope + "/activation", kRelu, torch::kInt8);
+  v.scalar(scope + "/activation", o.activation == model::Activation::kSwish ? kSwish : kRelu,
+           torch::kInt8);
   v.flag(scope + "/scale_embeddings", true);
   for (int64_t i = 0; i < layers; ++i) {
     const std::string layer = scope + "/layer_" + std::to_string(i);

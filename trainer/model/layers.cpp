@@ -67,22 +67,32 @@ std::vector<Layer> stack_layers(torch::nn::Module& stack, const StackOptions& op
 
 }  // namespace
 
-FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& options) {
+FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& options)
+    : activation_(options.activation) {
   fc1 = register_module("fc1", torch::nn::Linear(options.d_model, options.d_ff));
   fc2 = register_module("fc2", torch::nn::Linear(options.d_ff, options.d_model));
   bf16_ = std::make_unique<std::pair<Bf16Linear, Bf16Linear>>(
       Bf16Linear({fc1->weight}, {fc1->bias}), Bf16Linear({fc2->weight}, {fc2->bias}));
 }
 
-// On [rows, d_model], relu in place on the product itself (not a view of it, which would make
-// autograd copy slices): addmm's backward does not need its output.
+// On [rows, d_model]. Relu runs in place on the product itself (not a view of it, which would make
+// autograd copy slices): addmm's backward does not need its output. Swish's backward needs its
+// input, so it writes a new tensor where autograd records, and in place where it does not.
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   if (frozen_) return frozen_forward(x);
+  const bool relu = activation_ == Activation::kRelu;
   if (bf16_linear_applies(x)) {  // relu in fc1's product
     auto& [bf16_fc1, bf16_fc2] = *bf16_;
-    return bf16_fc2(bf16_fc1(x, /*relu=*/true));
+    return bf16_fc2(relu ? bf16_fc1(x, /*relu=*/true) : torch::silu(bf16_fc1(x)));
   }
-  auto hidden = torch::addmm(fc1->bias, x.reshape({-1, x.size(-1)}), fc1->weight.t()).relu_();
+  auto hidden = torch::addmm(fc1->bias, x.reshape({-1, x.size(-1)}), fc1->weight.t());
+  if (relu) {
+    hidden.relu_();
+  } else if (torch::GradMode::is_enabled() && hidden.requires_grad()) {
+    hidden = torch::silu(hidden);
+  } else {
+    torch::silu_(hidden);
+  }
   return torch::addmm(fc2->bias, hidden, fc2->weight.t()).view(x.sizes());
 }
 
@@ -98,9 +108,13 @@ torch::Tensor FeedForwardImpl::frozen_forward(const torch::Tensor& x) {
   auto hidden = torch::empty({std::min(n, kFrozenBlockRows), fc1->weight.size(0)}, rows.options());
   for (int64_t r0 = 0; r0 < n; r0 += kFrozenBlockRows) {
     const int64_t count = std::min(kFrozenBlockRows, n - r0);
-    const auto h = hidden.narrow(0, 0, count);
+    auto h = hidden.narrow(0, 0, count);
     fc1_frozen(rows.narrow(0, r0, count), h);
-    h.relu_();
+    if (activation_ == Activation::kRelu) {
+      h.relu_();
+    } else {
+      torch::silu_(h);
+    }
     fc2_frozen(h, out.narrow(0, r0, count));
   }
   return out.view(x.sizes());
@@ -115,7 +129,8 @@ void FeedForwardImpl::freeze(InferencePrecision precision) {
 EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& options) : options_(options) {
   self_attn_ = register_module("self_attn", attention(options));
   self_attn_norm_ = register_module("self_attn_norm", layer_norm(options.d_model));
-  ffn_ = register_module("ffn", FeedForward(FeedForwardOptions{options.d_model, options.d_ff}));
+  ffn_ = register_module(
+      "ffn", FeedForward(FeedForwardOptions{options.d_model, options.d_ff, options.activation}));
   ffn_norm_ = register_module("ffn_norm", layer_norm(options.d_model));
 }
 
@@ -131,7 +146,8 @@ DecoderLayerImpl::DecoderLayerImpl(const LayerOptions& options) : options_(optio
   self_attn_norm_ = register_module("self_attn_norm", layer_norm(options.d_model));
   cross_attn_ = register_module("cross_attn", attention(options));
   cross_attn_norm_ = register_module("cross_attn_norm", layer_norm(options.d_model));
-  ffn_ = register_module("ffn", FeedForward(FeedForwardOptions{options.d_model, options.d_ff}));
+  ffn_ = register_module(
+      "ffn", FeedForward(FeedForwardOptions{options.d_model, options.d_ff, options.activation}));
   ffn_norm_ = register_module("ffn_norm", layer_norm(options.d_model));
 }
 

@@ -16,12 +16,17 @@ namespace tandem::model {
 class DecoderState;  // decoder_state.h
 struct LayerCache;   // decoder_state.h
 
+// The feed-forward layer's nonlinearity: relu, or swish (x * sigmoid(x), also called SiLU: Marian's
+// and MarianMT's).
+enum class Activation { kRelu, kSwish };
+
 struct FeedForwardOptions {
   int64_t d_model = 256;
   int64_t d_ff = 1024;
+  Activation activation = Activation::kRelu;
 };
 
-// fc2(relu(fc1(x))), applied to every position alone.
+// fc2(activation(fc1(x))), applied to every position alone.
 class FeedForwardImpl : public torch::nn::Module {
  public:
   explicit FeedForwardImpl(const FeedForwardOptions& options);
@@ -35,6 +40,7 @@ class FeedForwardImpl : public torch::nn::Module {
   static constexpr int64_t kFrozenBlockRows = 128;  // rows per block of the frozen forward
   torch::Tensor frozen_forward(const torch::Tensor& x);
 
+  Activation activation_;
   std::shared_ptr<const std::pair<FrozenLinear, FrozenLinear>>
       frozen_;                                               // fc1, fc2; null: not frozen
   std::unique_ptr<std::pair<Bf16Linear, Bf16Linear>> bf16_;  // fc1, fc2 in the bf16 stream
@@ -46,8 +52,9 @@ struct LayerOptions {
   int64_t d_model = 256;
   int64_t heads = 4;
   int64_t d_ff = 1024;
-  double dropout = 0.1;   // on every sublayer's output, before the residual sum
-  bool pre_norm = false;  // false: x = norm(x + f(x)); true: x = x + f(norm(x))
+  double dropout = 0.1;                       // on every sublayer's output, before the residual sum
+  bool pre_norm = false;                      // false: x = norm(x + f(x)); true: x = x + f(norm(x))
+  Activation activation = Activation::kRelu;  // the feed-forward layer's
 };
 
 class EncoderLayerImpl : public torch::nn::Module {

@@ -29,19 +29,26 @@ void validate(const TransformerOptions& o) {
 }
 
 StackOptions stack_options(const TransformerOptions& o, int64_t layers) {
-  return StackOptions{LayerOptions{o.d_model, o.heads, o.d_ff, o.dropout, o.pre_norm}, layers};
+  return StackOptions{LayerOptions{o.d_model, o.heads, o.d_ff, o.dropout, o.pre_norm, o.activation},
+                      layers};
 }
 
 }  // namespace
 
-torch::Tensor sinusoidal_positions(int64_t max_len, int64_t d_model) {
+torch::Tensor sinusoidal_positions(int64_t max_len, int64_t d_model, PositionLayout layout) {
   // In double so that large positions keep their precision; float32 only at the end.
   auto position = torch::arange(max_len, torch::kDouble).unsqueeze(1);  // [max_len, 1]
   auto two_i = torch::arange(0, d_model, 2, torch::kDouble);            // [ceil(d/2)]
   auto angle = position / torch::pow(10000.0, two_i / static_cast<double>(d_model));
+  const int64_t sines = angle.size(1), cosines = d_model / 2;
   auto pe = torch::empty({max_len, d_model}, torch::kDouble);
-  pe.slice(1, 0, d_model, 2).copy_(angle.sin());
-  pe.slice(1, 1, d_model, 2).copy_(angle.slice(1, 0, d_model / 2).cos());
+  if (layout == PositionLayout::kInterleaved) {
+    pe.slice(1, 0, d_model, 2).copy_(angle.sin());
+    pe.slice(1, 1, d_model, 2).copy_(angle.slice(1, 0, cosines).cos());
+  } else {
+    pe.slice(1, 0, sines).copy_(angle.sin());
+    pe.slice(1, sines, d_model).copy_(angle.slice(1, 0, cosines).cos());
+  }
   return pe.to(torch::kFloat);
 }
 
@@ -58,8 +65,8 @@ TransformerImpl::TransformerImpl(const TransformerOptions& options) : options_(o
   output_proj_ = register_module(
       "output_proj", OutputProjection(OutputProjectionOptions{options.d_model, options.vocab_size,
                                                               !options.tie_embeddings}));
-  positions_ =
-      register_buffer("positions", sinusoidal_positions(options.max_positions, options.d_model));
+  positions_ = register_buffer(
+      "positions", sinusoidal_positions(options.max_positions, options.d_model, options.positions));
   init_parameters();
 }
 

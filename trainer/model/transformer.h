@@ -25,6 +25,11 @@ namespace tandem::model {
 // tgt_embed module and output_proj has only its bias. The sinusoidal table is a buffer
 // ("positions"), not a parameter: it is not in named_parameters(), so checkpoints skip it.
 
+// Where the sinusoidal table puts the sin and cos of angle i = p / 10000^(2i/d):
+//   interleaved: pe[p, 2i] = sin, pe[p, 2i+1] = cos (the paper, fairseq, Tandem's default);
+//   halves: pe[p, i] = sin, pe[p, h + i] = cos with h = ceil(d/2) (Marian, MarianMT).
+enum class PositionLayout { kInterleaved, kHalves };
+
 // Checked by the TransformerImpl constructor (std::invalid_argument naming the field).
 struct TransformerOptions {
   int64_t vocab_size = 8000;
@@ -37,10 +42,13 @@ struct TransformerOptions {
   bool pre_norm = false;
   bool tie_embeddings = false;  // src_embed, tgt_embed and output_proj share one weight
   int64_t max_positions = 1024;
+  Activation activation = Activation::kRelu;  // the feed-forward layers'
+  PositionLayout positions = PositionLayout::kInterleaved;
 };
 
-// [max_len, d_model]: pe[p, 2i] = sin(p / 10000^(2i/d)), pe[p, 2i+1] = cos(p / 10000^(2i/d)).
-torch::Tensor sinusoidal_positions(int64_t max_len, int64_t d_model);
+// [max_len, d_model] in `layout`, the angles in double, the table in float32.
+torch::Tensor sinusoidal_positions(int64_t max_len, int64_t d_model,
+                                   PositionLayout layout = PositionLayout::kInterleaved);
 
 class TransformerImpl : public torch::nn::Module {
  public:

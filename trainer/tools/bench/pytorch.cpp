@@ -130,6 +130,10 @@ void check_yardstick(const YardstickOptions& options, const config::ModelConfig&
 std::vector<std::string> yardstick_differences(const config::Config& config) {
   std::vector<std::string> out;
   if (config.model.pre_norm) out.push_back("model.pre_norm is true; the yardstick is post-norm");
+  if (config.model.activation != config::Activation::kRelu)
+    out.push_back("model.activation is not relu, the yardstick's");
+  if (config.model.positions != config::PositionLayout::kInterleaved)
+    out.push_back("model.positions is not interleaved, the yardstick's");
   if (config.model.tie_embeddings)
     out.push_back("model.tie_embeddings is true; the yardstick's are untied");
   if (config.model.dropout != 0.1) out.push_back("model.dropout is not the yardstick's 0.1");
