@@ -28,7 +28,7 @@ constexpr uint64_t kOffsetsPerRead = uint64_t{1} << 20;  // offsets streamed 8 M
 
 // One side (src or tgt) of a split: the open token dataset, each sentence's token count, and every
 // kBlock-th sentence's offset into the tokens.
-struct Side {
+struct SideData {
   h5::Handle tokens;
   std::vector<uint16_t> lengths;       // n entries
   std::vector<int64_t> block_offsets;  // offset of sentence k * kBlock, k = 0 .. n / kBlock
@@ -54,7 +54,7 @@ h5::Handle random_access() {
 // model's embedding lookup). One H5Dread for them all: per-call overhead, not bytes, dominates
 // reading short sentences.
 template <class Bad>
-std::vector<std::vector<int32_t>> read_sentences(const Side& side,
+std::vector<std::vector<int32_t>> read_sentences(const SideData& side,
                                                  const std::vector<int64_t>& sorted,
                                                  int64_t vocab_size, const Bad& bad) {
   std::vector<h5::Range> ranges;
@@ -82,7 +82,7 @@ std::vector<std::vector<int32_t>> read_sentences(const Side& side,
   return sentences;
 }
 
-std::vector<int32_t> lengths_of(const Side& side) {
+std::vector<int32_t> lengths_of(const SideData& side) {
   return std::vector<int32_t>(side.lengths.begin(), side.lengths.end());
 }
 
@@ -92,7 +92,7 @@ struct Corpus::Impl {
   std::string path;
   h5::Handle file;
   int64_t vocab_size = -1;                              // read with the first sentences
-  std::map<std::string, std::pair<Side, Side>> splits;  // (src, tgt), loaded on first use
+  std::map<std::string, std::pair<SideData, SideData>> splits;  // (src, tgt), loaded on first use
   // Every call goes through reading(), one at a time: a loader's prefetch thread and validation
   // on the training thread share one Corpus (HDF5 itself serialises calls anyway).
   std::recursive_mutex mutex;
@@ -113,13 +113,13 @@ struct Corpus::Impl {
       throw bad(std::string("cannot read it (damaged file?): ") + e.what());
     }
   }
-  Side open_side(const std::string& split, const std::string& side);
-  const std::pair<Side, Side>& split(const std::string& name);
+  SideData open_side(const std::string& split, const std::string& side);
+  const std::pair<SideData, SideData>& split(const std::string& name);
 };
 
-Side Corpus::Impl::open_side(const std::string& split, const std::string& side) {
+SideData Corpus::Impl::open_side(const std::string& split, const std::string& side) {
   const std::string prefix = "/" + split + "/" + side + "/";
-  Side result;
+  SideData result;
   result.tokens = h5::Handle(H5Dopen2(file.get(), (prefix + "tokens").c_str(), H5P_DEFAULT));
   h5::Handle offsets(H5Dopen2(file.get(), (prefix + "offsets").c_str(), H5P_DEFAULT));
   if (!result.tokens.valid() || !offsets.valid()) {
@@ -166,14 +166,14 @@ Side Corpus::Impl::open_side(const std::string& split, const std::string& side) 
   return result;
 }
 
-const std::pair<Side, Side>& Corpus::Impl::split(const std::string& name) {
+const std::pair<SideData, SideData>& Corpus::Impl::split(const std::string& name) {
   const auto cached = splits.find(name);
   if (cached != splits.end()) return cached->second;
   if (H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) <= 0) {
     throw bad("no split '" + name + "'; expected one that tandem-prep wrote (train, valid, test)");
   }
-  Side src = open_side(name, "src");
-  Side tgt = open_side(name, "tgt");
+  SideData src = open_side(name, "src");
+  SideData tgt = open_side(name, "tgt");
   if (src.count() != tgt.count()) {
     throw bad("split '" + name + "' has different sentence counts on its src and tgt sides");
   }

@@ -13,7 +13,7 @@ namespace tandem::data {
 
 // Reading a binarized HDF5 corpus (written by prep.h): its vocabulary, per-split sentence lengths,
 // and the token ranges of chosen sentences (HDF5 hyperslabs), so a rank reads only its own batches.
-// Layout: /vocab (uint8 SentencePiece model), /<split>/{src,tgt}/{tokens int32, offsets int64},
+// Layout: /vocab (uint8, Vocab::bytes()), /<split>/{src,tgt}/{tokens int32, offsets int64},
 // offsets have n+1 entries; tokens carry no BOS/EOS (added at batch assembly).
 
 struct SentencePair {

@@ -174,8 +174,8 @@ void encode_slice(const Vocab& vocab, int64_t max_len, const RawPair* pairs, siz
   for (size_t i = 0; i < count; ++i) {
     Verdict verdict = raw_verdict(pairs[i].src, pairs[i].tgt);
     if (verdict == kKept) {
-      const std::vector<int32_t> src = vocab.encode(pairs[i].src);
-      const std::vector<int32_t> tgt = vocab.encode(pairs[i].tgt);
+      const std::vector<int32_t> src = vocab.encode(pairs[i].src, Side::kSource);
+      const std::vector<int32_t> tgt = vocab.encode(pairs[i].tgt, Side::kTarget);
       const auto longest = static_cast<int64_t>(std::max(src.size(), tgt.size()));
       if (src.empty() || tgt.empty()) {  // e.g. only characters the normalizer removes
         verdict = kEmpty;
@@ -375,10 +375,14 @@ void write_root(hid_t file, const Vocab& vocab, const PrepOptions& options) {
   h5::write_attribute(file, "format", std::string(kFormat));
   h5::write_attribute(file, "format_version", kFormatVersion);
   h5::write_attribute(file, "vocab_size", vocab.size());
-  h5::write_attribute(file, "vocab_model_type", options.vocab.model_type);
+  if (options.vocab_bytes.empty()) {
+    h5::write_attribute(file, "vocab_model_type", options.vocab.model_type);
+    h5::write_attribute(file, "vocab_sample", options.vocab.input_sentence_size);
+    h5::write_attribute(file, "vocab_seed", static_cast<int64_t>(options.vocab.seed));
+  } else {
+    h5::write_attribute(file, "vocab_from", options.vocab_from);
+  }
   h5::write_attribute(file, "max_len", options.max_len);
-  h5::write_attribute(file, "vocab_sample", options.vocab.input_sentence_size);
-  h5::write_attribute(file, "vocab_seed", static_cast<int64_t>(options.vocab.seed));
   h5::write_attribute(file, "checksum",
                       std::string("crc32 (zlib) of each side's text: decompressed, its files "
                                   "concatenated in order (a single plain file: its bytes)"));
@@ -466,7 +470,9 @@ PrepSummary prepare_corpus(const PrepOptions& options) {
   check_writable(tmp, options.out);
   for (const SplitFiles& files : options.splits) PairReader check_readable(files);
   const Vocab vocab =
-      Vocab::train(sample_sentences(train_files(options), options.vocab), options.vocab);
+      options.vocab_bytes.empty()
+          ? Vocab::train(sample_sentences(train_files(options), options.vocab), options.vocab)
+          : Vocab::from_bytes(options.vocab_bytes);
 
   PrepSummary summary;
   summary.vocab_size = vocab.size();

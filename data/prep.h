@@ -28,6 +28,10 @@ struct PrepOptions {
   std::vector<SplitFiles> splits;  // train is required
   std::string out;                 // the corpus file to write (atomically: *.tmp then rename)
   VocabTrainOptions vocab;         // its input_sentence_size is the sample (sentences, both sides)
+  // A vocabulary to use instead (Vocab::bytes(): e.g. an imported model's, to fine-tune it on this
+  // corpus), and where it came from; empty: train one with `vocab`.
+  std::string vocab_bytes;
+  std::string vocab_from;
   int64_t max_len = 250;           // pairs with more tokens than this on a side are skipped
   int threads = 0;                 // encoding threads; 0 = one per core. The output is the same
                                    // for every count.

@@ -38,6 +38,14 @@ class Model final : public SentencePieceModel {
     return message(processor.Decode(ids, text));
   }
   std::string piece(int id) const override { return processor.IdToPiece(id); }
+  std::string encode_pieces(const std::string& text,
+                            std::vector<std::string>* pieces) const override {
+    return message(processor.Encode(text, pieces));
+  }
+  std::string decode_pieces(const std::vector<std::string>& pieces,
+                            std::string* text) const override {
+    return message(processor.Decode(pieces, text));
+  }
 };
 
 class Library final : public SentencePieceLibrary {

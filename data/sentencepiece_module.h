@@ -25,6 +25,11 @@ class SentencePieceModel {
   virtual std::string encode(const std::string& text, std::vector<int>* ids) const = 0;
   virtual std::string decode(const std::vector<int>& ids, std::string* text) const = 0;
   virtual std::string piece(int id) const = 0;  // the piece's text ("▁the", "</s>"); id < size()
+  // The pieces' texts rather than their ids: for a vocabulary whose ids are another table's.
+  virtual std::string encode_pieces(const std::string& text,
+                                    std::vector<std::string>* pieces) const = 0;
+  virtual std::string decode_pieces(const std::vector<std::string>& pieces,
+                                    std::string* text) const = 0;
 };
 
 class SentencePieceLibrary {

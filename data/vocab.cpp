@@ -5,8 +5,12 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
+#include <unordered_map>
+#include <utility>
 
 #include "data/sentencepiece_module.h"
 
@@ -71,7 +75,83 @@ std::unordered_map<std::string, std::string> trainer_args(const VocabTrainOption
   };
 }
 
+// A paired vocabulary's bytes: this line, then the source model, the target model (each a
+// little-endian uint64 length and its bytes), the number of pieces (uint32) and each piece (a
+// uint32 length and its bytes). A SentencePiece model proto never starts with it (its first byte
+// is a field tag, 0x0a).
+constexpr char kPairMagic[] = "tandem paired vocabulary 1\n";
+constexpr size_t kPairMagicSize = sizeof kPairMagic - 1;
+
+template <class T>
+void put(std::string& out, T value) {
+  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>(value >> (8 * i) & 0xff));
+}
+
+// Reads the paired bytes front to back; every length is checked against what is left.
+class PairReader {
+ public:
+  explicit PairReader(const std::string& bytes) : bytes_(bytes), at_(kPairMagicSize) {}
+
+  template <class T>
+  T number(const char* what) {
+    need(sizeof(T), what);
+    T value = 0;
+    for (size_t i = 0; i < sizeof(T); ++i) {
+      value |= static_cast<T>(static_cast<unsigned char>(bytes_[at_ + i])) << (8 * i);
+    }
+    at_ += sizeof(T);
+    return value;
+  }
+  std::string text(uint64_t size, const char* what) {
+    need(size, what);
+    std::string out = bytes_.substr(at_, size);
+    at_ += size;
+    return out;
+  }
+  bool done() const { return at_ == bytes_.size(); }
+
+ private:
+  void need(uint64_t size, const char* what) const {
+    if (size > bytes_.size() - at_) {
+      throw std::invalid_argument(std::string("paired vocabulary: ") + what + " needs " +
+                                  std::to_string(size) + " bytes, " +
+                                  std::to_string(bytes_.size() - at_) + " are left");
+    }
+  }
+  const std::string& bytes_;
+  size_t at_;
+};
+
+SentencePieceModel* load_model(const std::string& bytes, const char* what,
+                               std::unique_ptr<SentencePieceModel>* model) {
+  const std::string error = library().load(bytes, model);
+  if (!error.empty()) {
+    throw std::invalid_argument(std::string(what) + ": not a SentencePiece model: " + error);
+  }
+  return model->get();
+}
+
+// MarianTokenizer's language token: text that starts with ">>", then at least one character, then
+// "<<" (the last "<<" in the line: its pattern is greedy) gives that span as a token of its own.
+// (Lines hold no newline, which the pattern would not cross.)
+// Such a span anywhere else is dropped. Returns the token ("" if none) and the rest of the text.
+std::pair<std::string, std::string> split_language_token(const std::string& text) {
+  const size_t open = text.find(">>");
+  const size_t close = text.rfind("<<");
+  if (open == std::string::npos || close == std::string::npos || close < open + 3) {
+    return {"", text};
+  }
+  std::string rest = text.substr(0, open) + text.substr(close + 2);
+  return {open == 0 ? text.substr(0, close + 2) : "", rest};
+}
+
 }  // namespace
+
+struct Vocab::Pair {
+  std::unique_ptr<SentencePieceModel> target;
+  std::vector<std::string> pieces;                  // by id
+  std::unordered_map<std::string, int32_t> ids;     // by piece
+};
 
 Vocab::Vocab() = default;
 Vocab::Vocab(Vocab&&) noexcept = default;
@@ -91,29 +171,119 @@ Vocab Vocab::train(const std::vector<std::string>& texts, const VocabTrainOption
   return from_bytes(model);
 }
 
-Vocab Vocab::from_bytes(const std::string& model_bytes) {
+Vocab Vocab::from_pair(const std::string& source_model, const std::string& target_model,
+                       std::vector<std::string> pieces) {
+  if (pieces.size() <= static_cast<size_t>(kEosId) ||
+      pieces.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    throw std::invalid_argument("paired vocabulary: " + std::to_string(pieces.size()) +
+                                " pieces; expected the 4 special ones and more");
+  }
   Vocab vocab;
-  const std::string error = library().load(model_bytes, &vocab.sp_);
-  if (!error.empty()) throw std::invalid_argument("not a SentencePiece model: " + error);
+  load_model(source_model, "the source model", &vocab.sp_);
+  vocab.pair_ = std::make_unique<Pair>();
+  load_model(target_model, "the target model", &vocab.pair_->target);
+  for (size_t id = 0; id < pieces.size(); ++id) {
+    if (!vocab.pair_->ids.emplace(pieces[id], static_cast<int32_t>(id)).second) {
+      throw std::invalid_argument("paired vocabulary: piece '" + pieces[id] + "' has ids " +
+                                  std::to_string(vocab.pair_->ids.at(pieces[id])) + " and " +
+                                  std::to_string(id));
+    }
+  }
+  vocab.pair_->pieces = std::move(pieces);
   return vocab;
 }
 
-std::string Vocab::bytes() const { return sp_->serialized(); }
-
-int64_t Vocab::size() const { return sp_->size(); }
-
-std::vector<int32_t> Vocab::encode(const std::string& text) const {
-  std::vector<int> ids;
-  const std::string error = sp_->encode(text, &ids);
-  if (!error.empty()) throw std::runtime_error("SentencePiece encode failed: " + error);
-  return {ids.begin(), ids.end()};
+Vocab Vocab::from_bytes(const std::string& bytes) {
+  if (bytes.compare(0, kPairMagicSize, kPairMagic) != 0) {
+    Vocab vocab;
+    load_model(bytes, "the vocabulary", &vocab.sp_);
+    return vocab;
+  }
+  PairReader in(bytes);
+  const std::string source = in.text(in.number<uint64_t>("the source model's size"),
+                                     "the source model");
+  const std::string target = in.text(in.number<uint64_t>("the target model's size"),
+                                     "the target model");
+  const uint32_t count = in.number<uint32_t>("the number of pieces");
+  std::vector<std::string> pieces;
+  for (uint32_t i = 0; i < count; ++i) {
+    pieces.push_back(in.text(in.number<uint32_t>("a piece's size"), "a piece"));
+  }
+  if (!in.done()) throw std::invalid_argument("paired vocabulary: bytes after the last piece");
+  return from_pair(source, target, std::move(pieces));
 }
 
-std::string Vocab::decode(const std::vector<int32_t>& ids) const {
+std::string Vocab::bytes() const {
+  if (!pair_) return sp_->serialized();
+  std::string out(kPairMagic, kPairMagicSize);
+  for (const std::string& model : {sp_->serialized(), pair_->target->serialized()}) {
+    put<uint64_t>(out, model.size());
+    out += model;
+  }
+  put<uint32_t>(out, static_cast<uint32_t>(pair_->pieces.size()));
+  for (const std::string& piece : pair_->pieces) {
+    put<uint32_t>(out, static_cast<uint32_t>(piece.size()));
+    out += piece;
+  }
+  return out;
+}
+
+std::string Vocab::sentencepiece_bytes(Side side) const {
+  return (pair_ && side == Side::kTarget ? pair_->target : sp_)->serialized();
+}
+
+int64_t Vocab::size() const {
+  return pair_ ? static_cast<int64_t>(pair_->pieces.size()) : sp_->size();
+}
+
+std::vector<int32_t> Vocab::encode(const std::string& text, Side side) const {
+  if (!pair_) {
+    std::vector<int> ids;
+    const std::string error = sp_->encode(text, &ids);
+    if (!error.empty()) throw std::runtime_error("SentencePiece encode failed: " + error);
+    return {ids.begin(), ids.end()};
+  }
+  const auto [language, rest] = split_language_token(text);
+  std::vector<std::string> pieces;
+  if (!language.empty()) pieces.push_back(language);
+  std::vector<std::string> more;
+  const auto& model = side == Side::kTarget ? pair_->target : sp_;
+  const std::string error = model->encode_pieces(rest, &more);
+  if (!error.empty()) throw std::runtime_error("SentencePiece encode failed: " + error);
+  pieces.insert(pieces.end(), more.begin(), more.end());
+  std::vector<int32_t> ids;
+  ids.reserve(pieces.size());
+  for (const std::string& piece : pieces) {
+    const auto found = pair_->ids.find(piece);
+    ids.push_back(found == pair_->ids.end() ? kUnkId : found->second);
+  }
+  return ids;
+}
+
+// A paired vocabulary detokenizes as MarianTokenizer.decode(skip_special_tokens=True): the
+// specials (unk too) are left out, the rest are the side's SentencePiece pieces joined, with any
+// "▁" left in them a space, and white space trimmed at both ends.
+std::string Vocab::decode(const std::vector<int32_t>& ids, Side side) const {
   std::string text;
-  const std::string error = sp_->decode(std::vector<int>(ids.begin(), ids.end()), &text);
+  if (!pair_) {
+    const std::string error = sp_->decode(std::vector<int>(ids.begin(), ids.end()), &text);
+    if (!error.empty()) throw std::runtime_error("SentencePiece decode failed: " + error);
+    return text;
+  }
+  std::vector<std::string> pieces;
+  for (const int32_t id : ids) {
+    if (id > kEosId && id < size()) pieces.push_back(pair_->pieces[id]);
+  }
+  const auto& model = side == Side::kTarget ? pair_->target : sp_;
+  const std::string error = model->decode_pieces(pieces, &text);
   if (!error.empty()) throw std::runtime_error("SentencePiece decode failed: " + error);
-  return text;
+  static const std::string kSpace = "\u2581";  // ▁
+  for (size_t at = text.find(kSpace); at != std::string::npos; at = text.find(kSpace, at)) {
+    text.replace(at, kSpace.size(), " ");
+  }
+  const size_t first = text.find_first_not_of(" \t\n\r\f\v");
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(" \t\n\r\f\v") - first + 1);
 }
 
 std::string Vocab::piece(int32_t id) const {
@@ -121,7 +291,7 @@ std::string Vocab::piece(int32_t id) const {
     throw std::out_of_range("piece id " + std::to_string(id) + " outside the vocabulary of " +
                             std::to_string(size()));
   }
-  return sp_->piece(id);
+  return pair_ ? pair_->pieces[id] : sp_->piece(id);
 }
 
 }  // namespace tandem::data

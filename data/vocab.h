@@ -1,5 +1,10 @@
-// The vocabulary: a SentencePiece model with Tandem's fixed special ids
-// (pad 0, unk 1, bos 2, eos 3), trained with the SentencePiece C++ trainer and stored as bytes.
+// The vocabulary, of one of two kinds, with Tandem's fixed special ids (pad 0, unk 1, bos 2,
+// eos 3), stored as bytes (corpus and checkpoint files' /vocab):
+// - joint: one SentencePiece model for both sides, its ids Tandem's; trained by tandem-prep with
+//   the SentencePiece C++ trainer;
+// - paired: a source and a target SentencePiece model whose pieces map into one id table, as a
+//   MarianMT (OPUS-MT) model's source.spm, target.spm and vocab.json do; a piece the table lacks
+//   is unk. Written by tandem-import.
 #pragma once
 
 #include <cstdint>
@@ -23,29 +28,45 @@ struct VocabTrainOptions {
   uint64_t seed = 1;                  // for the sentence sample
 };
 
+// Which side's text is tokenized or detokenized: a paired vocabulary has a model for each.
+enum class Side { kSource, kTarget };
+
 class Vocab {
  public:
   // Trains a joint model on the lines of `texts` (all sides together). Deterministic for the
   // same input and options.
   static Vocab train(const std::vector<std::string>& texts, const VocabTrainOptions& options);
-  // Loads a model from the bytes serialized() produced (as stored in corpus and checkpoint files).
-  static Vocab from_bytes(const std::string& model_bytes);
+  // A paired vocabulary: the two SentencePiece models' bytes, and pieces[id], the text of id `id`
+  // (at least the four specials, each text once). std::invalid_argument naming what is wrong.
+  static Vocab from_pair(const std::string& source_model, const std::string& target_model,
+                         std::vector<std::string> pieces);
+  // Either kind, from the bytes bytes() produced (as stored in corpus and checkpoint files); a
+  // joint vocabulary's bytes are its SentencePiece model's. std::invalid_argument if neither.
+  static Vocab from_bytes(const std::string& bytes);
 
   Vocab(Vocab&&) noexcept;
   Vocab& operator=(Vocab&&) noexcept;
   ~Vocab();
 
-  std::string bytes() const;  // the serialized SentencePiece model proto
+  std::string bytes() const;
+  bool paired() const { return pair_ != nullptr; }
+  // The SentencePiece model that tokenizes `side` (a joint vocabulary's one model for both).
+  std::string sentencepiece_bytes(Side side) const;
   int64_t size() const;
-  std::vector<int32_t> encode(const std::string& text) const;  // no BOS/EOS added
-  std::string decode(const std::vector<int32_t>& ids) const;   // specials are skipped
+  // No BOS/EOS added. A paired vocabulary tokenizes as MarianTokenizer does: a leading language
+  // token ">>xx<<" is a piece of its own, the rest the side's SentencePiece pieces.
+  std::vector<int32_t> encode(const std::string& text, Side side) const;
+  std::string decode(const std::vector<int32_t>& ids, Side side) const;  // specials are skipped
   // The text of piece `id` as SentencePiece spells it ("▁the", "<unk>", "</s>"): what other
   // engines' vocabulary files list. std::out_of_range unless 0 <= id < size().
   std::string piece(int32_t id) const;
 
  private:
+  struct Pair;  // a paired vocabulary's target model and id table
+
   Vocab();
-  std::unique_ptr<SentencePieceModel> sp_;
+  std::unique_ptr<SentencePieceModel> sp_;  // the joint model, or the paired source side's
+  std::unique_ptr<Pair> pair_;              // null for a joint vocabulary
 };
 
 }  // namespace tandem::data

@@ -43,8 +43,8 @@ TEST_F(CorpusRead, ReadsRequestedSentencesInOrderWithRepeats) {
   ASSERT_EQ(pairs.size(), 7u);
   const int lines[] = {42, 0, 42, 59, 2, 1, 3};  // repeats, adjacent ranges
   for (size_t i = 0; i < pairs.size(); ++i) {
-    EXPECT_EQ(pairs[i].src, vocab.encode(text_.src[lines[i]]));
-    EXPECT_EQ(pairs[i].tgt, vocab.encode(text_.tgt[lines[i]]));
+    EXPECT_EQ(pairs[i].src, vocab.encode(text_.src[lines[i]], Side::kSource));
+    EXPECT_EQ(pairs[i].tgt, vocab.encode(text_.tgt[lines[i]], Side::kTarget));
   }
 }
 
@@ -56,8 +56,8 @@ TEST_F(CorpusRead, LengthsComeFromTheOffsets) {
   const std::vector<int32_t> tgt = corpus.tgt_lengths("train");
   ASSERT_EQ(src.size(), 60u);
   for (int i = 0; i < 60; ++i) {
-    EXPECT_EQ(src[i], static_cast<int32_t>(vocab.encode(text_.src[i]).size()));
-    EXPECT_EQ(tgt[i], static_cast<int32_t>(vocab.encode(text_.tgt[i]).size()));
+    EXPECT_EQ(src[i], static_cast<int32_t>(vocab.encode(text_.src[i], Side::kSource).size()));
+    EXPECT_EQ(tgt[i], static_cast<int32_t>(vocab.encode(text_.tgt[i], Side::kTarget).size()));
   }
 }
 

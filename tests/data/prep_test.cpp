@@ -108,9 +108,9 @@ TEST_F(PrepRoundTrip, KeptPairsDecodeToTheirLinesInOrder) {
   for (int line = 0; line < 300; ++line) {
     if (expected_drop_.count(line) != 0) continue;
     const SentencePair pair = corpus.read("train", {kept}).at(0);
-    EXPECT_EQ(pair.src, vocab.encode(train_.src[line])) << "line " << line;
-    EXPECT_EQ(vocab.decode(pair.src), train_.src[line]);
-    EXPECT_EQ(vocab.decode(pair.tgt), train_.tgt[line]);
+    EXPECT_EQ(pair.src, vocab.encode(train_.src[line], Side::kSource)) << "line " << line;
+    EXPECT_EQ(vocab.decode(pair.src, Side::kSource), train_.src[line]);
+    EXPECT_EQ(vocab.decode(pair.tgt, Side::kTarget), train_.tgt[line]);
     EXPECT_EQ(src_lengths.at(kept), static_cast<int32_t>(pair.src.size()));
     EXPECT_EQ(tgt_lengths.at(kept), static_cast<int32_t>(pair.tgt.size()));
     EXPECT_LE(static_cast<int64_t>(pair.tgt.size()), kMaxLen);
@@ -119,7 +119,43 @@ TEST_F(PrepRoundTrip, KeptPairsDecodeToTheirLinesInOrder) {
   }
   EXPECT_EQ(corpus.size("train"), kept);
   EXPECT_EQ(summary_->splits[0].src_tokens, src_tokens);
-  EXPECT_GT(static_cast<int64_t>(vocab.encode(train_.tgt[60]).size()), kMaxLen);
+  EXPECT_GT(static_cast<int64_t>(vocab.encode(train_.tgt[60], Side::kTarget).size()), kMaxLen);
+}
+
+// A given vocabulary (here a paired one: a model per side, one id table) is used as it is: each
+// side's text through its own model, the same bytes in /vocab, and none trained.
+TEST(Prep, AGivenPairedVocabularyEncodesEachSideWithItsModel) {
+  testing::TempDir dir;
+  const testing::SyntheticText text = testing::synthetic_text(100, 3);
+  testing::write_lines(dir.file("train.src"), text.src);
+  testing::write_lines(dir.file("train.tgt"), text.tgt);
+  const Vocab source = Vocab::train(text.src, testing::small_vocab());
+  const Vocab target = Vocab::train(text.tgt, testing::small_vocab());
+  std::set<std::string> rest;
+  for (const Vocab* side : {&source, &target}) {
+    for (int32_t id = kEosId + 1; id < side->size(); ++id) rest.insert(side->piece(id));
+  }
+  std::vector<std::string> pieces = {"<pad>", "<unk>", "<s>", "</s>"};
+  pieces.insert(pieces.end(), rest.begin(), rest.end());
+  const Vocab paired = Vocab::from_pair(source.bytes(), target.bytes(), pieces);
+
+  PrepOptions options;
+  options.splits = {{"train", {dir.file("train.src")}, {dir.file("train.tgt")}}};
+  options.out = dir.file("corpus.h5");
+  options.vocab_bytes = paired.bytes();
+  options.vocab_from = "imported.h5";
+  EXPECT_EQ(prepare_corpus(options).vocab_size, static_cast<int64_t>(pieces.size()));
+  const Corpus corpus(options.out);
+  EXPECT_EQ(corpus.vocab().bytes(), paired.bytes());
+  const auto pairs = corpus.read("train", {0, 1, 2, 99});
+  const int lines[] = {0, 1, 2, 99};
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    EXPECT_EQ(pairs[i].src, paired.encode(text.src[lines[i]], Side::kSource));
+    EXPECT_EQ(pairs[i].tgt, paired.encode(text.tgt[lines[i]], Side::kTarget));
+    EXPECT_EQ(paired.decode(pairs[i].tgt, Side::kTarget), text.tgt[lines[i]]);
+  }
+  h5::Handle file(H5Fopen(options.out.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  EXPECT_EQ(h5::read_string_attribute(file.get(), "vocab_from"), "imported.h5");
 }
 
 TEST_F(PrepRoundTrip, FileRecordsLayoutAndProvenance) {
@@ -286,10 +322,10 @@ TEST_F(PrepStreaming, OutputIsByteIdenticalAtOneTwoAndThreeThreads) {
   const Corpus corpus(dir_.file("one.h5"));
   const Vocab vocab = corpus.vocab();
   const std::vector<SentencePair> pairs = corpus.read("train", {0, 332, 333, 1997});
-  EXPECT_EQ(pairs[0].src, vocab.encode(text_.src[0]));
-  EXPECT_EQ(pairs[1].src, vocab.encode(text_.src[332]));
-  EXPECT_EQ(pairs[2].src, vocab.encode(text_.src[334]));   // line 333 was skipped
-  EXPECT_EQ(pairs[3].tgt, vocab.encode(text_.tgt[1999]));  // and line 1500
+  EXPECT_EQ(pairs[0].src, vocab.encode(text_.src[0], Side::kSource));
+  EXPECT_EQ(pairs[1].src, vocab.encode(text_.src[332], Side::kSource));
+  EXPECT_EQ(pairs[2].src, vocab.encode(text_.src[334], Side::kSource));   // line 333 was skipped
+  EXPECT_EQ(pairs[3].tgt, vocab.encode(text_.tgt[1999], Side::kTarget));  // and line 1500
   // Where the skipped pairs were, counted from 1 as editors do.
   EXPECT_EQ(one.splits.at(0).first_skipped,
             (std::vector<std::string>{"line 334 of '" + dir_.file("train.src") + "' / '" +

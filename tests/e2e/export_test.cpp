@@ -53,12 +53,12 @@ TandemGreedy tandem_greedy(const std::string& checkpoint, checkpoint::Weights we
   for (auto& member : models.members) member.model->freeze(model::InferencePrecision::kFp32);
   const auto& vocab = models.members.front().vocab;
   std::vector<std::vector<int32_t>> sources;
-  for (const auto& line : lines) sources.push_back(vocab.encode(line));
+  for (const auto& line : lines) sources.push_back(vocab.encode(line, data::Side::kSource));
   decode::DecodeOptions options;
   options.beam_size = 1;
   TandemGreedy out;
   for (const auto& h : decode::translate(models.ensemble, sources, options)) {
-    out.text.push_back(vocab.decode(h.tokens));
+    out.text.push_back(vocab.decode(h.tokens, data::Side::kTarget));
     out.ended.push_back(h.ended);
   }
   return out;

@@ -23,7 +23,8 @@ namespace tandem::checkpoint {
 //   /config                      the resolved YAML (string)
 //   /validation                  JSON (string): validation history and keep-best/early-stopping
 //                                state; absent when the run did not validate
-//   /vocab                       the SentencePiece model bytes (uint8)
+//   /vocab                       the vocabulary's bytes (uint8; data/vocab.h: a SentencePiece
+//                                model, or a paired vocabulary)
 //   root attributes              format "tandem-checkpoint", format_version, step, world_size,
 //                                torch_version, created (ISO 8601 UTC); averaged_from (the input
 //                                paths, one per line) only in checkpoints made by tandem-average
@@ -48,7 +49,7 @@ struct CheckpointData {
   std::vector<std::string> rng;              // one opaque state per rank, rank order
   std::string config_yaml;
   std::string validation;                    // JSON text, "" when the run did not validate
-  std::string vocab;                         // SentencePiece model bytes
+  std::string vocab;                         // the vocabulary's bytes (data::Vocab::bytes())
   std::string torch_version;                 // filled by save() when empty
   std::string created;                       // filled by save() when empty
   std::vector<std::string> averaged_from;    // inputs of an averaged checkpoint; empty otherwise

@@ -88,7 +88,8 @@ std::vector<std::vector<Translation>> translate_tokens_nbest(
   for (const auto& hypotheses : decode::translate_nbest(ensemble, sources, options)) {
     out.emplace_back();
     for (const auto& h : hypotheses) {
-      out.back().push_back({vocab.decode(h.tokens), h.score, h.normalized});
+      out.back().push_back(
+          {vocab.decode(h.tokens, data::Side::kTarget), h.score, h.normalized});
     }
   }
   return out;

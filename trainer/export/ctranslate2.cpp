@@ -248,7 +248,14 @@ void write_ct2_folder(const checkpoint::InferenceModel& model, Ct2Quantization q
   nlohmann::json pieces = nlohmann::json::array();
   for (int32_t id = 0; id < model.vocab.size(); ++id) pieces.push_back(model.vocab.piece(id));
   write_text(dir + "/shared_vocabulary.json", pieces.dump(2) + "\n");
-  write_text(dir + "/sentencepiece.model", model.vocab.bytes());
+  // One id table for both sides either way; a paired vocabulary's two SentencePiece models under
+  // MarianMT's names.
+  if (model.vocab.paired()) {
+    write_text(dir + "/source.spm", model.vocab.sentencepiece_bytes(data::Side::kSource));
+    write_text(dir + "/target.spm", model.vocab.sentencepiece_bytes(data::Side::kTarget));
+  } else {
+    write_text(dir + "/sentencepiece.model", model.vocab.sentencepiece_bytes(data::Side::kSource));
+  }
   write_text(dir + "/tandem.json", provenance_json(provenance, quantization).dump(2) + "\n");
 }
 

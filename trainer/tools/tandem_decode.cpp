@@ -39,7 +39,9 @@ void flush_chunk(const tandem::checkpoint::InferenceEnsemble& models,
   const auto& vocab = models.members.front().vocab;
   std::vector<std::vector<int32_t>> sources;
   sources.reserve(lines.size());
-  for (const auto& line : lines) sources.push_back(vocab.encode(line));
+  for (const auto& line : lines) {
+    sources.push_back(vocab.encode(line, tandem::data::Side::kSource));
+  }
   for (const auto& list :
        tandem::eval::translate_tokens_nbest(models.ensemble, vocab, sources, options)) {
     if (!output.nbest) std::cout << list.front().text << '\n';

@@ -67,7 +67,9 @@ void load_pairs(const Args& args, const tandem::checkpoint::InferenceModel& m,
     std::vector<int64_t> all(static_cast<size_t>(corpus.size(args.split)));
     std::iota(all.begin(), all.end(), 0);
     pairs = corpus.read(args.split, all);
-    for (const auto& pair : pairs) refs.push_back(m.vocab.decode(pair.tgt));
+    for (const auto& pair : pairs) {
+      refs.push_back(m.vocab.decode(pair.tgt, tandem::data::Side::kTarget));
+    }
     source = args.split + " split of " + path;
     return;
   }
@@ -79,7 +81,8 @@ void load_pairs(const Args& args, const tandem::checkpoint::InferenceModel& m,
                                 std::to_string(refs.size()));
   }
   for (size_t i = 0; i < srcs.size(); ++i) {
-    pairs.push_back({m.vocab.encode(srcs[i]), m.vocab.encode(refs[i])});
+    pairs.push_back({m.vocab.encode(srcs[i], tandem::data::Side::kSource),
+                     m.vocab.encode(refs[i], tandem::data::Side::kTarget)});
   }
   source = args.src + " / " + args.ref;
 }

@@ -39,7 +39,7 @@ Validator::Validator(const data::Corpus& corpus, const config::ValidConfig& conf
     std::vector<int64_t> all(static_cast<size_t>(total_));
     std::iota(all.begin(), all.end(), 0);
     for (const auto& pair : corpus.read("valid", all))
-      references_.push_back(vocab_.decode(pair.tgt));
+      references_.push_back(vocab_.decode(pair.tgt, data::Side::kTarget));
   }
 }
 

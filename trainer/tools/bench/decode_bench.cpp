@@ -104,7 +104,7 @@ struct Timing {
 void count_outputs(Timing& t, const data::Vocab& vocab, const Sentences& outputs) {
   for (const auto& tokens : outputs) {
     t.tokens += static_cast<int64_t>(tokens.size());
-    t.text.push_back(vocab.decode(tokens));
+    t.text.push_back(vocab.decode(tokens, data::Side::kTarget));
     std::istringstream text(t.text.back());
     for (std::string word; text >> word;) ++t.words;
   }
@@ -169,7 +169,7 @@ Inputs read_inputs(const DecodeBenchOptions& o, const data::Vocab& vocab) {
     }
     in.refs.resize(lines.size());
   }
-  for (const auto& line : lines) in.sources.push_back(vocab.encode(line));
+  for (const auto& line : lines) in.sources.push_back(vocab.encode(line, data::Side::kSource));
   return in;
 }
 

@@ -47,8 +47,8 @@ void export_text(const data::Corpus& corpus, const std::string& dir) {
     std::vector<int64_t> indices(std::min(kSlice, n - begin));
     std::iota(indices.begin(), indices.end(), begin);
     for (const auto& pair : corpus.read("train", indices)) {
-      src << vocab.decode(pair.src) << '\n';
-      tgt << vocab.decode(pair.tgt) << '\n';
+      src << vocab.decode(pair.src, data::Side::kSource) << '\n';
+      tgt << vocab.decode(pair.tgt, data::Side::kTarget) << '\n';
     }
   }
   if (!src || !tgt) throw std::runtime_error("cannot write the yardstick's text into " + dir);
@@ -147,15 +147,20 @@ YardstickResult run_yardstick(const YardstickOptions& options, const config::Con
                               const data::Corpus& corpus, const std::string& work_dir) {
   YardstickResult result;
   std::string data_dir = options.data_dir, spm = options.spm;
+  const auto vocab = corpus.vocab();
+  if (vocab.paired()) {
+    throw std::invalid_argument(
+        "--pytorch: the yardstick tokenizes with one SentencePiece model; '" + corpus.path() +
+        "' has a paired vocabulary (one per side)");
+  }
   if (data_dir.empty()) {
     data_dir = work_dir;
     export_text(corpus, data_dir);
     result.reencoded = true;
   }
-  const auto vocab = corpus.vocab();
   if (spm.empty()) {
     spm = work_dir + "/spm.model";
-    std::ofstream(spm, std::ios::binary) << vocab.bytes();
+    std::ofstream(spm, std::ios::binary) << vocab.sentencepiece_bytes(data::Side::kSource);
   }
   const auto argv = yardstick_command(options, config, vocab.size(), data_dir, spm);
   const std::string output = work_dir + "/yardstick.out";
