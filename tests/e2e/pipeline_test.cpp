@@ -4,6 +4,7 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -513,6 +514,66 @@ TEST_F(Pipeline, ResumingOnACorpusWithAnotherVocabularyIsRefused) {
                              " --set data.corpus=" + file("other.h5") + " --set train.max_steps=4");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("its vocabulary differs from corpus"), std::string::npos) << r.output;
+  EXPECT_EQ(checkpoint::load(run + "/last.h5").step, 2);
+}
+
+// Fine-tuning on other text: tandem-prep --vocab-from a checkpoint binarizes it with the
+// checkpoint's vocabulary (none trained), and training continues on it.
+TEST_F(Pipeline, ACorpusPreparedWithACheckpointsVocabularyContinuesItsTraining) {
+  const std::string run = file("run-vocab-from");
+  const auto cfg = write_config("vocab-from.yaml", run);
+  ASSERT_EQ(run_command(tool("tandem-train") + " --config " + cfg + " --set train.max_steps=2")
+                .exit_code,
+            0);
+  const std::string other = file("other-vocab-from.h5");
+  const auto prep = run_command(tool("tandem-prep") + " --train-src " + file("valid.src") +
+                                " --train-tgt " + file("valid.tgt") + " --vocab-from " + run +
+                                "/last.h5 --out " + other);
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  const auto vocab = data::Vocab::from_bytes(checkpoint::load(run + "/last.h5").vocab);
+  const data::Corpus corpus(other);
+  EXPECT_EQ(corpus.vocab().bytes(), vocab.bytes());
+  std::ifstream valid_src(file("valid.src"));
+  std::string first_line;
+  ASSERT_TRUE(std::getline(valid_src, first_line));
+  EXPECT_EQ(corpus.read("train", {0})[0].src, vocab.encode(first_line, data::Side::kSource));
+  const auto r = run_command(mpirun(2) + tool("tandem-train") + " --config " + cfg +
+                             " --set data.corpus=" + other +
+                             " --set train.max_steps=4 --reset-data");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(checkpoint::load(run + "/last.h5").step, 4);
+  // Not a Tandem file, or a vocabulary asked for both ways: usage errors.
+  const auto junk = run_command(tool("tandem-prep") + " --train-src " + file("valid.src") +
+                                " --train-tgt " + file("valid.tgt") + " --vocab-from " +
+                                file("valid.src") + " --out " + file("junk.h5"));
+  EXPECT_EQ(junk.exit_code, 2) << junk.output;
+  EXPECT_NE(junk.output.find("--vocab-from '" + file("valid.src") + "': neither"),
+            std::string::npos)
+      << junk.output;
+  const auto both = run_command(tool("tandem-prep") + " --train-src " + file("valid.src") +
+                                " --train-tgt " + file("valid.tgt") + " --vocab-from " + run +
+                                "/last.h5 --vocab-size 30 --out " + file("junk.h5"));
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+  EXPECT_FALSE(std::filesystem::exists(file("junk.h5")));
+}
+
+// The activation and the position layout leave the parameters' names and shapes as they are, so
+// resuming checks them by the checkpoint's config: another one is refused, the checkpoint kept.
+TEST_F(Pipeline, ResumingWithAnotherActivationOrPositionLayoutIsRefused) {
+  const std::string run = file("run-function");
+  const auto cfg = write_config("function.yaml", run);
+  ASSERT_EQ(run_command(tool("tandem-train") + " --config " + cfg + " --set train.max_steps=2")
+                .exit_code,
+            0);
+  for (const std::string flag : {"model.activation=swish", "model.positions=halves"}) {
+    const auto r = run_command(tool("tandem-train") + " --config " + cfg + " --set " + flag +
+                               " --set train.max_steps=4");
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("was trained with model.activation relu, model.positions "
+                            "interleaved; this run's config says"),
+              std::string::npos)
+        << r.output;
+  }
   EXPECT_EQ(checkpoint::load(run + "/last.h5").step, 2);
 }
 

@@ -2,7 +2,9 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "data/corpus.h"
 #include "data/prep.h"
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/common/error.h"
 #include "trainer/tools/tool_main.h"
 
@@ -14,6 +16,8 @@ Examples:
               --valid-src valid.de --valid-tgt valid.en --vocab-size 8000 --out corpus.h5
   tandem-prep --train-src europarl.de.gz news.de.gz --train-tgt europarl.en.gz news.en.gz \
               --valid-src valid.de --valid-tgt valid.en --vocab-size 32000 --out corpus.h5
+  tandem-prep --train-src domain.de --train-tgt domain.en --vocab-from opus-mt-de-en.h5 \
+              --out domain.h5    # to fine-tune a model: its vocabulary, none trained
   h5dump -H corpus.h5    # the layout and what the corpus was built from
 
 Memory is bounded by --vocab-sample, not by the corpus: the text is read twice (a sample for the
@@ -39,26 +43,32 @@ void add_split(CLI::App& app, tandem::data::SplitFiles& split, bool required) {
 void add_options(CLI::App& app, std::vector<tandem::data::SplitFiles>& splits,
                  tandem::data::PrepOptions& options) {
   for (auto& split : splits) add_split(app, split, split.name == "train");
-  app.add_option("--vocab-size", options.vocab.vocab_size,
-                 "SentencePiece pieces, specials included")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{5}, int64_t{1} << 30));
-  app.add_option("--model-type", options.vocab.model_type, "SentencePiece model: unigram or bpe")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"unigram", "bpe"}));
-  app.add_option("--character-coverage", options.vocab.character_coverage,
-                 "share of characters the vocabulary covers (lower for CJK)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.9, 1.0));
+  auto* from = app.add_option("--vocab-from", options.vocab_from,
+                              "use the vocabulary of this checkpoint or corpus (.h5) instead of "
+                              "training one: to fine-tune its model on this text");
+  auto* size = app.add_option("--vocab-size", options.vocab.vocab_size,
+                              "SentencePiece pieces, specials included")
+                   ->capture_default_str()
+                   ->check(CLI::Range(int64_t{5}, int64_t{1} << 30));
+  auto* type = app.add_option("--model-type", options.vocab.model_type,
+                              "SentencePiece model: unigram or bpe")
+                   ->capture_default_str()
+                   ->check(CLI::IsMember({"unigram", "bpe"}));
+  auto* coverage = app.add_option("--character-coverage", options.vocab.character_coverage,
+                                  "share of characters the vocabulary covers (lower for CJK)")
+                       ->capture_default_str()
+                       ->check(CLI::Range(0.9, 1.0));
   app.add_option("--max-len", options.max_len, "skip pairs with more tokens than this on a side")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--vocab-sample", options.vocab.input_sentence_size,
-                 "sentences (both sides) sampled from train for the vocabulary, 0 = all; "
-                 "training it takes ~25 bytes per sampled character")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", options.vocab.seed, "seed of that sample")->capture_default_str();
+  auto* sample = app.add_option("--vocab-sample", options.vocab.input_sentence_size,
+                                "sentences (both sides) sampled from train for the vocabulary, "
+                                "0 = all; training it takes ~25 bytes per sampled character")
+                     ->capture_default_str()
+                     ->check(CLI::NonNegativeNumber);
+  auto* seed =
+      app.add_option("--seed", options.vocab.seed, "seed of that sample")->capture_default_str();
+  for (auto* training : {size, type, coverage, sample, seed}) from->excludes(training);
   app.add_option("--threads", options.threads,
                  "encoding threads, 0 = one per core (the output is the same for any count)")
       ->capture_default_str()
@@ -67,12 +77,28 @@ void add_options(CLI::App& app, std::vector<tandem::data::SplitFiles>& splits,
       ->required();
 }
 
+// The /vocab of a Tandem checkpoint or corpus; std::invalid_argument naming the file otherwise.
+std::string vocabulary_of(const std::string& path) {
+  std::string not_checkpoint;
+  try {
+    return tandem::checkpoint::load_description(path).vocab;
+  } catch (const std::invalid_argument& e) {
+    not_checkpoint = e.what();
+  }
+  try {
+    return tandem::data::Corpus(path).vocab().bytes();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("--vocab-from '" + path + "': neither a checkpoint nor a corpus (" +
+                                not_checkpoint + "; " + e.what() + ")");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app(
       "Binarize parallel text into a Tandem corpus (HDF5) with a joint SentencePiece "
-      "vocabulary",
+      "vocabulary, or an existing model's",
       "tandem-prep");
   app.footer(kExamples);
   std::vector<tandem::data::SplitFiles> splits = {
@@ -85,6 +111,7 @@ int main(int argc, char** argv) {
     for (const auto& split : splits) {
       if (!split.src.empty()) options.splits.push_back(split);
     }
+    if (!options.vocab_from.empty()) options.vocab_bytes = vocabulary_of(options.vocab_from);
     const tandem::data::PrepSummary summary = tandem::data::prepare_corpus(options);
     for (const auto& split : summary.splits) {
       for (const std::string& skipped : split.first_skipped) {

@@ -9,6 +9,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/log.h"
+#include "trainer/config/config.h"
 #include "trainer/train/rng.h"
 
 namespace tandem::train {
@@ -41,6 +42,24 @@ ResumePoint decode(const std::string& bytes) {
   return p;
 }
 
+std::string describe(const model::TransformerOptions& o) {
+  return std::string("model.activation ") +
+         (o.activation == model::Activation::kSwish ? "swish" : "relu") + ", model.positions " +
+         (o.positions == model::PositionLayout::kHalves ? "halves" : "interleaved");
+}
+
+// What the parameters' names and shapes do not show: the checkpoint's model must compute what this
+// run's does, or its weights would be trained as another function.
+void check_same_function(const std::string& path, const std::string& config_yaml,
+                         const model::TransformerOptions& run) {
+  const auto saved = checkpoint::model_options(
+      config::parse_config(config_yaml, "checkpoint '" + path + "' /config").model, 0);
+  if (saved.activation != run.activation || saved.positions != run.positions) {
+    throw std::invalid_argument("checkpoint '" + path + "' was trained with " + describe(saved) +
+                                "; this run's config says " + describe(run));
+  }
+}
+
 // Rank 0: the file into the model and the optimizer, and what else the other ranks need.
 ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
                          const ResumeTarget& target) {
@@ -49,6 +68,7 @@ ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
     throw std::invalid_argument("checkpoint '" + path + "': its vocabulary differs from corpus '" +
                                 target.corpus.path() + "' (token ids would mean other pieces)");
   }
+  check_same_function(path, data.config_yaml, target.model->options());
   checkpoint::load_parameters(target.model, data.model, path);
   if (!options.reset_optimizer && data.optimizer.empty()) {
     throw std::invalid_argument("checkpoint '" + path +
