@@ -56,6 +56,15 @@ class Pipeline : public ::testing::Test {
     return path;
   }
 
+  // write_config into `run_dir`, then 2 steps on one rank; the config's path.
+  static std::string two_steps(const std::string& name, const std::string& run_dir) {
+    const auto cfg = write_config(name, run_dir);
+    const auto r =
+        run_command(tool("tandem-train") + " --config " + cfg + " --set train.max_steps=2");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return cfg;
+  }
+
   static std::vector<nlohmann::json> metrics(const std::string& run_dir) {
     std::ifstream in(run_dir + "/metrics.jsonl");
     std::vector<nlohmann::json> out;
@@ -521,10 +530,7 @@ TEST_F(Pipeline, ResumingOnACorpusWithAnotherVocabularyIsRefused) {
 // checkpoint's vocabulary (none trained), and training continues on it.
 TEST_F(Pipeline, ACorpusPreparedWithACheckpointsVocabularyContinuesItsTraining) {
   const std::string run = file("run-vocab-from");
-  const auto cfg = write_config("vocab-from.yaml", run);
-  ASSERT_EQ(run_command(tool("tandem-train") + " --config " + cfg + " --set train.max_steps=2")
-                .exit_code,
-            0);
+  const auto cfg = two_steps("vocab-from.yaml", run);
   const std::string other = file("other-vocab-from.h5");
   const auto prep = run_command(tool("tandem-prep") + " --train-src " + file("valid.src") +
                                 " --train-tgt " + file("valid.tgt") + " --vocab-from " + run +
@@ -561,10 +567,7 @@ TEST_F(Pipeline, ACorpusPreparedWithACheckpointsVocabularyContinuesItsTraining) 
 // resuming checks them by the checkpoint's config: another one is refused, the checkpoint kept.
 TEST_F(Pipeline, ResumingWithAnotherActivationOrPositionLayoutIsRefused) {
   const std::string run = file("run-function");
-  const auto cfg = write_config("function.yaml", run);
-  ASSERT_EQ(run_command(tool("tandem-train") + " --config " + cfg + " --set train.max_steps=2")
-                .exit_code,
-            0);
+  const auto cfg = two_steps("function.yaml", run);
   for (const std::string flag : {"model.activation=swish", "model.positions=halves"}) {
     const auto r = run_command(tool("tandem-train") + " --config " + cfg + " --set " + flag +
                                " --set train.max_steps=4");

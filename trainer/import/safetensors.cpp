@@ -57,6 +57,52 @@ uint64_t little_endian_u64(const std::string& bytes) {
   return value;
 }
 
+// One header entry's tensor: its dtype, shape and byte range checked, then its bytes read from the
+// data that starts at `data_start`.
+torch::Tensor read_tensor(Reader& file, const std::string& name, const nlohmann::json& entry,
+                          uint64_t data_start) {
+  const uint64_t data_size = file.size() - data_start;
+  const auto where = [&](const std::string& what) {
+    return file.bad("tensor '" + name + "': " + what);
+  };
+  if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+      !entry.contains("data_offsets")) {
+    throw where("expected dtype, shape and data_offsets");
+  }
+  const auto& dtype = entry["dtype"];
+  const auto found = dtype.is_string() ? dtypes().find(dtype.get<std::string>()) : dtypes().end();
+  if (found == dtypes().end()) throw where("dtype " + dtype.dump() + " is not one Tandem reads");
+  const auto& shape = entry["shape"];
+  const auto& offsets = entry["data_offsets"];
+  if (!shape.is_array() || !offsets.is_array() || offsets.size() != 2 ||
+      !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
+    throw where("expected a shape list and two data_offsets");
+  }
+  std::vector<int64_t> sizes;
+  uint64_t elements = 1;
+  for (const auto& dim : shape) {
+    if (!dim.is_number_unsigned() || dim.get<uint64_t>() > (uint64_t{1} << 40)) {
+      throw where("shape " + shape.dump() + " is not a list of sizes");
+    }
+    sizes.push_back(dim.get<int64_t>());
+    if (sizes.back() != 0 && elements > (uint64_t{1} << 40) / sizes.back()) {
+      throw where("shape " + shape.dump() + " is too large");
+    }
+    elements *= sizes.back();
+  }
+  const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+  const uint64_t expected = elements * torch::elementSize(found->second);
+  if (begin > end || end > data_size || end - begin != expected) {
+    throw where("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") for " +
+                std::to_string(expected) + " bytes of shape " + shape.dump() + " in " +
+                std::to_string(data_size) + " bytes of data");
+  }
+  auto tensor = torch::empty(sizes, torch::TensorOptions().dtype(found->second));
+  const std::string bytes = file.bytes(data_start + begin, expected);
+  std::memcpy(tensor.data_ptr(), bytes.data(), bytes.size());
+  return tensor;
+}
+
 }  // namespace
 
 std::map<std::string, torch::Tensor> read_safetensors(const std::string& path) {
@@ -77,50 +123,10 @@ std::map<std::string, torch::Tensor> read_safetensors(const std::string& path) {
                    ")");
   }
   if (!header.is_object()) throw file.bad("not a safetensors file (its header is not an object)");
-  const uint64_t data_start = 8 + header_size, data_size = file.size() - data_start;
 
   std::map<std::string, torch::Tensor> out;
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
-    const auto where = [&](const std::string& what) {
-      return file.bad("tensor '" + name + "': " + what);
-    };
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
-        !entry.contains("data_offsets")) {
-      throw where("expected dtype, shape and data_offsets");
-    }
-    const auto& dtype = entry["dtype"];
-    const auto found = dtype.is_string() ? dtypes().find(dtype.get<std::string>()) : dtypes().end();
-    if (found == dtypes().end()) throw where("dtype " + dtype.dump() + " is not one Tandem reads");
-    const auto& shape = entry["shape"];
-    const auto& offsets = entry["data_offsets"];
-    if (!shape.is_array() || !offsets.is_array() || offsets.size() != 2 ||
-        !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
-      throw where("expected a shape list and two data_offsets");
-    }
-    std::vector<int64_t> sizes;
-    uint64_t elements = 1;
-    for (const auto& dim : shape) {
-      if (!dim.is_number_unsigned() || dim.get<uint64_t>() > (uint64_t{1} << 40)) {
-        throw where("shape " + shape.dump() + " is not a list of sizes");
-      }
-      sizes.push_back(dim.get<int64_t>());
-      if (sizes.back() != 0 && elements > (uint64_t{1} << 40) / sizes.back()) {
-        throw where("shape " + shape.dump() + " is too large");
-      }
-      elements *= sizes.back();
-    }
-    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-    const uint64_t expected = elements * torch::elementSize(found->second);
-    if (begin > end || end > data_size || end - begin != expected) {
-      throw where("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                  ") for " + std::to_string(expected) + " bytes of shape " + shape.dump() +
-                  " in " + std::to_string(data_size) + " bytes of data");
-    }
-    auto tensor = torch::empty(sizes, torch::TensorOptions().dtype(found->second));
-    const std::string bytes = file.bytes(data_start + begin, expected);
-    std::memcpy(tensor.data_ptr(), bytes.data(), bytes.size());
-    out.emplace(name, std::move(tensor));
+    if (name != "__metadata__") out.emplace(name, read_tensor(file, name, entry, 8 + header_size));
   }
   return out;
 }
