@@ -30,6 +30,8 @@
 # steps (trained while the checks run and the yardstick compiles; the loss does not depend on it);
 # MIN_MFU_SHIPPED=20 fails the shipped config's MFU below 20%. AB_KERNELS=1 also measures the base
 # shape with TANDEM_KERNELS=aten (LibTorch's kernels and attention choice in the same build).
+# GPU_CHECK_DEADLINE=EPOCH_S (launch/gpu-session.sh sets it): the yardstick waits no later than a
+# minute before it, and the closing profile is skipped past it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 4 ]; then
@@ -64,6 +66,17 @@ record() {  # NAME OK(0/1) DETAIL: written at once, so a run cut short keeps wha
   echo "== $verdict $1 $3"
 }
 
+# min(CAP, the seconds until GPU_CHECK_DEADLINE less RESERVE), never below 0
+seconds_left() {  # CAP RESERVE
+  local left=$1
+  if [ -n "${GPU_CHECK_DEADLINE:-}" ]; then
+    left=$((GPU_CHECK_DEADLINE - $(date +%s) - $2))
+    [ "$left" -gt "$1" ] && left=$1
+    [ "$left" -lt 0 ] && left=0
+  fi
+  echo "$left"
+}
+
 start=$(date +%s)
 tools_targets="tandem-train tandem-eval tandem-decode tandem-average tandem-bench tandem-bench-decode"
 if ! TANDEM_TESTS=ON TANDEM_TARGETS="$tools_targets gpu_tests device_tests" \
@@ -74,7 +87,7 @@ echo "build: $(( $(date +%s) - start )) s"
 tools=build-cuda/trainer/tools
 work=$(mktemp -d /tmp/gpu-check.XXXX)
 
-ctest --test-dir build-cuda -L gpu --output-on-failure >"$out/ctest-gpu.log" 2>&1
+ctest --test-dir build-cuda -L gpu --timeout 180 --output-on-failure >"$out/ctest-gpu.log" 2>&1
 rc=$?
 record "ctest -L gpu" $rc "$(grep -E 'tests passed|tests failed' "$out/ctest-gpu.log" | tail -1)"
 ctest --test-dir build-cuda -R device_tests >>"$out/ctest-gpu.log" 2>&1
@@ -266,7 +279,7 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   if [ -n "$data" ]; then
     ref_shape=${REF_SHAPE:-base}
     # Not in $(...): a subshell cannot wait for the yardstick, which is this shell's child.
-    yardstick_finish "${REF_WAIT_S:-600}" >"$out/ref-line.txt"
+    yardstick_finish "$(seconds_left "${REF_WAIT_S:-600}" 60)" >"$out/ref-line.txt"
     ref_ok=$?
     ref_line=$(cat "$out/ref-line.txt")
     echo "   yardstick $ref_shape ${sizes[0]} (compiled PyTorch): $ref_line"
@@ -282,9 +295,11 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     fi
   fi
   # Where the base shape's GPU time goes: 5 steps under the profiler after 30 warm-up steps.
-  bench base "${sizes[0]}" "$out/profile-run.log" --steps 5 --windows 1 \
-    --profile "$out/trace-base.json"
-  "$python" launch/profile-summary.py "$out/trace-base.json" 30 >"$out/profile-base.txt" 2>&1
+  if [ "$(seconds_left 60 0)" -ge 45 ]; then
+    bench base "${sizes[0]}" "$out/profile-run.log" --steps 5 --windows 1 \
+      --profile "$out/trace-base.json"
+    "$python" launch/profile-summary.py "$out/trace-base.json" 30 >"$out/profile-base.txt" 2>&1
+  fi
 fi
 
 if [ -n "${curves_pid:-}" ]; then

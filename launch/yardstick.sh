@@ -19,7 +19,7 @@ yardstick_start() {  # SHAPE TOKENS PYTHON REF_TRAIN_PY OUT_DIR
   yardstick_dir=$(mktemp -d /tmp/yardstick.XXXX)
   yardstick_log="$out/ref-$shape-$tokens.log"
   # A process group of its own, so that pausing it reaches the compiler's worker processes too.
-  REF_DEVICE=cuda REF_AMP=bf16 REF_SDPA=1 REF_COMPILE=1 REF_DYNAMIC=1 REF_FUSED=1 REF_WARMUP=30 \
+  PYTHONUNBUFFERED=1 REF_DEVICE=cuda REF_AMP=bf16 REF_SDPA=1 REF_COMPILE=1 REF_DYNAMIC=1 REF_FUSED=1 REF_WARMUP=30 \
     REF_WINDOWS=3 REF_SHAPE=$shape REF_TOKENS=$tokens REF_VOCAB=8000 \
     REF_HANDSHAKE=$yardstick_dir setsid "$python" "$ref" "$REF_DATA" "$REF_DATA/spm.model" 20 \
     >"$yardstick_log" 2>&1 &
