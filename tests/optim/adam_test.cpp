@@ -83,6 +83,26 @@ TEST(Adam, MatchesNaiveScalarLoop) {
   EXPECT_TRUE(torch::equal(frozen, torch::ones({2}, torch::kFloat64)));
 }
 
+// The float update writes through pointers, out of autograd's sight: it counts its writes in the
+// version counter, which is how what is derived from a parameter (bf16 copies) sees it change. A
+// step the gate closes writes nothing and counts nothing.
+TEST(Adam, CountsItsWritesInTheVersionCounterAndNoneForASkippedStep) {
+  torch::Tensor param = torch::ones({4}).requires_grad_();
+  Adam adam({{"p", param}}, AdamOptions{0.9, 0.98, 1e-8});
+  param.mutable_grad() = torch::full({4}, 0.5);
+  auto version = param._version();
+  adam.step(0.1);
+  EXPECT_GT(param._version(), version);
+  EXPECT_LT(param[0].item<float>(), 1.0f);
+
+  const auto after_first = param.detach().clone();
+  param.mutable_grad() = torch::full({4}, std::nanf(""));
+  version = param._version();
+  adam.step(0.1, gate_gradients(adam.parameters(), 5.0));
+  EXPECT_EQ(param._version(), version);
+  EXPECT_TRUE(torch::equal(param, after_first));
+}
+
 TEST(Adam, SavedStateResumesBitExactly) {
   NamedParams params = make_params(torch::kFloat32);
   Adam adam(params, AdamOptions{});

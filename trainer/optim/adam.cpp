@@ -3,6 +3,8 @@
 // bit-exact checkpoints.
 #include "trainer/optim/adam.h"
 
+#include <torch/csrc/autograd/variable.h>
+
 #include <cmath>
 #include <stdexcept>
 
@@ -118,6 +120,8 @@ void Adam::step_on_cpu(double lr, const GradientGate& gate) {
     if (cpu_float(param) && cpu_float(grad)) {
       adam_cpu(param.data_ptr<float>(), grad.data_ptr<float>(), exp_avg_[i].data_ptr<float>(),
                exp_avg_sq_[i].data_ptr<float>(), param.numel(), static_cast<float>(scale), scalars);
+      // Written through its pointer: counted here, as the fused GPU update counts its writes.
+      torch::autograd::impl::bump_version(param);
       continue;
     }
     if (scale != 1.0) grad = grad.mul(scale);
