@@ -295,9 +295,9 @@ TEST(Gpu, DropoutAddLayerNormKeepsPhiloxsMaskBothWays) {
 
 // Self-attention (the decoder's, causal; the encoder's, padding hidden) and cross-attention
 // (padding hidden), forward and backward.
-void expect_attention_matches(bool self, bool causal, bool bf16) {
+void expect_attention_matches(bool self, bool causal, bool bf16, int64_t batch = 3) {
   torch::manual_seed(5);
-  const int64_t batch = 3, len = 11, d = 64, heads = 4;
+  const int64_t len = 11, d = 64, heads = 4;
   const auto q_rows = torch::randn({batch, len, self ? 3 * d : d});
   const auto kv = self ? torch::Tensor() : torch::randn({batch, len + 2, 2 * d});
   auto pad = torch::zeros({batch, self ? len : len + 2}, torch::kBool);
@@ -348,6 +348,16 @@ TEST(Gpu, PaddedCrossAttentionMatchesTheCpuKernel) {
   SKIP_WITHOUT_GPU();
   expect_attention_matches(false, false, false);
   expect_attention_matches(false, false, true);
+}
+
+// More sentences than the fused kernels' grid holds in its batch dimension (65,535): the batch
+// goes through in parts, and the whole matches the CPU's (one launch would fail, "invalid argument").
+TEST(Gpu, AttentionOverMoreSentencesThanTheKernelsGridHoldsMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const int64_t batch = 65535 + 2;
+  expect_attention_matches(true, false, true, batch);
+  expect_attention_matches(true, true, false, batch);
+  expect_attention_matches(false, false, false, batch);
 }
 
 // Under bf16 autocast on a GPU the activations between the matrix products are bf16 (the residual

@@ -5,6 +5,7 @@
 
 #include <torch/version.h>
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <stdexcept>
@@ -160,8 +161,27 @@ torch::Tensor packed_self_attention(const torch::Tensor& rows, int64_t heads,
 
 bool gpu_attention_applies(const torch::Tensor& q_rows) { return q_rows.is_cuda(); }
 
+// The fused kernels launch a grid whose third dimension is the batch, and CUDA caps that at
+// 65,535: a bigger batch (short sentences at a large data.max_tokens, or data.max_tokens: auto's
+// trial of a size that does not fit) would fail the launch with "invalid argument". Such a batch
+// goes through in parts of at most this many sentences; autograd joins their gradients.
+constexpr int64_t kMaxKernelBatch = 65535;
+
 torch::Tensor gpu_attention(const torch::Tensor& q_rows, const torch::Tensor& kv, int64_t heads,
                             const AttentionMask& mask) {
+  if (q_rows.size(0) > kMaxKernelBatch) {
+    std::vector<torch::Tensor> parts;
+    for (int64_t first = 0; first < q_rows.size(0); first += kMaxKernelBatch) {
+      const int64_t n = std::min(kMaxKernelBatch, q_rows.size(0) - first);
+      AttentionMask part_mask{
+          mask.key_pad.defined() ? mask.key_pad.narrow(0, first, n) : torch::Tensor(),
+          mask.causal};
+      parts.push_back(gpu_attention(q_rows.narrow(0, first, n),
+                                    kv.defined() ? kv.narrow(0, first, n) : torch::Tensor(), heads,
+                                    part_mask));
+    }
+    return torch::cat(parts);
+  }
   const bool self = !kv.defined();
   const int64_t d = self ? q_rows.size(2) / 3 : q_rows.size(2);
 #ifdef TANDEM_PACKED_SELF_ATTENTION
