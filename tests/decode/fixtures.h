@@ -139,7 +139,11 @@ inline torch::Tensor ensemble_next_logp(const Ensemble& ensemble, const torch::T
   return sum;
 }
 
-// The obvious greedy algorithm: argmax of the last position until EOS or max_steps steps.
+// Whether decoding may emit `token`: never <pad> or <s> (DecodeOptions).
+inline bool emittable(int64_t token) { return token != kPadId && token != kBosId; }
+
+// The obvious greedy algorithm: argmax of the last position (over the emittable tokens) until EOS
+// or max_steps steps.
 inline Hypothesis naive_greedy(model::Transformer& model, const std::vector<int32_t>& sentence,
                                int64_t max_steps) {
   torch::NoGradGuard no_grad;
@@ -147,7 +151,12 @@ inline Hypothesis naive_greedy(model::Transformer& model, const std::vector<int3
   Hypothesis hyp;
   for (int64_t step = 0; step < max_steps; ++step) {
     auto logp = next_logp(model, src, hyp.tokens);
-    int64_t best = logp.argmax().item<int64_t>();
+    int64_t best = -1;
+    for (int64_t token = 0; token < logp.size(0); ++token) {
+      if (emittable(token) && (best < 0 || logp[token].item<double>() > logp[best].item<double>())) {
+        best = token;
+      }
+    }
     hyp.score += logp[best].item<double>();
     if (best == kEosId) {
       hyp.ended = true;
@@ -197,7 +206,7 @@ inline ProbeBatch probe_batch(uint64_t seed) {
 }
 
 // Beam search as DecodeOptions documents it, for one sentence, written for clarity: every
-// (hypothesis, token) pair is scored and sorted; EOS among the first K finish (up to K in all),
+// (hypothesis, emittable token) pair is scored and sorted; EOS among the first K finish (up to K in all),
 // the first K others live on; done at K finished or at max_steps, where the live ones finish
 // unterminated; the n best by score / length^alpha. An ensemble scores a token by the weighted sum
 // of its models' log-probabilities.
@@ -213,6 +222,7 @@ inline std::vector<Hypothesis> naive_beam(const Ensemble& ensemble,
     for (const auto& hyp : live) {
       auto logp = ensemble_next_logp(ensemble, src, hyp.tokens);
       for (int64_t token = 0; token < logp.size(0); ++token) {
+        if (!emittable(token)) continue;
         Hypothesis c = hyp;
         c.score += logp[token].item<double>();
         c.ended = token == kEosId;

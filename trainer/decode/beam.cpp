@@ -53,9 +53,12 @@ torch::Tensor best_candidates(const std::vector<torch::Tensor>& logits,
                               const std::vector<double>& weights, const Beams& beams,
                               int64_t beam) {
   const auto sentences = static_cast<int64_t>(beams.sentence.size());
-  const int64_t per_row = std::min<int64_t>(2 * beam, logits.front().size(1));
-  // Only a row's own 2K best tokens can be among its sentence's 2K best candidates.
-  auto [row_logp, row_token] = top_log_probs(logits, weights, per_row);  // [sentences * width, 2K]
+  // Only a row's own 2K best tokens can be among its sentence's 2K best candidates, <pad> and <s>
+  // aside: never a continuation (as a MarianMT model's bad_words_ids bans its pad, which is an
+  // imported model's <s>), so two more are taken and those two put out of reach.
+  const int64_t per_row = std::min<int64_t>(2 * beam + 2, logits.front().size(1));
+  auto [row_logp, row_token] = top_log_probs(logits, weights, per_row);  // [sentences * width, 2K+2]
+  row_logp.masked_fill_(row_token.eq(kPadId).logical_or(row_token.eq(kBosId)), -INFINITY);
   auto prior = torch::tensor(beams.scores, torch::kDouble).to(row_logp.device()).unsqueeze(1);
   // Scores are sums of per-step float log-probabilities, added in double in step order.
   auto total = (prior + row_logp.to(torch::kDouble)).view({sentences, -1});
@@ -166,8 +169,10 @@ void rank(std::vector<Hypothesis>& hyps, const DecodeOptions& options) {
 void validate(const DecodeOptions& options, int64_t vocab_size) {
   require(options.max_len_a >= 0, "max_len_a", options.max_len_a, ">= 0");
   require(options.batch_tokens > 0, "batch_tokens", options.batch_tokens, "> 0");
-  require(options.beam_size >= 1 && 2 * options.beam_size <= vocab_size, "beam_size",
-          options.beam_size, "between 1 and vocab_size / 2 = " + std::to_string(vocab_size / 2));
+  // Each row's 2K + 2 best tokens, <pad> and <s> among them at worst (best_candidates).
+  require(options.beam_size >= 1 && 2 * options.beam_size + 2 <= vocab_size, "beam_size",
+          options.beam_size,
+          "between 1 and (vocab_size - 2) / 2 = " + std::to_string((vocab_size - 2) / 2));
   require(options.nbest >= 1 && options.nbest <= options.beam_size, "nbest", options.nbest,
           "between 1 and beam_size = " + std::to_string(options.beam_size));
   require(std::isfinite(options.length_penalty), "length_penalty", options.length_penalty,

@@ -25,7 +25,9 @@ struct DecodeOptions {
   // wants far larger batches (tandem-decode --batch-tokens).
   int64_t batch_tokens = 2048;
   // Hypotheses kept per sentence at every step (Vaswani et al. used 4); 1 is greedy decoding.
-  // At most vocab_size / 2 (each step looks at the 2 * beam_size best continuations).
+  // At most (vocab_size - 2) / 2: each step looks at the 2 * beam_size best continuations, and
+  // <pad> and <s> are never one (an imported MarianMT model's <s> is its pad, which it never
+  // emits).
   int64_t beam_size = 4;
   // alpha in score / length^alpha, the number finished hypotheses are ranked by (fairseq's
   // --lenpen): 0 ranks by the summed log-probability, 1 by the mean per token.
