@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs Hugging Face transformers with SentencePiece (the one place their versions are pinned)
+# into a private folder, for the MarianMT import test (tests/e2e/marian_reference.py builds,
+# saves and runs a MarianMTModel with it), and prints what to put on PYTHONPATH: that folder and
+# the PyTorch of launch/torch-wheel.sh, which transformers runs on (its CUDA libraries come from
+# /usr/local/cuda/lib64: put that on LD_LIBRARY_PATH).
+#
+#   launch/transformers.sh [PREFIX]          (default: .deps/transformers-<version>)
+#
+# pip install --target --no-deps with every dependency pinned, for the interpreter that $PYTHON
+# names (python3 by default). A folder that already holds this version is left as it is.
+set -euo pipefail
+readonly TRANSFORMERS_VERSION=5.24.0
+readonly REQUIREMENTS=(
+  "transformers==$TRANSFORMERS_VERSION" sentencepiece==0.2.1 tokenizers==0.23.3
+  safetensors==0.8.0 huggingface_hub==2.4.0 hf_xet==1.8.0 numpy==2.4.6 packaging==26.4
+  pyyaml==6.0.4 regex==2026.11.19 tqdm==4.70.1 filelock==4.3.1 fsspec==2026.9.0
+  typing_extensions==4.16.0 typer==0.29.2 click==8.5.1 rich==15.0.0 shellingham==1.5.4
+  markdown_it_py==4.3.0 mdurl==0.1.2 pygments==2.21.0 annotated_doc==0.0.7 httpx2==2.16.2
+  httpcore2==2.16.2 h11==0.16.0 anyio==4.16.0 idna==3.20 truststore==0.10.5 pydantic==2.14.4
+  pydantic_core==2.50.5 annotated_types==0.8.0 typing_inspection==0.4.5
+  # torch's own Python dependencies (launch/torch-wheel.sh installs torch without them)
+  sympy==1.14.0 mpmath==1.3.0 networkx==3.5 jinja2==3.1.6 markupsafe==3.0.3)
+cd "$(dirname "$0")/.."
+prefix=${1:-.deps/transformers-$TRANSFORMERS_VERSION}
+python=${PYTHON:-python3}
+
+torch=$(launch/torch-wheel.sh)
+if [ ! -d "$prefix/transformers-$TRANSFORMERS_VERSION.dist-info" ]; then
+  log=$(mktemp)
+  trap 'rm -f "$log"' EXIT
+  # Into a fresh folder renamed into place, so that an interrupted install is never taken for one.
+  rm -rf "$prefix.partial"
+  if ! "$python" -m pip install --quiet --disable-pip-version-check --no-deps \
+      --target "$prefix.partial" "${REQUIREMENTS[@]}" >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "transformers: pip install failed (log above)" >&2
+    exit 1
+  fi
+  rm -rf "$prefix"
+  mv "$prefix.partial" "$prefix"
+fi
+echo "$(cd "$prefix" && pwd):$(dirname "$torch")"
