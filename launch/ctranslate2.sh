@@ -14,24 +14,6 @@ readonly REQUIREMENTS=("ctranslate2==$CTRANSLATE2_VERSION" "sentencepiece==0.2.1
                        "numpy==2.4.6" "pyyaml==6.0.3")
 cd "$(dirname "$0")/.."
 prefix=${1:-.deps/ctranslate2-$CTRANSLATE2_VERSION}
-python=${PYTHON:-python3}
-
-if [ ! -d "$prefix/ctranslate2-$CTRANSLATE2_VERSION.dist-info" ]; then
-  if ! "$python" -m pip --version >/dev/null 2>&1; then
-    echo "ctranslate2: '$python -m pip' is missing (apt-get install python3-pip)" >&2
-    exit 1
-  fi
-  log=$(mktemp)
-  trap 'rm -f "$log"' EXIT
-  # Into a fresh folder renamed into place, so that an interrupted install is never taken for one.
-  rm -rf "$prefix.partial"
-  if ! "$python" -m pip install --quiet --disable-pip-version-check --no-deps \
-      --target "$prefix.partial" "${REQUIREMENTS[@]}" >"$log" 2>&1; then
-    cat "$log" >&2
-    echo "ctranslate2: pip install ${REQUIREMENTS[*]} failed (log above)" >&2
-    exit 1
-  fi
-  rm -rf "$prefix"
-  mv "$prefix.partial" "$prefix"
-fi
+launch/pip-target.sh ctranslate2 "$prefix" "ctranslate2-$CTRANSLATE2_VERSION.dist-info" \
+  "${REQUIREMENTS[@]}"
 echo "$(cd "$prefix" && pwd)"

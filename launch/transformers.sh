@@ -23,21 +23,8 @@ readonly REQUIREMENTS=(
   sympy==1.14.0 mpmath==1.3.0 networkx==3.5 jinja2==3.1.6 markupsafe==3.0.3)
 cd "$(dirname "$0")/.."
 prefix=${1:-.deps/transformers-$TRANSFORMERS_VERSION}
-python=${PYTHON:-python3}
 
 torch=$(launch/torch-wheel.sh)
-if [ ! -d "$prefix/transformers-$TRANSFORMERS_VERSION.dist-info" ]; then
-  log=$(mktemp)
-  trap 'rm -f "$log"' EXIT
-  # Into a fresh folder renamed into place, so that an interrupted install is never taken for one.
-  rm -rf "$prefix.partial"
-  if ! "$python" -m pip install --quiet --disable-pip-version-check --no-deps \
-      --target "$prefix.partial" "${REQUIREMENTS[@]}" >"$log" 2>&1; then
-    cat "$log" >&2
-    echo "transformers: pip install failed (log above)" >&2
-    exit 1
-  fi
-  rm -rf "$prefix"
-  mv "$prefix.partial" "$prefix"
-fi
+launch/pip-target.sh transformers "$prefix" "transformers-$TRANSFORMERS_VERSION.dist-info" \
+  "${REQUIREMENTS[@]}"
 echo "$(cd "$prefix" && pwd):$(dirname "$torch")"
