@@ -4,6 +4,7 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -334,50 +335,26 @@ std::string describe(const config::ModelConfig& m, int64_t marian_vocab, int64_t
   return out.str();
 }
 
-}  // namespace
+// Tandem's id table (<pad> <unk> <s> </s>, then Marian's other pieces in Marian's order) and the
+// Marian row each Tandem id takes.
+struct IdTable {
+  std::vector<std::string> pieces;
+  std::vector<int64_t> marian_row;
+};
 
-ImportedModel import_marian(const std::string& dir) {
-  if (!is_dir(dir)) throw std::invalid_argument("'" + dir + "' is not a folder");
-  const std::string config_path = dir + "/config.json";
-  if (!is_file(config_path)) {
-    throw std::invalid_argument("'" + dir + "' has no config.json: not a MarianMT model folder");
-  }
-  for (const char* name : {"source.spm", "target.spm", "vocab.json"}) {
-    if (!is_file(dir + "/" + name)) {
-      throw std::invalid_argument("'" + dir + "' has no " + name +
-                                  " (a MarianMT folder holds source.spm, target.spm and "
-                                  "vocab.json beside config.json)");
-    }
-  }
-  const Keys keys(read_json(config_path), config_path);
-  int64_t marian_vocab = 0;
-  MarianIds ids{};
-  std::string notes;
-  config::Config config;
-  config.model = model_config(keys, &marian_vocab, &ids, &notes);
-  const config::ModelConfig& m = config.model;
-  const std::vector<std::string> pieces = marian_pieces(dir + "/vocab.json", marian_vocab);
-  const auto unk = std::find(pieces.begin(), pieces.end(), "<unk>");
-  if (unk == pieces.end()) throw std::invalid_argument(dir + "/vocab.json: no piece <unk>");
-  ids.unk = unk - pieces.begin();
-  if (ids.unk == ids.pad || ids.unk == ids.eos) {
-    throw std::invalid_argument(dir + "/vocab.json: <unk> has the id of pad or eos");
-  }
-
-  // Tandem's id table, and the Marian row that each Tandem id takes.
-  std::vector<std::string> table = {"<pad>", "<unk>", "<s>", "</s>"};
-  std::vector<int64_t> row = {ids.pad, ids.unk, ids.pad, ids.eos};
-  for (int64_t id = 0; id < marian_vocab; ++id) {
+IdTable id_table(const std::vector<std::string>& marian, const MarianIds& ids) {
+  IdTable t{{"<pad>", "<unk>", "<s>", "</s>"}, {ids.pad, ids.unk, ids.pad, ids.eos}};
+  for (int64_t id = 0; id < static_cast<int64_t>(marian.size()); ++id) {
     if (id == ids.pad || id == ids.unk || id == ids.eos) continue;
-    table.push_back(pieces[id]);
-    row.push_back(id);
+    t.pieces.push_back(marian[id]);
+    t.marian_row.push_back(id);
   }
-  const auto vocab_size = static_cast<int64_t>(table.size());
-  const data::Vocab vocab = data::Vocab::from_pair(read_file(dir + "/source.spm"),
-                                                   read_file(dir + "/target.spm"), table);
+  return t;
+}
 
-  std::string weights_file;
-  Weights weights(read_weights(dir, &weights_file), weights_file);
+// Every tensor under Tandem's name, rows in Tandem's id order.
+std::map<std::string, torch::Tensor> tandem_tensors(Weights& weights, const config::ModelConfig& m,
+                                                    int64_t marian_vocab, const IdTable& table) {
   const int64_t d = m.d_model;
   const std::string shared_name = weights.has("shared.weight") ? "shared.weight"
                                   : weights.has("encoder.embed_tokens.weight")
@@ -388,34 +365,77 @@ ImportedModel import_marian(const std::string& dir) {
        {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"}) {
     weights.check_same(copy, shared, 0.0, "the shared embeddings (untied ones are not imported)");
   }
-  const auto table_rows = torch::tensor(row, torch::kLong);
+  const auto rows = torch::tensor(table.marian_row, torch::kLong);
   std::map<std::string, torch::Tensor> named;
-  named["src_embed.weight"] = shared.index_select(0, table_rows);
+  named["src_embed.weight"] = shared.index_select(0, rows);
   torch::Tensor bias = weights.has("final_logits_bias")
                            ? weights.take("final_logits_bias", {1, marian_vocab})[0]
                            : torch::zeros({marian_vocab});
-  bias = bias.index_select(0, table_rows).contiguous();
+  bias = bias.index_select(0, rows).contiguous();
   bias[kPadId] = kNeverBias;
   named["output_proj.bias"] = bias;
   // MarianMT computes its sinusoid table at load; a file that holds one holds that table.
-  const auto positions = model::sinusoidal_positions(m.max_positions, d, model::PositionLayout::kHalves);
+  const auto positions =
+      model::sinusoidal_positions(m.max_positions, d, model::PositionLayout::kHalves);
   for (const char* stack : {"encoder", "decoder"}) {
     weights.check_same(std::string(stack) + ".embed_positions.weight", positions, 1e-3,
                        "the sinusoid table (sin in the first half of the columns, cos in the "
                        "second) that MarianMT computes");
   }
   for (int64_t i = 0; i < m.encoder_layers; ++i) {
-    const std::string n = std::to_string(i);
-    map_layer(weights, "encoder.layers." + n + ".", "encoder.layers." + n + ".", false, m, &named);
+    const std::string layer = "encoder.layers." + std::to_string(i) + ".";
+    map_layer(weights, layer, layer, false, m, &named);
   }
   for (int64_t i = 0; i < m.decoder_layers; ++i) {
-    const std::string n = std::to_string(i);
-    map_layer(weights, "decoder.layers." + n + ".", "decoder.layers." + n + ".", true, m, &named);
+    const std::string layer = "decoder.layers." + std::to_string(i) + ".";
+    map_layer(weights, layer, layer, true, m, &named);
   }
   weights.check_all_taken();
+  return named;
+}
 
+void require_files(const std::string& dir) {
+  if (!is_dir(dir)) throw std::invalid_argument("'" + dir + "' is not a folder");
+  if (!is_file(dir + "/config.json")) {
+    throw std::invalid_argument("'" + dir + "' has no config.json: not a MarianMT model folder");
+  }
+  for (const char* name : {"source.spm", "target.spm", "vocab.json"}) {
+    if (!is_file(dir + "/" + name)) {
+      throw std::invalid_argument("'" + dir + "' has no " + name +
+                                  " (a MarianMT folder holds source.spm, target.spm and "
+                                  "vocab.json beside config.json)");
+    }
+  }
+}
+
+}  // namespace
+
+ImportedModel import_marian(const std::string& dir) {
+  require_files(dir);
+  const std::string config_path = dir + "/config.json";
+  const Keys keys(read_json(config_path), config_path);
+  int64_t marian_vocab = 0;
+  MarianIds ids{};
+  std::string notes;
+  config::Config config;
+  config.model = model_config(keys, &marian_vocab, &ids, &notes);
+  const std::vector<std::string> pieces = marian_pieces(dir + "/vocab.json", marian_vocab);
+  const auto unk = std::find(pieces.begin(), pieces.end(), "<unk>");
+  if (unk == pieces.end()) throw std::invalid_argument(dir + "/vocab.json: no piece <unk>");
+  ids.unk = unk - pieces.begin();
+  if (ids.unk == ids.pad || ids.unk == ids.eos) {
+    throw std::invalid_argument(dir + "/vocab.json: <unk> has the id of pad or eos");
+  }
+  const IdTable table = id_table(pieces, ids);
+  const auto vocab_size = static_cast<int64_t>(table.pieces.size());
+  const data::Vocab vocab = data::Vocab::from_pair(read_file(dir + "/source.spm"),
+                                                   read_file(dir + "/target.spm"), table.pieces);
+
+  std::string weights_file;
+  Weights weights(read_weights(dir, &weights_file), weights_file);
+  const auto named = tandem_tensors(weights, config.model, marian_vocab, table);
   // In the order and under the names of Tandem's model of these options.
-  model::Transformer model(checkpoint::model_options(m, vocab_size));
+  model::Transformer model(checkpoint::model_options(config.model, vocab_size));
   ImportedModel out;
   for (const auto& [name, param] : checkpoint::named_parameters(model)) {
     const auto it = named.find(name);
@@ -428,7 +448,7 @@ ImportedModel import_marian(const std::string& dir) {
   config.data.corpus = "(none: imported from " + dir + "; set data.corpus)";
   out.checkpoint.config_yaml = config::to_yaml(config);
   out.checkpoint.vocab = vocab.bytes();
-  out.summary = describe(m, marian_vocab, vocab_size) + notes;
+  out.summary = describe(config.model, marian_vocab, vocab_size) + notes;
   return out;
 }
 
