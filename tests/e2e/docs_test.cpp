@@ -23,20 +23,6 @@ namespace fs = std::filesystem;
 
 const fs::path kSource = TANDEM_SOURCE_DIR;
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 // "a/{b,c}/" → "a/b/", "a/c/" (one pair of braces at most).
 std::vector<std::string> expand_braces(const std::string& path) {
   const auto open = path.find('{'), close = path.find('}');

@@ -20,18 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 nlohmann::json last_json_line(const std::string& output) {
   const auto lines = lines_of(output);
   for (auto it = lines.rbegin(); it != lines.rend(); ++it) {

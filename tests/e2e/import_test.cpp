@@ -32,18 +32,6 @@ using nlohmann::json;
 // forced_eos_token_id, as OPUS-MT's), Tandem after one step fewer without it: the same text.
 constexpr int kMaxNewTokens = 12;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
 class Import : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -112,9 +100,8 @@ TEST_F(Import, TokenizesRawTextAsMarianTokenizerDoes) {
   const auto tgt = lines_of(read_text(file("test.tgt")));
   ASSERT_EQ(src.size(), (*ref_)["src_ids"].size());
   for (size_t i = 0; i < src.size(); ++i) {
-    for (const auto& [text, side, key] :
-         {std::tuple{src[i], data::Side::kSource, "src_ids"},
-          std::tuple{tgt[i], data::Side::kTarget, "tgt_ids"}}) {
+    for (const auto& [text, side, key] : {std::tuple{src[i], data::Side::kSource, "src_ids"},
+                                          std::tuple{tgt[i], data::Side::kTarget, "tgt_ids"}}) {
       std::vector<int64_t> ids;
       for (const int32_t id : vocab.encode(text, side)) ids.push_back(to_marian[id]);
       ids.push_back(to_marian[kEosId]);
@@ -139,8 +126,8 @@ TEST_F(Import, TeacherForcedLogProbabilitiesAreTheHuggingFaceModels) {
     for (const int64_t id : (*ref_)["src_ids"][i]) src.push_back(to_tandem.at(id));
     for (const int64_t id : (*ref_)["tgt_ids"][i]) tgt_in.push_back(to_tandem.at(id));
     tgt_in.pop_back();  // its EOS is the last target, never an input
-    const auto logits = model.model->forward(torch::tensor(src).unsqueeze(0),
-                                             torch::tensor(tgt_in).unsqueeze(0));
+    const auto logits =
+        model.model->forward(torch::tensor(src).unsqueeze(0), torch::tensor(tgt_in).unsqueeze(0));
     const auto logp = torch::log_softmax(logits[0].to(torch::kDouble), -1);
     const auto& expected = (*ref_)["logprobs"][i];
     ASSERT_EQ(static_cast<int64_t>(expected.size()), logp.size(0));
@@ -151,17 +138,18 @@ TEST_F(Import, TeacherForcedLogProbabilitiesAreTheHuggingFaceModels) {
       ++tokens;
     }
   }
-  std::printf("teacher-forced log-probabilities: largest relative difference %.3g over %lld tokens\n",
-              worst, static_cast<long long>(tokens));
+  std::printf(
+      "teacher-forced log-probabilities: largest relative difference %.3g over %lld tokens\n",
+      worst, static_cast<long long>(tokens));
   EXPECT_GT(tokens, 200);
   EXPECT_LE(worst, 1e-5) << "the largest relative difference over " << tokens << " tokens";
 }
 
 TEST_F(Import, GreedyTranslationsAreTheHuggingFaceModels) {
-  const auto r = run_command(tool("tandem-decode") + " --checkpoint " + imported() +
-                             " --beam 1 --max-len-a 0 --max-len-b " +
-                             std::to_string(kMaxNewTokens - 1) + " < " + file("test.src") +
-                             " 2>" + file("decode.err"));
+  const auto r =
+      run_command(tool("tandem-decode") + " --checkpoint " + imported() +
+                  " --beam 1 --max-len-a 0 --max-len-b " + std::to_string(kMaxNewTokens - 1) +
+                  " < " + file("test.src") + " 2>" + file("decode.err"));
   ASSERT_EQ(r.exit_code, 0) << read_text(file("decode.err"));
   const auto ours = lines_of(r.output);
   const auto& theirs = (*ref_)["greedy"];
@@ -194,28 +182,33 @@ TEST_F(Import, APickledStateDictImportsLikeSafetensors) {
 // falls, stopping and resuming gives the uninterrupted run's weights bit for bit, and the result
 // evaluates and decodes.
 TEST_F(Import, FineTunesOnTwoRanksResumesBitwiseEvaluatesAndDecodes) {
-  const auto prep = run_command(
-      tool("tandem-prep") + " --vocab-from " + imported() + " --train-src " + file("train.src") +
-      " --train-tgt " + file("train.tgt") + " --test-src " + file("test.src") + " --test-tgt " +
-      file("test.tgt") + " --out " + file("ft.h5"));
+  const auto prep =
+      run_command(tool("tandem-prep") + " --vocab-from " + imported() + " --train-src " +
+                  file("train.src") + " --train-tgt " + file("train.tgt") + " --test-src " +
+                  file("test.src") + " --test-tgt " + file("test.tgt") + " --out " + file("ft.h5"));
   ASSERT_EQ(prep.exit_code, 0) << prep.output;
   auto config = [&](const std::string& run) {
     const std::string path = file(run + ".yaml");
-    write_file(path, "model: {d_model: 32, heads: 4, encoder_layers: 2, decoder_layers: 2, "
-                     "d_ff: 64, dropout: 0.1, tie_embeddings: true, activation: swish, "
-                     "positions: halves, max_positions: 128}\n"
-                     "data: {corpus: " + file("ft.h5") + ", max_tokens: 512, seed: 3}\n"
-                     "train: {max_steps: 12, lr: 0.001, schedule: constant, seed: 5, threads: 1}\n"
-                     "checkpoint: {dir: " + file(run) + ", every_steps: 6, keep_last: 0}\n"
-                     "log: {every_steps: 1}\n");
+    write_file(path,
+               "model: {d_model: 32, heads: 4, encoder_layers: 2, decoder_layers: 2, "
+               "d_ff: 64, dropout: 0.1, tie_embeddings: true, activation: swish, "
+               "positions: halves, max_positions: 128}\n"
+               "data: {corpus: " +
+                   file("ft.h5") +
+                   ", max_tokens: 512, seed: 3}\n"
+                   "train: {max_steps: 12, lr: 0.001, schedule: constant, seed: 5, threads: 1}\n"
+                   "checkpoint: {dir: " +
+                   file(run) +
+                   ", every_steps: 6, keep_last: 0}\n"
+                   "log: {every_steps: 1}\n");
     return path;
   };
   const std::string from = " --resume " + imported() + " --reset-optimizer --reset-data";
   const auto straight =
       run_command(mpirun(2) + tool("tandem-train") + " --config " + config("straight") + from);
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
-  const auto first = run_command(mpirun(2) + tool("tandem-train") + " --config " +
-                                 config("split") + from + " --set train.max_steps=6");
+  const auto first = run_command(mpirun(2) + tool("tandem-train") + " --config " + config("split") +
+                                 from + " --set train.max_steps=6");
   ASSERT_EQ(first.exit_code, 0) << first.output;
   const auto second =
       run_command(mpirun(2) + tool("tandem-train") + " --config " + config("split"));
@@ -238,12 +231,12 @@ TEST_F(Import, FineTunesOnTwoRanksResumesBitwiseEvaluatesAndDecodes) {
     EXPECT_TRUE(torch::equal(a.model[i].second, b.model[i].second)) << a.model[i].first;
   }
 
-  const auto eval = run_command(tool("tandem-eval") + " --checkpoint " +
-                                file("split/last.h5") + " --split test");
+  const auto eval =
+      run_command(tool("tandem-eval") + " --checkpoint " + file("split/last.h5") + " --split test");
   ASSERT_EQ(eval.exit_code, 0) << eval.output;
   EXPECT_NE(eval.output.find("BLEU"), std::string::npos) << eval.output;
-  const auto decode = run_command(tool("tandem-decode") + " --checkpoint " +
-                                  file("split/last.h5") + " < " + file("test.src") + " 2>/dev/null");
+  const auto decode = run_command(tool("tandem-decode") + " --checkpoint " + file("split/last.h5") +
+                                  " < " + file("test.src") + " 2>/dev/null");
   ASSERT_EQ(decode.exit_code, 0) << decode.output;
   EXPECT_EQ(lines_of(decode.output).size(), lines_of(read_text(file("test.src"))).size());
 }
@@ -282,11 +275,10 @@ TEST_F(Import, BadInputExitsTwoWithOneLineAndWritesNothing) {
   expect_refused(variant(good, file("bert"),
                          [](const std::string& d) { edit_config(d, "model_type", "bert"); }),
                  out, "model_type = \"bert\"");
-  expect_refused(variant(good, file("gelu"),
-                         [](const std::string& d) {
-                           edit_config(d, "activation_function", "gelu");
-                         }),
-                 out, "activation_function = \"gelu\"");
+  expect_refused(
+      variant(good, file("gelu"),
+              [](const std::string& d) { edit_config(d, "activation_function", "gelu"); }),
+      out, "activation_function = \"gelu\"");
   expect_refused(variant(good, file("prenorm"),
                          [](const std::string& d) { edit_config(d, "normalize_before", true); }),
                  out, "normalize_before = true");
@@ -295,9 +287,9 @@ TEST_F(Import, BadInputExitsTwoWithOneLineAndWritesNothing) {
                            edit_config(d, "share_encoder_decoder_embeddings", false);
                          }),
                  out, "share_encoder_decoder_embeddings = false");
-  expect_refused(variant(good, file("no-spm"),
-                         [](const std::string& d) { fs::remove(d + "/target.spm"); }),
-                 out, "no target.spm");
+  expect_refused(
+      variant(good, file("no-spm"), [](const std::string& d) { fs::remove(d + "/target.spm"); }),
+      out, "no target.spm");
   expect_refused(variant(good, file("no-weights"),
                          [](const std::string& d) { fs::remove(d + "/model.safetensors"); }),
                  out, "neither model.safetensors nor pytorch_model.bin");

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace tandem::test {
 
@@ -57,5 +58,11 @@ std::string mpirun(int ranks);
 
 // Writes `text` to `path`.
 void write_file(const std::string& path, const std::string& text);
+
+// The whole of the file at `path` ("" when it cannot be read).
+std::string read_text(const std::string& path);
+
+// `text` split at newlines, without them.
+std::vector<std::string> lines_of(const std::string& text);
 
 }  // namespace tandem::test
