@@ -19,14 +19,22 @@ using nlohmann::json;
 
 // An OPUS-MT config.json of a tiny model (the keys save_pretrained writes that the import reads).
 json opus_config() {
-  return json{{"model_type", "marian"},          {"d_model", 8},
-              {"encoder_layers", 1},             {"decoder_layers", 1},
-              {"encoder_attention_heads", 2},    {"decoder_attention_heads", 2},
-              {"encoder_ffn_dim", 16},           {"decoder_ffn_dim", 16},
-              {"activation_function", "swish"}, {"scale_embedding", true},
-              {"vocab_size", 5},                 {"decoder_vocab_size", 5},
-              {"pad_token_id", 4},               {"eos_token_id", 0},
-              {"decoder_start_token_id", 4},     {"max_position_embeddings", 16},
+  return json{{"model_type", "marian"},
+              {"d_model", 8},
+              {"encoder_layers", 1},
+              {"decoder_layers", 1},
+              {"encoder_attention_heads", 2},
+              {"decoder_attention_heads", 2},
+              {"encoder_ffn_dim", 16},
+              {"decoder_ffn_dim", 16},
+              {"activation_function", "swish"},
+              {"scale_embedding", true},
+              {"vocab_size", 5},
+              {"decoder_vocab_size", 5},
+              {"pad_token_id", 4},
+              {"eos_token_id", 0},
+              {"decoder_start_token_id", 4},
+              {"max_position_embeddings", 16},
               {"share_encoder_decoder_embeddings", true}};
 }
 
@@ -94,7 +102,8 @@ TEST(ImportMarian, RefusesEachConfigValueItCannotComputeNamingTheKey) {
 
 TEST(ImportMarian, RefusesAVocabularyThatIsNotEveryIdOnce) {
   const std::vector<std::pair<json, std::string>> cases = {
-      {json{{"</s>", 0}, {"<unk>", 1}, {"<pad>", 4}}, "3 pieces, but config.json's vocab_size is 5"},
+      {json{{"</s>", 0}, {"<unk>", 1}, {"<pad>", 4}},
+       "3 pieces, but config.json's vocab_size is 5"},
       {json{{"</s>", 0}, {"<unk>", 1}, {"▁a", 2}, {"▁b", 2}, {"<pad>", 4}}, "id 2 twice"},
       {json{{"</s>", 0}, {"<unk>", 1}, {"▁a", 2}, {"▁b", 7}, {"<pad>", 4}},
        "piece '▁b' has id 7, outside [0, 5)"},

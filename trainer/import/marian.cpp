@@ -106,9 +106,54 @@ struct MarianIds {
   int64_t pad, eos, unk;
 };
 
-// What config.json says, as Tandem's model config; refuses what Tandem would compute otherwise.
-config::ModelConfig model_config(const Keys& keys, int64_t* vocab_size, MarianIds* ids,
-                                 std::string* notes) {
+// Marian's switches for variants that compute another function than Tandem's post-norm model:
+// each refused at the value that turns the variant on (absent keys take MarianMT's defaults).
+void refuse_other_variants(const Keys& keys) {
+  static const struct {
+    const char* key;
+    bool absent;   // the value when config.json omits the key
+    bool refused;  // the value that is not imported
+    const char* why;
+  } kVariants[] = {
+      {"scale_embedding", false, false,
+       "Tandem scales embeddings by sqrt(d_model), as OPUS-MT does"},
+      {"normalize_before", false, true, "pre-norm MarianMT layers are not imported"},
+      {"add_final_layer_norm", false, true, "Tandem's post-norm stacks end without a LayerNorm"},
+      {"normalize_embedding", false, true, "Tandem has no LayerNorm on the embeddings"},
+      {"static_position_embeddings", true, false, "Tandem's positions are the sinusoid table"},
+      {"share_encoder_decoder_embeddings", true, false,
+       "separate decoder embeddings and vocabularies are not imported"},
+      {"tie_word_embeddings", true, false,
+       "an output layer apart from the embeddings is not imported"},
+  };
+  for (const auto& v : kVariants) {
+    if (keys.boolean_or(v.key, v.absent) == v.refused) keys.refuse(v.key, v.why);
+  }
+}
+
+// The vocabulary's size and special ids, as config.json gives them (<unk> comes from vocab.json).
+MarianIds marian_ids(const Keys& keys, int64_t* vocab_size) {
+  *vocab_size = keys.integer("vocab_size");
+  if (*vocab_size < 3) keys.refuse("vocab_size", "expected at least </s>, <unk> and <pad>");
+  if (keys.integer_or("decoder_vocab_size", *vocab_size) != *vocab_size) {
+    keys.refuse("decoder_vocab_size",
+                "a decoder vocabulary apart from the source's is not imported");
+  }
+  MarianIds ids{keys.integer("pad_token_id"), keys.integer("eos_token_id"), -1};
+  if (keys.integer_or("decoder_start_token_id", ids.pad) != ids.pad) {
+    keys.refuse("decoder_start_token_id", "expected pad_token_id, as every MarianMT model has");
+  }
+  for (const char* key : {"pad_token_id", "eos_token_id"}) {
+    const int64_t id = keys.integer(key);
+    if (id < 0 || id >= *vocab_size) keys.refuse(key, "outside the vocabulary");
+  }
+  if (ids.pad == ids.eos) keys.refuse("eos_token_id", "the same id as pad_token_id");
+  return ids;
+}
+
+// What config.json says of the layers, as Tandem's model config; refuses what Tandem would
+// compute otherwise.
+config::ModelConfig model_config(const Keys& keys, std::string* notes) {
   const std::string type = keys.text("model_type");
   if (type != "marian") keys.refuse("model_type", "not a MarianMT model (expected \"marian\")");
   config::ModelConfig m;
@@ -139,44 +184,7 @@ config::ModelConfig model_config(const Keys& keys, int64_t* vocab_size, MarianId
   } else {
     keys.refuse("activation_function", "Tandem's feed-forward is swish (silu) or relu");
   }
-  // Marian's variants that compute another function than Tandem's post-norm model.
-  if (!keys.boolean_or("scale_embedding", false)) {
-    keys.refuse("scale_embedding", "Tandem scales embeddings by sqrt(d_model), as OPUS-MT does");
-  }
-  if (keys.boolean_or("normalize_before", false)) {
-    keys.refuse("normalize_before", "pre-norm MarianMT layers are not imported");
-  }
-  if (keys.boolean_or("add_final_layer_norm", false)) {
-    keys.refuse("add_final_layer_norm", "Tandem's post-norm stacks end without a LayerNorm");
-  }
-  if (keys.boolean_or("normalize_embedding", false)) {
-    keys.refuse("normalize_embedding", "Tandem has no LayerNorm on the embeddings");
-  }
-  if (!keys.boolean_or("static_position_embeddings", true)) {
-    keys.refuse("static_position_embeddings", "Tandem's positions are the sinusoid table");
-  }
-  if (!keys.boolean_or("share_encoder_decoder_embeddings", true)) {
-    keys.refuse("share_encoder_decoder_embeddings",
-                "separate decoder embeddings and vocabularies are not imported");
-  }
-  if (!keys.boolean_or("tie_word_embeddings", true)) {
-    keys.refuse("tie_word_embeddings", "an output layer apart from the embeddings is not imported");
-  }
-  *vocab_size = keys.integer("vocab_size");
-  if (*vocab_size < 3) keys.refuse("vocab_size", "expected at least </s>, <unk> and <pad>");
-  if (keys.integer_or("decoder_vocab_size", *vocab_size) != *vocab_size) {
-    keys.refuse("decoder_vocab_size", "a decoder vocabulary apart from the source's is not imported");
-  }
-  ids->pad = keys.integer("pad_token_id");
-  ids->eos = keys.integer("eos_token_id");
-  if (keys.integer_or("decoder_start_token_id", ids->pad) != ids->pad) {
-    keys.refuse("decoder_start_token_id", "expected pad_token_id, as every MarianMT model has");
-  }
-  for (const char* key : {"pad_token_id", "eos_token_id"}) {
-    const int64_t id = keys.integer(key);
-    if (id < 0 || id >= *vocab_size) keys.refuse(key, "outside the vocabulary");
-  }
-  if (ids->pad == ids->eos) keys.refuse("eos_token_id", "the same id as pad_token_id");
+  refuse_other_variants(keys);
   for (const char* key : {"attention_dropout", "activation_dropout"}) {
     if (keys.number_or(key, 0.0) != 0.0) {
       *notes += std::string(" (") + key + " is not Tandem's: it trains with dropout " +
@@ -219,10 +227,13 @@ TensorMap read_weights(const std::string& dir, std::string* file) {
     throw std::invalid_argument("'" + dir +
                                 "' holds neither model.safetensors nor pytorch_model.bin");
   }
-  const std::string bytes = read_file(*file);
+  std::ifstream in(*file, std::ios::binary);
+  const std::vector<char> bytes{std::istreambuf_iterator<char>(in),
+                                std::istreambuf_iterator<char>()};
+  if (!in.good() && !in.eof()) throw std::invalid_argument("cannot read '" + *file + "'");
   TensorMap tensors;
   try {
-    const c10::IValue value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+    const c10::IValue value = torch::pickle_load(bytes);
     if (!value.isGenericDict()) throw std::invalid_argument("not a dictionary of tensors");
     for (const auto& entry : value.toGenericDict()) {
       if (!entry.key().isString() || !entry.value().isTensor()) {
@@ -240,7 +251,8 @@ TensorMap read_weights(const std::string& dir, std::string* file) {
 // Takes tensors out of the file's by name, as float32, and says which were never taken.
 class Weights {
  public:
-  Weights(TensorMap tensors, std::string file) : tensors_(std::move(tensors)), file_(std::move(file)) {
+  Weights(TensorMap tensors, std::string file)
+      : tensors_(std::move(tensors)), file_(std::move(file)) {
     // MarianMTModel saves model.encoder..., MarianModel encoder...
     prefix_ = tensors_.count("model.shared.weight") || has_prefix("model.encoder.") ? "model." : "";
   }
@@ -414,11 +426,11 @@ ImportedModel import_marian(const std::string& dir) {
   require_files(dir);
   const std::string config_path = dir + "/config.json";
   const Keys keys(read_json(config_path), config_path);
-  int64_t marian_vocab = 0;
-  MarianIds ids{};
   std::string notes;
   config::Config config;
-  config.model = model_config(keys, &marian_vocab, &ids, &notes);
+  config.model = model_config(keys, &notes);
+  int64_t marian_vocab = 0;
+  MarianIds ids = marian_ids(keys, &marian_vocab);
   const std::vector<std::string> pieces = marian_pieces(dir + "/vocab.json", marian_vocab);
   const auto unk = std::find(pieces.begin(), pieces.end(), "<unk>");
   if (unk == pieces.end()) throw std::invalid_argument(dir + "/vocab.json: no piece <unk>");

@@ -30,7 +30,8 @@ struct Args {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Import a model trained elsewhere (a Hugging Face MarianMT folder) as a checkpoint."};
+  CLI::App app{
+      "Import a model trained elsewhere (a Hugging Face MarianMT folder) as a checkpoint."};
   Args args;
   app.add_option("--from", args.from, "the MarianMT model folder (save_pretrained's)")->required();
   app.add_option("--out", args.out, "the checkpoint to write (*.h5)")->required();
