@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <vector>
+
 #include "tests/data/test_corpus.h"
 #include "trainer/common/hdf5.h"
 
@@ -100,6 +103,31 @@ TEST(CorpusOpen, Hdf5FileWithoutFormatIsNotACorpus) {
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
   EXPECT_NE(message.find(path), std::string::npos) << message;
   EXPECT_NE(message.find("tandem-corpus"), std::string::npos) << message;
+}
+
+// A list where Tandem writes one value: found by tests/fuzz/corpus_fuzz.cpp, when format_version
+// held 66 integers HDF5 wrote all 528 bytes into the reader's one int64 (a stack overflow under
+// ASan). Now such an attribute or string dataset reads as absent.
+TEST(CorpusOpen, AnAttributeThatIsAListWhereOneValueBelongsReadsAsAbsent) {
+  testing::TempDir dir;
+  const std::string path = dir.file("list.h5");
+  {
+    h5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    h5::write_attribute(file.get(), "format", std::string("tandem-corpus"));
+    const hsize_t count = 66;
+    const std::vector<int64_t> versions(count, 1);
+    h5::Handle space(H5Screate_simple(1, &count, nullptr));
+    h5::Handle attribute(H5Acreate2(file.get(), "format_version", H5T_STD_I64LE, space.get(),
+                                    H5P_DEFAULT, H5P_DEFAULT));
+    ASSERT_GE(H5Awrite(attribute.get(), H5T_NATIVE_INT64, versions.data()), 0);
+    h5::Handle strings(H5Dcreate2(file.get(), "text", H5T_C_S1, space.get(), H5P_DEFAULT,
+                                  H5P_DEFAULT, H5P_DEFAULT));
+    EXPECT_EQ(h5::read_int_attribute(file.get(), "format_version"), std::nullopt);
+    EXPECT_EQ(h5::read_string_dataset(file.get(), "text"), std::nullopt);
+  }
+  const std::string message = open_error(path);
+  EXPECT_NE(message.find("format_version (missing) is not supported"), std::string::npos)
+      << message;
 }
 
 }  // namespace

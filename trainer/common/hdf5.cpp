@@ -78,12 +78,22 @@ void write_scalar_attribute(hid_t object, const std::string& name, hid_t file_ty
 }
 
 // Opens attribute `name` when it exists and its type is of `type_class`.
+// Whether a dataspace holds one element (scalar, or simple of one): what the readers of one value
+// read into one value's memory. (A file can hold a list where Tandem writes one value: reading it
+// whole into one would write past that value, found by tests/fuzz/corpus_fuzz.cpp.)
+bool holds_one(hid_t space) {
+  return space >= 0 && H5Sget_simple_extent_npoints(space) == 1;
+}
+
+// The attribute `name` of `object` when it is one value of class `type_class`; else invalid.
 Handle open_attribute(hid_t object, const std::string& name, H5T_class_t type_class) {
   if (H5Aexists(object, name.c_str()) <= 0) return {};
   Handle attribute(H5Aopen(object, name.c_str(), H5P_DEFAULT));
   if (!attribute.valid()) return {};
   Handle type(H5Aget_type(attribute.get()));
   if (H5Tget_class(type.get()) != type_class) return {};
+  Handle space(H5Aget_space(attribute.get()));
+  if (!holds_one(space.get())) return {};
   return attribute;
 }
 
@@ -294,6 +304,8 @@ std::optional<std::string> read_string_dataset(hid_t parent, const std::string& 
   if (!dataset.valid()) return std::nullopt;
   Handle type(H5Dget_type(dataset.get()));
   if (H5Tget_class(type.get()) != H5T_STRING) return std::nullopt;
+  Handle space(H5Dget_space(dataset.get()));
+  if (!holds_one(space.get())) return std::nullopt;
   return read_string(type.get(), [&](hid_t memory, void* buffer) {
     return H5Dread(dataset.get(), memory, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer);
   });

@@ -74,7 +74,8 @@ std::vector<std::string> link_names(hid_t group);
 void write_attribute(hid_t object, const std::string& name, int64_t value);
 void write_attribute(hid_t object, const std::string& name, double value);
 void write_attribute(hid_t object, const std::string& name, const std::string& value);
-// Readers return nothing when the attribute is absent, of another type class or unreadable.
+// Readers return nothing when the attribute is absent, of another type class, not one value (a
+// list, or none) or unreadable.
 std::optional<int64_t> read_int_attribute(hid_t object, const std::string& name);
 std::optional<double> read_double_attribute(hid_t object, const std::string& name);
 std::optional<std::string> read_string_attribute(hid_t object, const std::string& name);
@@ -85,6 +86,7 @@ std::vector<std::string> attribute_names(hid_t object);
 // A scalar string dataset; small ones are stored in the object header (compact layout), where
 // the v2 header checksum covers them.
 void write_string_dataset(hid_t parent, const std::string& name, const std::string& value);
+// Nothing when absent, not a string, not one value or unreadable.
 std::optional<std::string> read_string_dataset(hid_t parent, const std::string& name);
 
 // How a 1-D dataset is stored. Compressed: chunked, deflate + Fletcher32 checksum, for data read
