@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace tandem::train {
 namespace {
@@ -74,7 +76,7 @@ TEST(KeepBest, TheCheckpointStateRestoresTheRecordAndTheHistory) {
   EXPECT_EQ(state.at("history")[1].at("bleu"), 2.0);
 
   KeepBest resumed(config::ValidMetric::kChrf, 3);
-  resumed.restore(saved);
+  resumed.restore(saved, "saved");
   EXPECT_EQ(resumed.best_step(), 20);
   EXPECT_EQ(resumed.last_step(), 30);
   EXPECT_EQ(resumed.bad_validations(), 1);
@@ -85,7 +87,7 @@ TEST(KeepBest, TheCheckpointStateRestoresTheRecordAndTheHistory) {
   EXPECT_EQ(resumed.to_json(), keep.to_json());
 
   KeepBest untouched(config::ValidMetric::kChrf, 3);
-  untouched.restore("");
+  untouched.restore("", "nothing");
   EXPECT_EQ(untouched.to_json(), "");
 }
 
@@ -93,12 +95,39 @@ TEST(KeepBest, AnotherMetricKeepsTheHistoryButStartsTheRecordAnew) {
   KeepBest bleu(config::ValidMetric::kBleu, 0);
   bleu.record(10, result(6.0, 3.0, 20.0));
   KeepBest loss(config::ValidMetric::kLoss, 0);
-  loss.restore(bleu.to_json());
+  loss.restore(bleu.to_json(), "bleu's");
   EXPECT_EQ(loss.best_step(), -1);
   EXPECT_EQ(loss.last_step(), 10);
   // The first validation under the new metric is its best.
   EXPECT_TRUE(loss.record(20, result(7.0, 1.0, 10.0)).improved);
   EXPECT_EQ(nlohmann::json::parse(loss.to_json()).at("history").size(), 2u);
+}
+
+// A damaged or hand-edited checkpoint's /validation (found by tests/fuzz/checkpoint_fuzz.cpp: it
+// escaped as nlohmann's own exception, which names neither the file nor the dataset).
+TEST(KeepBest, RefusesARecordThatIsNotItsOwnNamingTheSourceAndKeepsItsState) {
+  KeepBest keep(config::ValidMetric::kBleu, 2);
+  keep.record(10, result(6.0, 3.0, 20.0));
+  const std::string before = keep.to_json();
+  auto without_last_step = nlohmann::json::parse(before);
+  without_last_step.erase("last_step");
+  auto string_step = nlohmann::json::parse(before);
+  string_step["best_step"] = "ten";
+  auto history_object = nlohmann::json::parse(before);
+  history_object["history"] = nlohmann::json::object();
+  for (const std::string& bad : {std::string("{not json"), without_last_step.dump(),
+                                 string_step.dump(), history_object.dump(), std::string("[]")}) {
+    try {
+      keep.restore(bad, "checkpoint 'x.h5' /validation");
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("checkpoint 'x.h5' /validation is not the keep-best "
+                                            "record Tandem writes: ", 0),
+                0u)
+          << e.what();
+    }
+    EXPECT_EQ(keep.to_json(), before);
+  }
 }
 
 }  // namespace

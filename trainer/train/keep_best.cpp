@@ -1,5 +1,7 @@
 #include "trainer/train/keep_best.h"
 
+#include <stdexcept>
+
 #include "trainer/common/log.h"
 
 namespace tandem::train {
@@ -38,20 +40,35 @@ std::string KeepBest::to_json() const {
       .dump();
 }
 
-void KeepBest::restore(const std::string& json) {
+void KeepBest::restore(const std::string& json, const std::string& source) {
   if (json.empty()) return;
-  const auto state = nlohmann::json::parse(json);
-  history_ = state.at("history");
-  last_step_ = state.at("last_step");
-  const std::string metric = state.at("metric");
+  // Read whole before anything changes: a record that is not to_json's leaves this one as it was.
+  nlohmann::json history;
+  int64_t last_step = 0, best_step = 0, bad_validations = 0;
+  double best_score = 0;
+  std::string metric;
+  try {
+    const auto state = nlohmann::json::parse(json);
+    history = state.at("history");
+    if (!history.is_array()) throw std::invalid_argument("history is not a list");
+    last_step = state.at("last_step").get<int64_t>();
+    metric = state.at("metric").get<std::string>();
+    best_step = state.at("best_step").get<int64_t>();
+    best_score = state.at("best_score").get<double>();
+    bad_validations = state.at("bad_validations").get<int64_t>();
+  } catch (const std::exception& e) {  // nlohmann's parse, key and type errors, and the above
+    throw std::invalid_argument(source + " is not the keep-best record Tandem writes: " + e.what());
+  }
+  history_ = std::move(history);
+  last_step_ = last_step;
   if (metric != config::name_of(metric_)) {
     log::info("valid.metric changed from " + metric + " to " + config::name_of(metric_) +
               ": the best-checkpoint record starts anew");
     return;
   }
-  best_step_ = state.at("best_step");
-  best_score_ = state.at("best_score");
-  bad_validations_ = state.at("bad_validations");
+  best_step_ = best_step;
+  best_score_ = best_score;
+  bad_validations_ = bad_validations;
 }
 
 }  // namespace tandem::train

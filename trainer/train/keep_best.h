@@ -38,8 +38,10 @@ class KeepBest {
   // The checkpoint's /validation text: "" before any validation.
   std::string to_json() const;
   // Continues from a checkpoint's /validation text ("" changes nothing). When that run followed
-  // another metric, its history is kept but the best and the count start anew (logged).
-  void restore(const std::string& json);
+  // another metric, its history is kept but the best and the count start anew (logged). Text that
+  // is not to_json's is std::invalid_argument naming `source` ("checkpoint 'x.h5' /validation"),
+  // and changes nothing.
+  void restore(const std::string& json, const std::string& source);
 
  private:
   config::ValidMetric metric_;

@@ -123,7 +123,7 @@ void Trainer::resume_from(const std::string& path, const ResumeOptions& options)
   cadence_.record_resume(step_);
   if (!options.reset_data) loader_->set_position(point.position);
   restore_dropout_streams(point, config_.train.seed, group_.rank(), group_.size(), device_.device);
-  validation_->keep_best().restore(point.validation);
+  validation_->keep_best().restore(point.validation, "checkpoint '" + path + "' /validation");
   // Epochs as the progress lines count them: fractional epochs done.
   char where[96];
   std::snprintf(where, sizeof where, " (epoch %.2f, next global batch %lld)", epoch_progress(),
