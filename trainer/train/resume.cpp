@@ -86,6 +86,14 @@ ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
                 (data.ema.empty() ? "it holds no average" : "optimizer reset") + ")");
     }
   }
+  for (size_t rank = 0; rank < data.rng.size(); ++rank) {
+    try {
+      check_dropout_rng_state(data.rng[rank]);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("checkpoint '" + path + "' /rng/rank_" + std::to_string(rank) +
+                                  ": " + e.what());
+    }
+  }
   return ResumePoint{
       data.step,           data.world_size,     {data.data_epoch, data.data_next_batch},
       data.optimizer_step, std::move(data.rng), std::move(data.validation)};

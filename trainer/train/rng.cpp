@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <cstring>
 #include <mutex>
@@ -57,21 +58,42 @@ std::string dropout_rng_state(const torch::Device& device) {
   return framed + cpu + cuda;
 }
 
-bool set_dropout_rng_state(const std::string& bytes, const torch::Device& device) {
+// The CPU generator's part of dropout_rng_state's bytes, and whether a CUDA part follows it at
+// `*cuda_at`; std::invalid_argument when the frame is cut short.
+std::string cpu_part(const std::string& bytes, size_t* cuda_at) {
   const size_t header = sizeof kCudaFrame + sizeof(uint64_t);
   if (bytes.size() < header || bytes.compare(0, sizeof kCudaFrame, kCudaFrame, sizeof kCudaFrame)) {
-    set_cpu_rng_state(bytes);
-    return !device.is_cuda();
+    *cuda_at = std::string::npos;
+    return bytes;
   }
   uint64_t cpu_size = 0;
   std::memcpy(&cpu_size, bytes.data() + sizeof kCudaFrame, sizeof cpu_size);
   if (cpu_size > bytes.size() - header) {
-    throw std::runtime_error("a rank's RNG state in the checkpoint is truncated (" +
-                             std::to_string(bytes.size()) + " bytes)");
+    throw std::invalid_argument("the RNG state is truncated (" + std::to_string(bytes.size()) +
+                                " bytes, its CPU part says " + std::to_string(cpu_size) + ")");
   }
-  set_cpu_rng_state(bytes.substr(header, cpu_size));
+  *cuda_at = header + cpu_size;
+  return bytes.substr(header, cpu_size);
+}
+
+void check_dropout_rng_state(const std::string& bytes) {
+  size_t cuda_at;
+  const std::string cpu = cpu_part(bytes, &cuda_at);
+  at::Generator scratch = at::detail::createCPUGenerator();
+  try {
+    scratch.set_state(tensor_of(cpu.data(), cpu.size()));
+  } catch (const c10::Error& e) {
+    throw std::invalid_argument(std::string("the CPU RNG state is not one LibTorch " TORCH_VERSION " reads: ") +
+                                e.what_without_backtrace());
+  }
+}
+
+bool set_dropout_rng_state(const std::string& bytes, const torch::Device& device) {
+  check_dropout_rng_state(bytes);
+  size_t cuda_at;
+  set_cpu_rng_state(cpu_part(bytes, &cuda_at));
+  if (cuda_at == std::string::npos) return !device.is_cuda();
   if (!device.is_cuda()) return true;
-  const size_t cuda_at = header + cpu_size;
   auto generator = cuda_generator(device);
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(tensor_of(bytes.data() + cuda_at, bytes.size() - cuda_at));

@@ -22,7 +22,12 @@ void set_cpu_rng_state(const std::string& bytes);
 // that GPU's default CUDA generator's state (seed and offset of its Philox stream).
 std::string dropout_rng_state(const torch::Device& device);
 // Restores dropout_rng_state's bytes; returns false, restoring only the CPU stream, when they hold
-// no CUDA state (written on a CPU, or by an older Tandem) although `device` is a GPU.
+// no CUDA state (written on a CPU, or by an older Tandem) although `device` is a GPU. Bytes that
+// check_dropout_rng_state refuses change nothing.
 bool set_dropout_rng_state(const std::string& bytes, const torch::Device& device);
+// std::invalid_argument unless the bytes are dropout_rng_state's, as far as a machine without a
+// GPU can tell (the frame, and a CPU state this LibTorch reads): resuming checks every rank's state
+// where the checkpoint is read, before any rank sets its own.
+void check_dropout_rng_state(const std::string& bytes);
 
 }  // namespace tandem::train
