@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "data/sentencepiece_check.h"
 #include "data/sentencepiece_module.h"
 
 namespace tandem::data {
@@ -23,6 +24,21 @@ constexpr const char* kModuleEnv = "TANDEM_SENTENCEPIECE_MODULE";
 // A fixed thread count keeps the trained model independent of the machine: SentencePiece splits
 // its EM sums per thread, so a different count changes floating-point rounding.
 constexpr int kTrainerThreads = 4;
+
+// dlopen with RTLD_DEEPBIND. The sanitizers' own dlopen refuses DEEPBIND (a library that resolves
+// malloc in its own scope hides allocations from them), so a sanitizer build calls the C library's
+// dlopen behind it: the module's allocations then go unchecked, as a library Tandem does not build
+// would anyway, and ASan is told to allow operator delete on them (launch/sanitize.sh's
+// alloc_dealloc_mismatch=0).
+void* dlopen_deepbind(const char* path, int flags) {
+#ifdef TANDEM_SANITIZED
+  using Dlopen = void* (*)(const char*, int);
+  static const auto libc_dlopen = reinterpret_cast<Dlopen>(dlsym(RTLD_NEXT, "dlopen"));
+  return libc_dlopen(path, flags | RTLD_DEEPBIND);
+#else
+  return dlopen(path, flags | RTLD_DEEPBIND);
+#endif
+}
 
 // Where to look for the module: an explicit override, where the build wrote it, next to the
 // running executable (a copied or installed tree).
@@ -40,7 +56,7 @@ const SentencePieceLibrary* open_library() {
   std::string failures;
   for (const std::string& path : module_candidates()) {
     // LOCAL: its protobuf symbols stay out of the process; DEEPBIND: it resolves its own first.
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    void* handle = dlopen_deepbind(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     void* entry = handle != nullptr ? dlsym(handle, "tandem_sentencepiece_library") : nullptr;
     if (entry != nullptr) {
       return reinterpret_cast<const SentencePieceLibrary* (*)()>(entry)();
@@ -124,6 +140,10 @@ class PairReader {
 
 SentencePieceModel* load_model(const std::string& bytes, const char* what,
                                std::unique_ptr<SentencePieceModel>* model) {
+  // SentencePiece trusts the normalization tables inside a model; Tandem checks them first.
+  if (const std::string problem = sentencepiece_table_problem(bytes); !problem.empty()) {
+    throw std::invalid_argument(std::string(what) + ": not a SentencePiece model Tandem can read safely: " + problem);
+  }
   const std::string error = library().load(bytes, model);
   if (!error.empty()) {
     throw std::invalid_argument(std::string(what) + ": not a SentencePiece model: " + error);

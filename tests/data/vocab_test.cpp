@@ -62,6 +62,63 @@ TEST(Vocab, GarbageBytesAreRejected) {
   EXPECT_THROW(Vocab::from_bytes("not a model"), std::invalid_argument);
 }
 
+// A protobuf length-delimited field: its key, its length (varint) and its bytes.
+std::string field(int number, const std::string& bytes) {
+  std::string out(1, static_cast<char>(number << 3 | 2));
+  for (uint64_t n = bytes.size(); ; n >>= 7) {
+    out.push_back(static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0)));
+    if (n < 0x80) break;
+  }
+  return out + bytes;
+}
+
+// A normalization table: trie size, a trie of 256 units (all 0 but `units`), the strings.
+std::string table(const std::map<int, uint32_t>& units, const std::string& strings,
+                  uint32_t trie_size = 1024) {
+  std::string out(4 + 1024, '\0');
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(trie_size >> (8 * i));
+  for (const auto& [index, unit] : units) {
+    for (int i = 0; i < 4; ++i) out[4 + 4 * index + i] = static_cast<char>(unit >> (8 * i));
+  }
+  return out + strings;
+}
+
+// A damaged or crafted normalization table inside the model (found by tests/fuzz/vocab_fuzz.cpp:
+// SentencePiece read outside it, a SEGV). Appended as a second normalizer_spec (field 3, its
+// precompiled_charsmap field 2), which protobuf merges into the first: the last table wins.
+TEST(Vocab, ANormalizationTableThatLeadsOutsideItselfIsRefusedBeforeSentencePieceReadsIt) {
+  const std::string model = Vocab::train(training_lines(), testing::small_vocab()).bytes();
+  const auto with_table = [&](const std::string& t) { return model + field(3, field(2, t)); };
+  const auto refusal = [](const std::string& bytes) -> std::string {
+    try {
+      Vocab::from_bytes(bytes);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  // A table that leads nowhere but stays inside itself reads, and normalizes nothing.
+  const Vocab harmless = Vocab::from_bytes(with_table(table({}, std::string(1, '\0'))));
+  EXPECT_EQ(harmless.decode(harmless.encode("das rote haus", Side::kSource), Side::kTarget),
+            "das rote haus");
+
+  EXPECT_NE(refusal(with_table(table({}, std::string(1, '\0'), 5000))).find("trie size 5000"),
+            std::string::npos);
+  // The root's children start at unit 1000 of 256.
+  EXPECT_NE(refusal(with_table(table({{0, 1000u << 10}}, std::string(1, '\0'))))
+                .find("normalizer's table: its trie leads to unit 1023 of 256"),
+            std::string::npos);
+  // 'a' (97) is a leaf whose value, 353, is past the 2 bytes of strings.
+  EXPECT_NE(refusal(with_table(table({{97, 97u | 1u << 8}}, std::string("x\0", 2))))
+                .find("maps to string 353 of 2 bytes"),
+            std::string::npos);
+  EXPECT_NE(refusal(with_table(table({}, "no NUL"))).find("do not end in NUL"), std::string::npos);
+  // The denormalizer's table (field 5) is checked the same way.
+  EXPECT_NE(refusal(model + field(5, field(2, table({{0, 1000u << 10}}, std::string(1, '\0')))))
+                .find("denormalizer's table"),
+            std::string::npos);
+}
+
 // A paired vocabulary as MarianMT's: a source model trained on one side's text, a target model on
 // the other's, and one table of every piece of both (sorted, so that no id is either model's own),
 // with a language token, and without the piece "▁katze" (which must come out as unk).
