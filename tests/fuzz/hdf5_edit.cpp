@@ -1,0 +1,295 @@
+#include "tests/fuzz/hdf5_edit.h"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/fuzz/fuzz_files.h"
+#include "tests/fuzz/fuzz_target.h"
+
+namespace tandem::fuzz {
+namespace {
+
+struct Place {
+  std::string path;   // "/model/encoder.layers.0.fc1.weight"
+  bool dataset;       // else a group
+};
+
+herr_t collect(hid_t, const char* name, const H5O_info_t* info, void* out) {
+  if (std::strcmp(name, ".") == 0) return 0;
+  if (info->type == H5O_TYPE_GROUP || info->type == H5O_TYPE_DATASET) {
+    static_cast<std::vector<Place>*>(out)->push_back(
+        {std::string("/") + name, info->type == H5O_TYPE_DATASET});
+  }
+  return 0;
+}
+
+herr_t collect_attribute(hid_t, const char* name, const H5A_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->push_back(name);
+  return 0;
+}
+
+std::vector<Place> places_of(hid_t file) {
+  std::vector<Place> places{{"/", false}};
+  H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, collect, &places, H5O_INFO_BASIC);
+  return places;
+}
+
+std::vector<std::string> attributes_of(hid_t file, const std::string& path) {
+  std::vector<std::string> names;
+  H5Aiterate_by_name(file, path.c_str(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attribute,
+                     &names, H5P_DEFAULT);
+  return names;
+}
+
+// A type for a new attribute or dataset: the ones Tandem writes and some it never does.
+hid_t pick_type(FuzzInput& in, hid_t* owned) {
+  *owned = -1;
+  switch (in.below(9)) {
+    case 0: return H5T_NATIVE_INT8;
+    case 1: return H5T_NATIVE_UINT8;
+    case 2: return H5T_NATIVE_INT32;
+    case 3: return H5T_NATIVE_INT64;
+    case 4: return H5T_NATIVE_UINT64;
+    case 5: return H5T_NATIVE_FLOAT;
+    case 6: return H5T_NATIVE_DOUBLE;
+    case 7: return H5T_NATIVE_UINT16;
+    default: {
+      *owned = H5Tcopy(H5T_C_S1);
+      H5Tset_size(*owned, 1 + in.below(16));
+      return *owned;
+    }
+  }
+}
+
+std::vector<hsize_t> pick_dims(FuzzInput& in, bool huge_allowed) {
+  std::vector<hsize_t> dims(in.below(4));
+  for (auto& d : dims) {
+    d = huge_allowed && in.below(8) == 0 ? static_cast<hsize_t>(1) << in.below(40)
+                                         : static_cast<hsize_t>(in.below(12));
+  }
+  return dims;
+}
+
+hsize_t count_of(const std::vector<hsize_t>& dims) {
+  hsize_t n = 1;
+  for (hsize_t d : dims) n *= d;
+  return n;
+}
+
+// Bytes for `count` elements of `type`: the input's, repeated.
+std::vector<char> fill(FuzzInput& in, hid_t type, hsize_t count) {
+  std::vector<char> bytes(static_cast<size_t>(count) * H5Tget_size(type));
+  const std::string pattern = in.text(16);
+  for (size_t i = 0; i < bytes.size() && !pattern.empty(); ++i) bytes[i] = pattern[i % pattern.size()];
+  return bytes;
+}
+
+void set_attribute(hid_t file, const std::string& object, const std::string& name, FuzzInput& in) {
+  hid_t owned;
+  const hid_t type = pick_type(in, &owned);
+  const std::vector<hsize_t> dims = pick_dims(in, false);
+  const hid_t space = dims.empty() ? H5Screate(H5S_SCALAR)
+                                   : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  H5Adelete_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT);
+  const hid_t attribute =
+      H5Acreate_by_name(file, object.c_str(), name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT,
+                        H5P_DEFAULT);
+  if (attribute >= 0) {
+    std::vector<char> bytes = fill(in, type, dims.empty() ? 1 : count_of(dims));
+    if (!in.below(2) && H5Tget_class(type) != H5T_STRING && bytes.size() >= 8) {
+      const int64_t value = in.integer();  // a plausible number rather than repeated bytes
+      if (H5Tequal(type, H5T_NATIVE_INT64) > 0) std::memcpy(bytes.data(), &value, 8);
+      if (H5Tequal(type, H5T_NATIVE_DOUBLE) > 0) {
+        const double as_double = static_cast<double>(value);
+        std::memcpy(bytes.data(), &as_double, 8);
+      }
+    }
+    H5Awrite(attribute, type, bytes.data());
+    H5Aclose(attribute);
+  }
+  H5Sclose(space);
+  if (owned >= 0) H5Tclose(owned);
+}
+
+// A new dataset at `path` (whatever was there deleted): any type and rank; a declared size far
+// beyond the file's bytes is chunked and left unwritten, as a crafted file can declare it.
+void create_dataset(hid_t file, const std::string& path, FuzzInput& in) {
+  hid_t owned;
+  const hid_t type = pick_type(in, &owned);
+  const std::vector<hsize_t> dims = pick_dims(in, true);
+  const hid_t space = dims.empty() ? H5Screate(H5S_SCALAR)
+                                   : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hsize_t count = dims.empty() ? 1 : count_of(dims);
+  const bool sparse = count > (1u << 16) || count == 0;
+  const hid_t create = H5Pcreate(H5P_DATASET_CREATE);
+  if (sparse && !dims.empty()) {
+    std::vector<hsize_t> chunk(dims.size());
+    for (size_t i = 0; i < dims.size(); ++i) chunk[i] = std::max<hsize_t>(1, std::min<hsize_t>(dims[i], 64));
+    H5Pset_chunk(create, static_cast<int>(chunk.size()), chunk.data());
+  }
+  H5Ldelete(file, path.c_str(), H5P_DEFAULT);
+  const hid_t dataset =
+      H5Dcreate2(file, path.c_str(), type, space, H5P_DEFAULT, create, H5P_DEFAULT);
+  if (dataset >= 0) {
+    if (!sparse) H5Dwrite(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, fill(in, type, count).data());
+    H5Dclose(dataset);
+  }
+  H5Pclose(create);
+  H5Sclose(space);
+  if (owned >= 0) H5Tclose(owned);
+}
+
+// Overwrites a few elements of a dataset of numbers in place.
+void poke_elements(hid_t file, const std::string& path, FuzzInput& in) {
+  const hid_t dataset = H5Dopen2(file, path.c_str(), H5P_DEFAULT);
+  if (dataset < 0) return;
+  const hid_t file_type = H5Dget_type(dataset);
+  const hid_t space = H5Dget_space(dataset);
+  const H5T_class_t type_class = H5Tget_class(file_type);
+  const int rank = H5Sget_simple_extent_ndims(space);
+  std::vector<hsize_t> dims(std::max(rank, 0));
+  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  const hsize_t count = count_of(dims);
+  if (count > 0 && (type_class == H5T_INTEGER || type_class == H5T_FLOAT)) {
+    const hsize_t one = 1;
+    const hid_t single = H5Screate_simple(1, &one, nullptr);
+    for (uint64_t poke = 0, pokes = 1 + in.below(4); poke < pokes; ++poke) {
+      hsize_t index = in.below(count);
+      std::vector<hsize_t> coordinates(dims.size());
+      for (size_t d = dims.size(); d-- > 0;) {
+        coordinates[d] = index % dims[d];
+        index /= dims[d];
+      }
+      if (rank > 0) H5Sselect_elements(space, H5S_SELECT_SET, 1, coordinates.data());
+      if (type_class == H5T_INTEGER) {
+        const int64_t value = in.integer();
+        H5Dwrite(dataset, H5T_NATIVE_INT64, single, space, H5P_DEFAULT, &value);
+      } else {
+        const double value = in.below(2) ? in.raw<double>() : static_cast<double>(in.integer());
+        H5Dwrite(dataset, H5T_NATIVE_DOUBLE, single, space, H5P_DEFAULT, &value);
+      }
+    }
+    H5Sclose(single);
+  }
+  H5Sclose(space);
+  H5Tclose(file_type);
+  H5Dclose(dataset);
+}
+
+// Recreates a 1-D dataset of numbers a few elements shorter or longer, its data kept.
+void resize(hid_t file, const std::string& path, FuzzInput& in) {
+  const hid_t dataset = H5Dopen2(file, path.c_str(), H5P_DEFAULT);
+  if (dataset < 0) return;
+  const hid_t file_type = H5Dget_type(dataset);
+  const hid_t space = H5Dget_space(dataset);
+  const H5T_class_t type_class = H5Tget_class(file_type);
+  if (H5Sget_simple_extent_ndims(space) == 1 && (type_class == H5T_INTEGER || type_class == H5T_FLOAT)) {
+    const hid_t native = H5Tget_native_type(file_type, H5T_DIR_ASCEND);
+    hsize_t count = 0;
+    H5Sget_simple_extent_dims(space, &count, nullptr);
+    std::vector<char> bytes(count * H5Tget_size(native));
+    H5Dread(dataset, native, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
+    H5Dclose(dataset);
+    const int64_t delta = static_cast<int64_t>(in.below(9)) - 4;
+    const hsize_t resized = static_cast<hsize_t>(std::max<int64_t>(0, static_cast<int64_t>(count) + delta));
+    bytes.resize(std::max<size_t>(1, resized * H5Tget_size(native)), 0);
+    H5Ldelete(file, path.c_str(), H5P_DEFAULT);
+    const hid_t new_space = H5Screate_simple(1, &resized, nullptr);
+    const hid_t created = H5Dcreate2(file, path.c_str(), file_type, new_space, H5P_DEFAULT,
+                                     H5P_DEFAULT, H5P_DEFAULT);
+    if (created >= 0) {
+      if (resized > 0) H5Dwrite(created, native, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
+      H5Dclose(created);
+    }
+    H5Sclose(new_space);
+    H5Tclose(native);
+  } else {
+    H5Dclose(dataset);
+  }
+  H5Sclose(space);
+  H5Tclose(file_type);
+}
+
+std::string parent_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string name_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+void edit_once(hid_t file, FuzzInput& in) {
+  const std::vector<Place> places = places_of(file);
+  const Place& place = places[in.below(places.size())];
+  const Place& other = places[in.below(places.size())];
+  switch (in.below(8)) {
+    case 0:  // gone
+      if (place.path != "/") H5Ldelete(file, place.path.c_str(), H5P_DEFAULT);
+      break;
+    case 1: {  // an attribute gone
+      const auto names = attributes_of(file, place.path);
+      if (!names.empty()) {
+        H5Adelete_by_name(file, place.path.c_str(), names[in.below(names.size())].c_str(),
+                          H5P_DEFAULT);
+      }
+      break;
+    }
+    case 2: {  // an attribute rewritten, or one of another object's names added here
+      auto names = attributes_of(file, place.path);
+      const auto others = attributes_of(file, other.path);
+      names.insert(names.end(), others.begin(), others.end());
+      names.push_back("x");
+      set_attribute(file, place.path, names[in.below(names.size())], in);
+      break;
+    }
+    case 3:
+      if (place.dataset) poke_elements(file, place.path, in);
+      break;
+    case 4:
+      if (place.path != "/") create_dataset(file, place.path, in);
+      break;
+    case 5:
+      if (place.dataset) resize(file, place.path, in);
+      break;
+    case 6:  // another object copied over this one (a split for another, a tensor for another)
+      if (place.path != "/" && place.path != other.path &&
+          place.path.rfind(other.path + "/", 0) != 0 && other.path.rfind(place.path + "/", 0) != 0) {
+        H5Ldelete(file, place.path.c_str(), H5P_DEFAULT);
+        H5Ocopy(file, other.path.c_str(), file, place.path.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+      }
+      break;
+    default: {  // a new member beside an existing one: a new dataset or a link to another object
+      const std::string group = place.dataset ? parent_of(place.path) : place.path;
+      const std::string name =
+          (group == "/" ? "" : group) + "/" + (in.below(2) ? name_of(other.path) + "_" : "x") +
+          std::to_string(in.below(3));
+      if (in.below(2)) {
+        create_dataset(file, name, in);
+      } else if (other.path != "/") {
+        H5Lcreate_hard(file, other.path.c_str(), file, name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+std::string edited_copy(const std::string& base, const std::string& name, FuzzInput& input) {
+  const std::string copy = write_scratch(name, read_whole(base));
+  H5E_auto2_t handler;
+  void* handler_data;
+  H5Eget_auto2(H5E_DEFAULT, &handler, &handler_data);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const hid_t file = H5Fopen(copy.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  if (file < 0) fail("cannot open the copy " + copy);
+  for (int edit = 0; edit < 8 && !input.empty(); ++edit) edit_once(file, input);
+  H5Fclose(file);
+  H5Eset_auto2(H5E_DEFAULT, handler, handler_data);
+  return copy;
+}
+
+}  // namespace tandem::fuzz
