@@ -304,6 +304,58 @@ TEST_F(CheckpointTest, MissingDatasetIsNamed) {
   EXPECT_NE(load_error(path_).find("dataset /vocab is missing"), std::string::npos);
 }
 
+// A few bytes can declare a dataset of 2^36 floats whose chunks were never written; reading it would
+// allocate 256 GiB (found by tests/fuzz/checkpoint_fuzz.cpp's edits). Refused before allocating.
+TEST_F(CheckpointTest, ADatasetDeclaringFarMoreThanTheFileStoresIsRefused) {
+  save(path_, make_data());
+  const hid_t file = H5Fopen(path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(H5Ldelete(file, "/model/counts", H5P_DEFAULT), 0);
+  const hsize_t dims[2] = {hsize_t{1} << 18, hsize_t{1} << 18};
+  const hsize_t chunk[2] = {64, 64};
+  const hid_t space = H5Screate_simple(2, dims, nullptr);
+  const hid_t create = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(create, 2, chunk);
+  const hid_t dataset = H5Dcreate2(file, "/model/counts", H5T_IEEE_F32LE, space, H5P_DEFAULT,
+                                   create, H5P_DEFAULT);
+  ASSERT_GE(dataset, 0);
+  H5Dclose(dataset);
+  H5Pclose(create);
+  H5Sclose(space);
+  H5Fclose(file);
+  EXPECT_NE(load_error(path_).find("dataset /model/counts: it declares 274877906944 bytes of data "
+                                   "but the file stores 0 (damaged or crafted)"),
+            std::string::npos);
+  EXPECT_THROW(stored_elements(path_, "model"), std::invalid_argument);
+}
+
+// A 0-d tensor is one element with the attribute scalar = 1; with more elements, reading them into
+// the one would write past it.
+TEST_F(CheckpointTest, AScalarDatasetOfMoreThanOneElementIsRefused) {
+  save(path_, make_data());
+  const hid_t file = H5Fopen(path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  const hid_t dataset = H5Dopen2(file, "/model/mask", H5P_DEFAULT);  // 3 elements
+  const int64_t one = 1;
+  const hid_t scalar_space = H5Screate(H5S_SCALAR);
+  const hid_t attribute = H5Acreate2(dataset, "scalar", H5T_STD_I64LE, scalar_space, H5P_DEFAULT,
+                                     H5P_DEFAULT);
+  ASSERT_GE(H5Awrite(attribute, H5T_NATIVE_INT64, &one), 0);
+  H5Aclose(attribute);
+  H5Sclose(scalar_space);
+  H5Dclose(dataset);
+  H5Fclose(file);
+  EXPECT_NE(load_error(path_).find("dataset /model/mask is marked scalar but holds 3 elements"),
+            std::string::npos);
+}
+
+TEST_F(CheckpointTest, StoredElementsCountsEveryValueOfTheGroup) {
+  const CheckpointData data = make_data();
+  save(path_, data);
+  int64_t model = 0;
+  for (const auto& [name, tensor] : data.model) model += tensor.numel();
+  EXPECT_EQ(stored_elements(path_, "model"), model);  // 12 + 5 + 6 + 5 + 4 + 3 + 0 + 1
+  EXPECT_EQ(stored_elements(path_, "ema"), 13);
+}
+
 // Flips one byte of a parameter's raw data in place; Fletcher32 must catch it on read.
 TEST_F(CheckpointTest, FlippedByteInParameterFailsItsChecksum) {
   save(path_, make_data());

@@ -230,6 +230,21 @@ void read_parameters(const std::string& path, const std::string& group,
   });
 }
 
+int64_t stored_elements(const std::string& path, const std::string& group) {
+  return with_checkpoint(path, [&](hid_t file) {
+    Handle tensors = require_group(file, group);
+    int64_t total = 0;
+    for (const std::string& name : h5::link_names(tensors.get())) {
+      const std::string full_name = "/" + group + "/" + name;
+      Handle dataset = open_dataset(tensors.get(), name, full_name);
+      int64_t elements = 1;
+      for (const int64_t size : shape_of(dataset.get(), full_name).sizes) elements *= size;
+      total += elements;  // shape_of bounds each by the file's bytes: no overflow
+    }
+    return total;
+  });
+}
+
 void check_compatible(const std::string& path, const NamedTensors& checkpoint_params,
                       const NamedTensors& model_params) {
   constexpr size_t kShown = 5;

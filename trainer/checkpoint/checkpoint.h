@@ -77,6 +77,9 @@ CheckpointData load_description(const std::string& path);
 // tensor of the saved type), after the check of check_compatible; same errors as load().
 void read_parameters(const std::string& path, const std::string& group, const NamedTensors& params);
 
+// The values group `group` ("model" or "ema") holds, all its datasets together; same errors.
+int64_t stored_elements(const std::string& path, const std::string& group);
+
 // Compares names and shapes with the model's; throws std::invalid_argument listing the first few
 // differences (missing, unexpected, shape a vs b) and the path.
 void check_compatible(const std::string& path, const NamedTensors& checkpoint_params,

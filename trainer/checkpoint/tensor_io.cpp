@@ -125,11 +125,22 @@ DatasetShape shape_of(hid_t dataset, const std::string& full_name) {
   Handle type(H5Dget_type(dataset));
   const std::optional<torch::ScalarType> dtype = dtype_of(type.get());
   if (!dtype) throw std::invalid_argument("dataset " + full_name + " has an unsupported type");
+  if (const std::string problem = h5::storage_problem(dataset); !problem.empty()) {
+    throw std::invalid_argument("dataset " + full_name + ": " + problem);
+  }
   Handle space(H5Dget_space(dataset));
   std::vector<hsize_t> dims(std::max(H5Sget_simple_extent_ndims(space.get()), 0));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   std::vector<int64_t> sizes(dims.begin(), dims.end());
-  if (h5::read_int_attribute(dataset, "scalar") == 1) sizes.clear();
+  if (h5::read_int_attribute(dataset, "scalar") == 1) {
+    // A 0-d tensor is stored as one element: reading more into it would write past it.
+    if (H5Sget_simple_extent_npoints(space.get()) != 1) {
+      throw std::invalid_argument("dataset " + full_name + " is marked scalar but holds " +
+                                  std::to_string(H5Sget_simple_extent_npoints(space.get())) +
+                                  " elements");
+    }
+    sizes.clear();
+  }
   return {*dtype, sizes};
 }
 

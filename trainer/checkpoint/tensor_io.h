@@ -21,7 +21,9 @@ void write_tensors(hid_t parent, const std::string& group_name, const NamedTenso
 // Bytes as a uint8 dataset.
 void write_bytes(hid_t parent, const std::string& name, const std::string& bytes);
 
-// A dataset's element type and shape (a scalar when it has the attribute scalar = 1).
+// A dataset's element type and shape (a scalar when it has the attribute scalar = 1, which only a
+// one-element dataset may have); refused when the file stores too few bytes for that shape
+// (h5::storage_problem), before anything is allocated for it.
 struct DatasetShape {
   torch::ScalarType dtype;
   std::vector<int64_t> sizes;

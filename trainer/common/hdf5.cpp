@@ -2,6 +2,7 @@
 #include "trainer/common/hdf5.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -305,7 +306,7 @@ std::optional<std::string> read_string_dataset(hid_t parent, const std::string& 
   Handle type(H5Dget_type(dataset.get()));
   if (H5Tget_class(type.get()) != H5T_STRING) return std::nullopt;
   Handle space(H5Dget_space(dataset.get()));
-  if (!holds_one(space.get())) return std::nullopt;
+  if (!holds_one(space.get()) || !storage_problem(dataset.get()).empty()) return std::nullopt;
   return read_string(type.get(), [&](hid_t memory, void* buffer) {
     return H5Dread(dataset.get(), memory, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer);
   });
@@ -378,10 +379,30 @@ void write_bytes(hid_t parent, const std::string& name, const std::string& bytes
                 Layout::kCompressed);
 }
 
+std::string storage_problem(hid_t dataset) {
+  Handle space(H5Dget_space(dataset));
+  Handle type(H5Dget_type(dataset));
+  const hssize_t elements = H5Sget_simple_extent_npoints(space.get());
+  const size_t element_size = H5Tget_size(type.get());
+  if (elements < 0 || element_size == 0) return "its shape or type cannot be read";
+  // In long double: 2^64 elements of 2^32 bytes would overflow any integer type.
+  const long double declared = static_cast<long double>(elements) * element_size;
+  const long double stored = H5Dget_storage_size(dataset);
+  if (declared <= kMaxExpansion * stored) return "";
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "it declares %.0Lf bytes of data but the file stores %.0Lf (damaged or crafted)",
+                declared, stored);
+  return text;
+}
+
 uint64_t dataset_length(hid_t dataset) {
   Handle space(check(H5Dget_space(dataset), "cannot get a dataspace"));
   if (H5Sget_simple_extent_ndims(space.get()) != 1) {
     throw std::runtime_error("HDF5: expected a 1-D dataset");
+  }
+  if (const std::string problem = storage_problem(dataset); !problem.empty()) {
+    throw std::runtime_error("HDF5: " + problem);
   }
   hsize_t dims = 0;
   check(H5Sget_simple_extent_dims(space.get(), &dims, nullptr), "cannot get a dataset extent");

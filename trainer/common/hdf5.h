@@ -86,7 +86,8 @@ std::vector<std::string> attribute_names(hid_t object);
 // A scalar string dataset; small ones are stored in the object header (compact layout), where
 // the v2 header checksum covers them.
 void write_string_dataset(hid_t parent, const std::string& name, const std::string& value);
-// Nothing when absent, not a string, not one value or unreadable.
+// Nothing when absent, not a string, not one value, short of its bytes (storage_problem) or
+// unreadable.
 std::optional<std::string> read_string_dataset(hid_t parent, const std::string& name);
 
 // How a 1-D dataset is stored. Compressed: chunked, deflate + Fletcher32 checksum, for data read
@@ -110,7 +111,16 @@ Handle create_dataset(hid_t parent, const std::string& name, hid_t file_type, ui
 // Writes elements [begin, begin + count) of a 1-D dataset from `data` (count elements of mem_type).
 void write_range(hid_t dataset, hid_t mem_type, uint64_t begin, uint64_t count, const void* data);
 
-uint64_t dataset_length(hid_t dataset);  // throws unless the dataset is 1-D
+// Deflate expands data at most 1032-fold: a dataset declaring more than this many times the bytes
+// it stores in the file is damaged or crafted (a few bytes can declare a 2^40-element dataset of
+// chunks never written, which a reader would allocate). Readers that allocate by a dataset's
+// declared size check it first.
+inline constexpr long double kMaxExpansion = 1100;
+// "" when the dataset stores enough bytes for its declared size (kMaxExpansion), else the problem.
+std::string storage_problem(hid_t dataset);
+
+// Throws unless the dataset is 1-D and passes storage_problem.
+uint64_t dataset_length(hid_t dataset);
 // Reads elements [begin, begin + count) of a 1-D dataset into `out` (count elements of mem_type).
 void read_range(hid_t dataset, hid_t mem_type, uint64_t begin, uint64_t count, void* out);
 
