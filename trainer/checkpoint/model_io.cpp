@@ -1,5 +1,6 @@
 #include "trainer/checkpoint/model_io.h"
 
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -42,15 +43,33 @@ void load_parameters(model::Transformer& model, const checkpoint::NamedTensors& 
   for (auto& [name, tensor] : own) tensor.copy_(by_name.at(name));
 }
 
+int64_t parameters_at_least(const config::ModelConfig& m, int64_t vocab_size) {
+  // In long double: a crafted config's sizes can overflow any integer type.
+  const long double d = m.d_model, ff = m.d_ff;
+  const long double bound = vocab_size * d + m.encoder_layers * (4 * d * d + 2 * d * ff) +
+                            m.decoder_layers * (8 * d * d + 2 * d * ff);
+  return bound > 9e18L ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(bound);
+}
+
 InferenceModel load_for_inference(const std::string& checkpoint_path, Weights weights) {
   const auto data = checkpoint::load_description(checkpoint_path);
   InferenceModel out{config::parse_config(data.config_yaml, checkpoint_path + " /config"),
                      data::Vocab::from_bytes(data.vocab), nullptr, data.step};
-  out.model = model::Transformer(model_options(out.config.model, out.vocab.size()));
   out.averaged = weights == Weights::kAverage && data.holds_ema;
+  const std::string group = out.averaged ? "ema" : "model";
+  // The model is built (allocated) before its shapes are compared with the file's: a /config that
+  // describes a far larger model than the file holds is refused first.
+  const int64_t needed = parameters_at_least(out.config.model, out.vocab.size());
+  const int64_t stored = checkpoint::stored_elements(checkpoint_path, group);
+  if (needed > stored) {
+    throw std::invalid_argument("checkpoint '" + checkpoint_path + "': its /config describes a "
+                                "model of at least " + std::to_string(needed) +
+                                " parameters, but /" + group + " holds " +
+                                std::to_string(stored) + " values");
+  }
+  out.model = model::Transformer(model_options(out.config.model, out.vocab.size()));
   // Straight into the parameters: no second copy of the weights is allocated and touched.
-  checkpoint::read_parameters(checkpoint_path, out.averaged ? "ema" : "model",
-                              named_parameters(out.model));
+  checkpoint::read_parameters(checkpoint_path, group, named_parameters(out.model));
   out.model->eval();
   return out;
 }

@@ -27,6 +27,10 @@ void load_parameters(model::Transformer& model, const checkpoint::NamedTensors& 
 // default, as validation during training used it), or the weights as the last step left them.
 enum class Weights { kAverage, kRaw };
 
+// A lower bound of the parameters a model of `config` has (its weight matrices: one embedding, each
+// layer's attention and feed-forward), to compare with a checkpoint before building the model.
+int64_t parameters_at_least(const config::ModelConfig& config, int64_t vocab_size);
+
 // A model ready for evaluation or decoding (eval mode), with its config and vocabulary.
 struct InferenceModel {
   config::Config config;

@@ -54,6 +54,9 @@ const char* name_of(Enum value) {
   return Spellings<Enum>::kNames[static_cast<size_t>(value)];
 }
 
+// model.max_positions' largest value: a corpus sentence has at most 65,534 tokens.
+inline constexpr int64_t kMaxPositions = 65536;
+
 struct ModelConfig {
   int64_t d_model = 256;        // width of embeddings and every residual stream
   int64_t heads = 4;            // attention heads; must divide d_model

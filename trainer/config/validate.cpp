@@ -70,7 +70,10 @@ void validate_model(const ModelConfig& m) {
   require(m.decoder_layers > 0, "model.decoder_layers", m.decoder_layers, "a positive integer");
   require(m.d_ff > 0, "model.d_ff", m.d_ff, "a positive integer");
   require(m.dropout >= 0 && m.dropout < 1, "model.dropout", m.dropout, "a number in [0, 1)");
-  require(m.max_positions > 0, "model.max_positions", m.max_positions, "a positive integer");
+  // Sentences are at most 65,534 tokens (corpus lengths are 16-bit), and the table is allocated
+  // from this number, also when a checkpoint's /config says it.
+  require(m.max_positions > 0 && m.max_positions <= kMaxPositions, "model.max_positions",
+          m.max_positions, "an integer in [1, " + text(kMaxPositions) + "]");
 }
 
 void validate_data(const DataConfig& d) {
