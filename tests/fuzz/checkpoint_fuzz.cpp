@@ -18,7 +18,8 @@
 namespace tandem::fuzz {
 
 std::vector<std::string> seeds() {
-  return {"", std::string("\x01\x02\x03", 3), std::string("\x05\x00\x03\x04\x01", 5)};
+  return seeds_for(base_checkpoint(),
+                   {"", std::string("\x01\x02\x03", 3), std::string("\x05\x00\x03\x04\x01", 5)});
 }
 
 }  // namespace tandem::fuzz
@@ -26,8 +27,7 @@ std::vector<std::string> seeds() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;
   torch::set_num_threads(1);
-  fuzz::FuzzInput input(data, size);
-  const std::string path = fuzz::edited_copy(fuzz::base_checkpoint(), "edited.h5", input);
+  const std::string path = fuzz::file_to_read(fuzz::base_checkpoint(), "edited.h5", data, size);
   fuzz::refused_or_read([&] {
     const checkpoint::CheckpointData loaded = checkpoint::load(path);
     const config::Config config = config::parse_config(loaded.config_yaml, path + " /config");
@@ -44,7 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const auto source = model.vocab.encode("red green blue", data::Side::kSource);
       const auto best = decode::translate(ensemble, {source}, options);
       for (const int32_t id : best.at(0).tokens) {
-        if (id < 0 || id >= model.vocab.size()) fuzz::fail("a translation's id is outside the vocabulary");
+        if (id < 0 || id >= model.vocab.size())
+          fuzz::fail("a translation's id is outside the vocabulary");
       }
       model.vocab.decode(best.at(0).tokens, data::Side::kTarget);
     });

@@ -48,6 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const std::exception& e) {
     fuzz::fail(std::string("to_yaml's text does not read: ") + e.what() + "\n" + emitted);
   }
-  if (again != emitted) fuzz::fail("to_yaml does not read back the same:\n" + emitted + "---\n" + again);
+  if (again != emitted)
+    fuzz::fail("to_yaml does not read back the same:\n" + emitted + "---\n" + again);
   return 0;
 }

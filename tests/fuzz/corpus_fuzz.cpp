@@ -14,15 +14,15 @@
 namespace tandem::fuzz {
 
 std::vector<std::string> seeds() {
-  return {"", std::string("\x03\x05\x01\x02", 4), std::string("\x00\x10\x04\x03\x00\x07", 6)};
+  return seeds_for(base_corpus(), {"", std::string("\x03\x05\x01\x02", 4),
+                                   std::string("\x00\x10\x04\x03\x00\x07", 6)});
 }
 
 }  // namespace tandem::fuzz
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;
-  fuzz::FuzzInput input(data, size);
-  const std::string path = fuzz::edited_copy(fuzz::base_corpus(), "edited-corpus.h5", input);
+  const std::string path = fuzz::file_to_read(fuzz::base_corpus(), "edited-corpus.h5", data, size);
   fuzz::refused_or_read([&] {
     const data::Corpus corpus(path);
     const int64_t vocab_size = corpus.vocab().size();

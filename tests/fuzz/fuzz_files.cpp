@@ -58,8 +58,10 @@ const std::string& base_config_yaml() {
   static const std::string yaml = config::to_yaml(config::parse_config(
       "model: {d_model: 8, heads: 2, encoder_layers: 1, decoder_layers: 1, d_ff: 16,\n"
       "        max_positions: 32, dropout: 0.0}\n"
-      "data: {corpus: " + base_corpus() + "}\n"
-      "train: {ema_decay: 0.9}\n",
+      "data: {corpus: " +
+          base_corpus() +
+          "}\n"
+          "train: {ema_decay: 0.9}\n",
       "fuzz base config"));
   return yaml;
 }

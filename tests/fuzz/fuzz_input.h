@@ -36,10 +36,14 @@ class FuzzInput {
   // Mostly small numbers near the values a file holds, sometimes an extreme bit pattern.
   int64_t integer() {
     switch (byte() % 4) {
-      case 0: return static_cast<int64_t>(byte()) - 2;
-      case 1: return static_cast<int64_t>(raw<uint16_t>()) - 256;
-      case 2: return raw<int32_t>();
-      default: return raw<int64_t>();
+      case 0:
+        return static_cast<int64_t>(byte()) - 2;
+      case 1:
+        return static_cast<int64_t>(raw<uint16_t>()) - 256;
+      case 2:
+        return raw<int32_t>();
+      default:
+        return raw<int64_t>();
     }
   }
   // Up to `max_size` bytes, its length first.

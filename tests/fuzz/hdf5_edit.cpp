@@ -3,6 +3,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -14,8 +15,8 @@ namespace tandem::fuzz {
 namespace {
 
 struct Place {
-  std::string path;   // "/model/encoder.layers.0.fc1.weight"
-  bool dataset;       // else a group
+  std::string path;  // "/model/encoder.layers.0.fc1.weight"
+  bool dataset;      // else a group
 };
 
 herr_t collect(hid_t, const char* name, const H5O_info_t* info, void* out) {
@@ -49,14 +50,22 @@ std::vector<std::string> attributes_of(hid_t file, const std::string& path) {
 hid_t pick_type(FuzzInput& in, hid_t* owned) {
   *owned = -1;
   switch (in.below(9)) {
-    case 0: return H5T_NATIVE_INT8;
-    case 1: return H5T_NATIVE_UINT8;
-    case 2: return H5T_NATIVE_INT32;
-    case 3: return H5T_NATIVE_INT64;
-    case 4: return H5T_NATIVE_UINT64;
-    case 5: return H5T_NATIVE_FLOAT;
-    case 6: return H5T_NATIVE_DOUBLE;
-    case 7: return H5T_NATIVE_UINT16;
+    case 0:
+      return H5T_NATIVE_INT8;
+    case 1:
+      return H5T_NATIVE_UINT8;
+    case 2:
+      return H5T_NATIVE_INT32;
+    case 3:
+      return H5T_NATIVE_INT64;
+    case 4:
+      return H5T_NATIVE_UINT64;
+    case 5:
+      return H5T_NATIVE_FLOAT;
+    case 6:
+      return H5T_NATIVE_DOUBLE;
+    case 7:
+      return H5T_NATIVE_UINT16;
     default: {
       *owned = H5Tcopy(H5T_C_S1);
       H5Tset_size(*owned, 1 + in.below(16));
@@ -84,7 +93,8 @@ hsize_t count_of(const std::vector<hsize_t>& dims) {
 std::vector<char> fill(FuzzInput& in, hid_t type, hsize_t count) {
   std::vector<char> bytes(static_cast<size_t>(count) * H5Tget_size(type));
   const std::string pattern = in.text(16);
-  for (size_t i = 0; i < bytes.size() && !pattern.empty(); ++i) bytes[i] = pattern[i % pattern.size()];
+  for (size_t i = 0; i < bytes.size() && !pattern.empty(); ++i)
+    bytes[i] = pattern[i % pattern.size()];
   return bytes;
 }
 
@@ -92,12 +102,12 @@ void set_attribute(hid_t file, const std::string& object, const std::string& nam
   hid_t owned;
   const hid_t type = pick_type(in, &owned);
   const std::vector<hsize_t> dims = pick_dims(in, false);
-  const hid_t space = dims.empty() ? H5Screate(H5S_SCALAR)
-                                   : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t space = dims.empty()
+                          ? H5Screate(H5S_SCALAR)
+                          : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
   H5Adelete_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT);
-  const hid_t attribute =
-      H5Acreate_by_name(file, object.c_str(), name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT,
-                        H5P_DEFAULT);
+  const hid_t attribute = H5Acreate_by_name(file, object.c_str(), name.c_str(), type, space,
+                                            H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   if (attribute >= 0) {
     std::vector<char> bytes = fill(in, type, dims.empty() ? 1 : count_of(dims));
     if (!in.below(2) && H5Tget_class(type) != H5T_STRING && bytes.size() >= 8) {
@@ -121,21 +131,24 @@ void create_dataset(hid_t file, const std::string& path, FuzzInput& in) {
   hid_t owned;
   const hid_t type = pick_type(in, &owned);
   const std::vector<hsize_t> dims = pick_dims(in, true);
-  const hid_t space = dims.empty() ? H5Screate(H5S_SCALAR)
-                                   : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t space = dims.empty()
+                          ? H5Screate(H5S_SCALAR)
+                          : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
   const hsize_t count = dims.empty() ? 1 : count_of(dims);
   const bool sparse = count > (1u << 16) || count == 0;
   const hid_t create = H5Pcreate(H5P_DATASET_CREATE);
   if (sparse && !dims.empty()) {
     std::vector<hsize_t> chunk(dims.size());
-    for (size_t i = 0; i < dims.size(); ++i) chunk[i] = std::max<hsize_t>(1, std::min<hsize_t>(dims[i], 64));
+    for (size_t i = 0; i < dims.size(); ++i)
+      chunk[i] = std::max<hsize_t>(1, std::min<hsize_t>(dims[i], 64));
     H5Pset_chunk(create, static_cast<int>(chunk.size()), chunk.data());
   }
   H5Ldelete(file, path.c_str(), H5P_DEFAULT);
   const hid_t dataset =
       H5Dcreate2(file, path.c_str(), type, space, H5P_DEFAULT, create, H5P_DEFAULT);
   if (dataset >= 0) {
-    if (!sparse) H5Dwrite(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, fill(in, type, count).data());
+    if (!sparse)
+      H5Dwrite(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, fill(in, type, count).data());
     H5Dclose(dataset);
   }
   H5Pclose(create);
@@ -187,7 +200,8 @@ void resize(hid_t file, const std::string& path, FuzzInput& in) {
   const hid_t file_type = H5Dget_type(dataset);
   const hid_t space = H5Dget_space(dataset);
   const H5T_class_t type_class = H5Tget_class(file_type);
-  if (H5Sget_simple_extent_ndims(space) == 1 && (type_class == H5T_INTEGER || type_class == H5T_FLOAT)) {
+  if (H5Sget_simple_extent_ndims(space) == 1 &&
+      (type_class == H5T_INTEGER || type_class == H5T_FLOAT)) {
     const hid_t native = H5Tget_native_type(file_type, H5T_DIR_ASCEND);
     hsize_t count = 0;
     H5Sget_simple_extent_dims(space, &count, nullptr);
@@ -195,12 +209,13 @@ void resize(hid_t file, const std::string& path, FuzzInput& in) {
     H5Dread(dataset, native, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
     H5Dclose(dataset);
     const int64_t delta = static_cast<int64_t>(in.below(9)) - 4;
-    const hsize_t resized = static_cast<hsize_t>(std::max<int64_t>(0, static_cast<int64_t>(count) + delta));
+    const hsize_t resized =
+        static_cast<hsize_t>(std::max<int64_t>(0, static_cast<int64_t>(count) + delta));
     bytes.resize(std::max<size_t>(1, resized * H5Tget_size(native)), 0);
     H5Ldelete(file, path.c_str(), H5P_DEFAULT);
     const hid_t new_space = H5Screate_simple(1, &resized, nullptr);
-    const hid_t created = H5Dcreate2(file, path.c_str(), file_type, new_space, H5P_DEFAULT,
-                                     H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t created =
+        H5Dcreate2(file, path.c_str(), file_type, new_space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (created >= 0) {
       if (resized > 0) H5Dwrite(created, native, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
       H5Dclose(created);
@@ -256,16 +271,17 @@ void edit_once(hid_t file, FuzzInput& in) {
       break;
     case 6:  // another object copied over this one (a split for another, a tensor for another)
       if (place.path != "/" && place.path != other.path &&
-          place.path.rfind(other.path + "/", 0) != 0 && other.path.rfind(place.path + "/", 0) != 0) {
+          place.path.rfind(other.path + "/", 0) != 0 &&
+          other.path.rfind(place.path + "/", 0) != 0) {
         H5Ldelete(file, place.path.c_str(), H5P_DEFAULT);
         H5Ocopy(file, other.path.c_str(), file, place.path.c_str(), H5P_DEFAULT, H5P_DEFAULT);
       }
       break;
     default: {  // a new member beside an existing one: a new dataset or a link to another object
       const std::string group = place.dataset ? parent_of(place.path) : place.path;
-      const std::string name =
-          (group == "/" ? "" : group) + "/" + (in.below(2) ? name_of(other.path) + "_" : "x") +
-          std::to_string(in.below(3));
+      const std::string name = (group == "/" ? "" : group) + "/" +
+                               (in.below(2) ? name_of(other.path) + "_" : "x") +
+                               std::to_string(in.below(3));
       if (in.below(2)) {
         create_dataset(file, name, in);
       } else if (other.path != "/") {
@@ -277,6 +293,27 @@ void edit_once(hid_t file, FuzzInput& in) {
 }
 
 }  // namespace
+
+bool raw_hdf5() {
+  static const bool raw = [] {
+    const char* value = std::getenv("TANDEM_FUZZ_RAW_HDF5");
+    return value != nullptr && std::string(value) == "1";
+  }();
+  return raw;
+}
+
+std::string file_to_read(const std::string& base, const std::string& name, const uint8_t* data,
+                         size_t size) {
+  if (raw_hdf5())
+    return write_scratch(name, std::string(reinterpret_cast<const char*>(data), size));
+  FuzzInput input(data, size);
+  return edited_copy(base, name, input);
+}
+
+std::vector<std::string> seeds_for(const std::string& base, std::vector<std::string> edits) {
+  if (raw_hdf5()) return {read_whole(base)};
+  return edits;
+}
 
 std::string edited_copy(const std::string& base, const std::string& name, FuzzInput& input) {
   const std::string copy = write_scratch(name, read_whole(base));

@@ -6,11 +6,25 @@
 // libhdf5's to parse, and docs/checkpoints.md says how far that is trusted.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tests/fuzz/fuzz_input.h"
 
 namespace tandem::fuzz {
+
+// With TANDEM_FUZZ_RAW_HDF5=1 in the environment the corpus and checkpoint targets take the file's
+// bytes instead (seeded with the real file's): that fuzzes libhdf5's own parser, whose findings are
+// libhdf5's (docs/sanitizers.md says what a run found).
+bool raw_hdf5();
+
+// The file the target reads: `input`'s bytes in raw_hdf5() mode, else edited_copy's.
+std::string file_to_read(const std::string& base, const std::string& name, const uint8_t* data,
+                         size_t size);
+// The seeds: in raw mode the base file's bytes, else `edits`.
+std::vector<std::string> seeds_for(const std::string& base, std::vector<std::string> edits);
 
 // Copies `base` to file `name` of the scratch folder and applies the edits `input` spells (at
 // most 8); returns the copy's path.

@@ -28,9 +28,10 @@ std::vector<std::string> seeds() {
   std::memcpy(floats.data(), values, sizeof(values));
   return {
       safetensors_file(R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})", floats),
-      safetensors_file(R"({"__metadata__":{"format":"pt"},"b":{"dtype":"BF16","shape":[2],)"
-                       R"("data_offsets":[0,4]},"i":{"dtype":"I64","shape":[],"data_offsets":[4,12]}})",
-                       std::string(12, '\x01')),
+      safetensors_file(
+          R"({"__metadata__":{"format":"pt"},"b":{"dtype":"BF16","shape":[2],)"
+          R"("data_offsets":[0,4]},"i":{"dtype":"I64","shape":[],"data_offsets":[4,12]}})",
+          std::string(12, '\x01')),
   };
 }
 
@@ -38,8 +39,8 @@ std::vector<std::string> seeds() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;
-  const std::string path =
-      fuzz::write_scratch("model.safetensors", std::string(reinterpret_cast<const char*>(data), size));
+  const std::string path = fuzz::write_scratch(
+      "model.safetensors", std::string(reinterpret_cast<const char*>(data), size));
   fuzz::refused_or_read([&] {
     size_t bytes = 0;
     for (const auto& [name, tensor] : importer::read_safetensors(path)) {

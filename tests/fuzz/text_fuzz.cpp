@@ -19,7 +19,8 @@ namespace tandem::fuzz {
 
 std::vector<std::string> seeds() {
   return {"red green blue\nblue green red\n", "the cat\r\nthe cat sat\r\n\n\nlast line, no newline",
-          "\xc3\xa9t\xc3\xa9 \xe2\x80\x94 \"quoted\" &amp; 1,000.5 -- tokens\n\xe5\x9c\x8b\xe5\xae\xb6\n"};
+          "\xc3\xa9t\xc3\xa9 \xe2\x80\x94 \"quoted\" &amp; 1,000.5 -- "
+          "tokens\n\xe5\x9c\x8b\xe5\xae\xb6\n"};
 }
 
 }  // namespace tandem::fuzz

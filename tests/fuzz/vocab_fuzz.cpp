@@ -30,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (n < 4) fuzz::fail("a vocabulary of fewer than the four specials read");
     for (int32_t id = 0; id < n && id < 4096; ++id) vocab.piece(id);
     for (const auto side : {data::Side::kSource, data::Side::kTarget}) {
-      for (const char* text : {"red green blue", ">>fra<< the house", "", "\xff\xfe broken utf-8"}) {
+      for (const char* text :
+           {"red green blue", ">>fra<< the house", "", "\xff\xfe broken utf-8"}) {
         const auto ids = vocab.encode(text, side);
         for (const int32_t id : ids) {
           if (id < 0 || id >= n) fuzz::fail("encode gave an id outside the vocabulary");
