@@ -31,14 +31,18 @@ class Fields {
       case 0:
         if (!varint(&value)) return fail("a number is cut short", error);
         return true;
-      case 1: return skip(8, error);
-      case 5: return skip(4, error);
+      case 1:
+        return skip(8, error);
+      case 5:
+        return skip(4, error);
       case 2:
-        if (!varint(&value) || value > rest_.size()) return fail("a field's bytes are cut short", error);
+        if (!varint(&value) || value > rest_.size())
+          return fail("a field's bytes are cut short", error);
         *bytes = rest_.substr(0, value);
         rest_.remove_prefix(value);
         return true;
-      default: return fail("wire type " + std::to_string(key & 7) + " (a group?)", error);
+      default:
+        return fail("wire type " + std::to_string(key & 7) + " (a group?)", error);
     }
   }
 
@@ -94,7 +98,8 @@ std::string table_problem(std::string_view table) {
     const size_t node = pending.back();
     pending.pop_back();
     if ((node | 0xff) >= units) {
-      return "its trie leads to unit " + std::to_string(node | 0xff) + " of " + std::to_string(units);
+      return "its trie leads to unit " + std::to_string(node | 0xff) + " of " +
+             std::to_string(units);
     }
     if (seen[node]) continue;
     seen[node] = true;
@@ -106,8 +111,8 @@ std::string table_problem(std::string_view table) {
         return "its trie leads to unit " + std::to_string(next) + " of " + std::to_string(units);
       }
       if (has_leaf(child) && value_of(unit_at(trie, next)) >= strings.size()) {
-        return "its trie maps to string " + std::to_string(value_of(unit_at(trie, next))) +
-               " of " + std::to_string(strings.size()) + " bytes";
+        return "its trie maps to string " + std::to_string(value_of(unit_at(trie, next))) + " of " +
+               std::to_string(strings.size()) + " bytes";
       }
       pending.push_back(next);
     }

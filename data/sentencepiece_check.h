@@ -1,6 +1,6 @@
-// What Tandem checks of a SentencePiece model's bytes before SentencePiece reads them (a model comes
-// with corpus and checkpoint files, and with MarianMT folders from elsewhere). SentencePiece parses
-// the protobuf safely, but trusts the normalization table inside it (NormalizerSpec's
+// What Tandem checks of a SentencePiece model's bytes before SentencePiece reads them (a model
+// comes with corpus and checkpoint files, and with MarianMT folders from elsewhere). SentencePiece
+// parses the protobuf safely, but trusts the normalization table inside it (NormalizerSpec's
 // precompiled_charsmap: a double-array trie and the strings it maps to) and indexes it unchecked
 // on every string it tokenizes: a damaged or crafted table reads outside its bytes (found by
 // tests/fuzz/vocab_fuzz.cpp as a SEGV inside libsentencepiece).

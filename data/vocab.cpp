@@ -142,7 +142,8 @@ SentencePieceModel* load_model(const std::string& bytes, const char* what,
                                std::unique_ptr<SentencePieceModel>* model) {
   // SentencePiece trusts the normalization tables inside a model; Tandem checks them first.
   if (const std::string problem = sentencepiece_table_problem(bytes); !problem.empty()) {
-    throw std::invalid_argument(std::string(what) + ": not a SentencePiece model Tandem can read safely: " + problem);
+    throw std::invalid_argument(std::string(what) +
+                                ": not a SentencePiece model Tandem can read safely: " + problem);
   }
   const std::string error = library().load(bytes, model);
   if (!error.empty()) {

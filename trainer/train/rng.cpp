@@ -83,8 +83,9 @@ void check_dropout_rng_state(const std::string& bytes) {
   try {
     scratch.set_state(tensor_of(cpu.data(), cpu.size()));
   } catch (const c10::Error& e) {
-    throw std::invalid_argument(std::string("the CPU RNG state is not one LibTorch " TORCH_VERSION " reads: ") +
-                                e.what_without_backtrace());
+    throw std::invalid_argument(
+        std::string("the CPU RNG state is not one LibTorch " TORCH_VERSION " reads: ") +
+        e.what_without_backtrace());
   }
 }
 
