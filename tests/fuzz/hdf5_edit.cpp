@@ -89,6 +89,26 @@ hsize_t count_of(const std::vector<hsize_t>& dims) {
   return n;
 }
 
+// The type and dataspace of a new attribute or dataset, closed when it goes.
+struct NewValue {
+  hid_t type, owned_type = -1, space;
+  std::vector<hsize_t> dims;
+
+  NewValue(FuzzInput& in, bool huge_allowed) {
+    type = pick_type(in, &owned_type);
+    dims = pick_dims(in, huge_allowed);
+    space = dims.empty() ? H5Screate(H5S_SCALAR)
+                         : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  }
+  NewValue(const NewValue&) = delete;
+  NewValue& operator=(const NewValue&) = delete;
+  ~NewValue() {
+    H5Sclose(space);
+    if (owned_type >= 0) H5Tclose(owned_type);
+  }
+  hsize_t count() const { return dims.empty() ? 1 : count_of(dims); }
+};
+
 // Bytes for `count` elements of `type`: the input's, repeated.
 std::vector<char> fill(FuzzInput& in, hid_t type, hsize_t count) {
   std::vector<char> bytes(static_cast<size_t>(count) * H5Tget_size(type));
@@ -99,17 +119,13 @@ std::vector<char> fill(FuzzInput& in, hid_t type, hsize_t count) {
 }
 
 void set_attribute(hid_t file, const std::string& object, const std::string& name, FuzzInput& in) {
-  hid_t owned;
-  const hid_t type = pick_type(in, &owned);
-  const std::vector<hsize_t> dims = pick_dims(in, false);
-  const hid_t space = dims.empty()
-                          ? H5Screate(H5S_SCALAR)
-                          : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const NewValue value(in, false);
+  const hid_t type = value.type;
   H5Adelete_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT);
-  const hid_t attribute = H5Acreate_by_name(file, object.c_str(), name.c_str(), type, space,
+  const hid_t attribute = H5Acreate_by_name(file, object.c_str(), name.c_str(), type, value.space,
                                             H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   if (attribute >= 0) {
-    std::vector<char> bytes = fill(in, type, dims.empty() ? 1 : count_of(dims));
+    std::vector<char> bytes = fill(in, type, value.count());
     if (!in.below(2) && H5Tget_class(type) != H5T_STRING && bytes.size() >= 8) {
       const int64_t value = in.integer();  // a plausible number rather than repeated bytes
       if (H5Tequal(type, H5T_NATIVE_INT64) > 0) std::memcpy(bytes.data(), &value, 8);
@@ -121,20 +137,15 @@ void set_attribute(hid_t file, const std::string& object, const std::string& nam
     H5Awrite(attribute, type, bytes.data());
     H5Aclose(attribute);
   }
-  H5Sclose(space);
-  if (owned >= 0) H5Tclose(owned);
 }
 
 // A new dataset at `path` (whatever was there deleted): any type and rank; a declared size far
 // beyond the file's bytes is chunked and left unwritten, as a crafted file can declare it.
 void create_dataset(hid_t file, const std::string& path, FuzzInput& in) {
-  hid_t owned;
-  const hid_t type = pick_type(in, &owned);
-  const std::vector<hsize_t> dims = pick_dims(in, true);
-  const hid_t space = dims.empty()
-                          ? H5Screate(H5S_SCALAR)
-                          : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
-  const hsize_t count = dims.empty() ? 1 : count_of(dims);
+  const NewValue value(in, true);
+  const hid_t type = value.type, space = value.space;
+  const std::vector<hsize_t>& dims = value.dims;
+  const hsize_t count = value.count();
   const bool sparse = count > (1u << 16) || count == 0;
   const hid_t create = H5Pcreate(H5P_DATASET_CREATE);
   if (sparse && !dims.empty()) {
@@ -152,8 +163,6 @@ void create_dataset(hid_t file, const std::string& path, FuzzInput& in) {
     H5Dclose(dataset);
   }
   H5Pclose(create);
-  H5Sclose(space);
-  if (owned >= 0) H5Tclose(owned);
 }
 
 // Overwrites a few elements of a dataset of numbers in place.
