@@ -305,7 +305,7 @@ TEST_F(CheckpointTest, MissingDatasetIsNamed) {
 }
 
 // A few bytes can declare a dataset of 2^36 floats whose chunks were never written; reading it would
-// allocate 256 GiB (found by tests/fuzz/checkpoint_fuzz.cpp's edits). Refused before allocating.
+// allocate 256 GiB (an edit the fuzz targets make; seen in review, not as a report). Refused first.
 TEST_F(CheckpointTest, ADatasetDeclaringFarMoreThanTheFileStoresIsRefused) {
   save(path_, make_data());
   const hid_t file = H5Fopen(path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
