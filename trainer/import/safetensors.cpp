@@ -99,7 +99,8 @@ torch::Tensor read_tensor(Reader& file, const std::string& name, const nlohmann:
   }
   auto tensor = torch::empty(sizes, torch::TensorOptions().dtype(found->second));
   const std::string bytes = file.bytes(data_start + begin, expected);
-  std::memcpy(tensor.data_ptr(), bytes.data(), bytes.size());
+  // An empty tensor has no memory (data_ptr() is null), where memcpy may not even copy nothing.
+  if (!bytes.empty()) std::memcpy(tensor.data_ptr(), bytes.data(), bytes.size());
   return tensor;
 }
 

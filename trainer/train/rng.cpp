@@ -22,7 +22,7 @@ std::string bytes_of(const torch::Tensor& state) {
 
 torch::Tensor tensor_of(const char* data, size_t size) {
   auto state = torch::empty({static_cast<int64_t>(size)}, torch::kUInt8);
-  std::memcpy(state.data_ptr(), data, size);
+  if (size > 0) std::memcpy(state.data_ptr(), data, size);  // an empty one's data_ptr() is null
   return state;
 }
 
