@@ -74,7 +74,7 @@ TEST(ModelIo, AConfigDescribingALargerModelThanTheFileHoldsIsRefusedBeforeBuildi
   write(config);
   EXPECT_EQ(load_for_inference(dir.file("c.h5"), Weights::kRaw).model->options().d_model, 16);
 
-  // 4096 wide: 2.7e9 parameters to allocate (10.8 GB) before the shapes would be compared.
+  // 4096 wide: over 0.7e9 parameters (3 GB) to allocate before the shapes would be compared.
   config::Config wide = config;
   wide.model.d_model = 4096;
   wide.model.d_ff = 16384;
