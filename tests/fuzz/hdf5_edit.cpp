@@ -10,9 +10,12 @@
 
 #include "tests/fuzz/fuzz_files.h"
 #include "tests/fuzz/fuzz_target.h"
+#include "trainer/common/hdf5.h"
 
 namespace tandem::fuzz {
 namespace {
+
+using h5::Handle;
 
 struct Place {
   std::string path;  // "/model/encoder.layers.0.fc1.weight"
@@ -47,8 +50,7 @@ std::vector<std::string> attributes_of(hid_t file, const std::string& path) {
 }
 
 // A type for a new attribute or dataset: the ones Tandem writes and some it never does.
-hid_t pick_type(FuzzInput& in, hid_t* owned) {
-  *owned = -1;
+hid_t pick_type(FuzzInput& in, Handle* owned) {
   switch (in.below(9)) {
     case 0:
       return H5T_NATIVE_INT8;
@@ -67,9 +69,9 @@ hid_t pick_type(FuzzInput& in, hid_t* owned) {
     case 7:
       return H5T_NATIVE_UINT16;
     default: {
-      *owned = H5Tcopy(H5T_C_S1);
-      H5Tset_size(*owned, 1 + in.below(16));
-      return *owned;
+      *owned = Handle(H5Tcopy(H5T_C_S1));
+      H5Tset_size(owned->get(), 1 + in.below(16));
+      return owned->get();
     }
   }
 }
@@ -89,23 +91,19 @@ hsize_t count_of(const std::vector<hsize_t>& dims) {
   return n;
 }
 
-// The type and dataspace of a new attribute or dataset, closed when it goes.
+// The type and dataspace of a new attribute or dataset.
 struct NewValue {
-  hid_t type, owned_type = -1, space;
+  Handle owned_type;  // a string type made for it; the numeric ones are HDF5's own
+  hid_t type;
   std::vector<hsize_t> dims;
+  Handle space;
 
-  NewValue(FuzzInput& in, bool huge_allowed) {
-    type = pick_type(in, &owned_type);
-    dims = pick_dims(in, huge_allowed);
-    space = dims.empty() ? H5Screate(H5S_SCALAR)
-                         : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
-  }
-  NewValue(const NewValue&) = delete;
-  NewValue& operator=(const NewValue&) = delete;
-  ~NewValue() {
-    H5Sclose(space);
-    if (owned_type >= 0) H5Tclose(owned_type);
-  }
+  NewValue(FuzzInput& in, bool huge_allowed)
+      : type(pick_type(in, &owned_type)),
+        dims(pick_dims(in, huge_allowed)),
+        space(dims.empty()
+                  ? H5Screate(H5S_SCALAR)
+                  : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)) {}
   hsize_t count() const { return dims.empty() ? 1 : count_of(dims); }
 };
 
@@ -122,120 +120,111 @@ void set_attribute(hid_t file, const std::string& object, const std::string& nam
   const NewValue value(in, false);
   const hid_t type = value.type;
   H5Adelete_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT);
-  const hid_t attribute = H5Acreate_by_name(file, object.c_str(), name.c_str(), type, value.space,
-                                            H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  if (attribute >= 0) {
-    std::vector<char> bytes = fill(in, type, value.count());
-    if (!in.below(2) && H5Tget_class(type) != H5T_STRING && bytes.size() >= 8) {
-      const int64_t value = in.integer();  // a plausible number rather than repeated bytes
-      if (H5Tequal(type, H5T_NATIVE_INT64) > 0) std::memcpy(bytes.data(), &value, 8);
-      if (H5Tequal(type, H5T_NATIVE_DOUBLE) > 0) {
-        const double as_double = static_cast<double>(value);
-        std::memcpy(bytes.data(), &as_double, 8);
-      }
+  const Handle attribute(H5Acreate_by_name(file, object.c_str(), name.c_str(), type,
+                                           value.space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                                           H5P_DEFAULT));
+  if (!attribute.valid()) return;
+  std::vector<char> bytes = fill(in, type, value.count());
+  if (!in.below(2) && H5Tget_class(type) != H5T_STRING && bytes.size() >= 8) {
+    const int64_t number = in.integer();  // a plausible number rather than repeated bytes
+    if (H5Tequal(type, H5T_NATIVE_INT64) > 0) std::memcpy(bytes.data(), &number, 8);
+    if (H5Tequal(type, H5T_NATIVE_DOUBLE) > 0) {
+      const double as_double = static_cast<double>(number);
+      std::memcpy(bytes.data(), &as_double, 8);
     }
-    H5Awrite(attribute, type, bytes.data());
-    H5Aclose(attribute);
   }
+  H5Awrite(attribute.get(), type, bytes.data());
 }
 
 // A new dataset at `path` (whatever was there deleted): any type and rank; a declared size far
 // beyond the file's bytes is chunked and left unwritten, as a crafted file can declare it.
 void create_dataset(hid_t file, const std::string& path, FuzzInput& in) {
   const NewValue value(in, true);
-  const hid_t type = value.type, space = value.space;
   const std::vector<hsize_t>& dims = value.dims;
   const hsize_t count = value.count();
   const bool sparse = count > (1u << 16) || count == 0;
-  const hid_t create = H5Pcreate(H5P_DATASET_CREATE);
+  const Handle create(H5Pcreate(H5P_DATASET_CREATE));
   if (sparse && !dims.empty()) {
     std::vector<hsize_t> chunk(dims.size());
     for (size_t i = 0; i < dims.size(); ++i)
       chunk[i] = std::max<hsize_t>(1, std::min<hsize_t>(dims[i], 64));
-    H5Pset_chunk(create, static_cast<int>(chunk.size()), chunk.data());
+    H5Pset_chunk(create.get(), static_cast<int>(chunk.size()), chunk.data());
   }
   H5Ldelete(file, path.c_str(), H5P_DEFAULT);
-  const hid_t dataset =
-      H5Dcreate2(file, path.c_str(), type, space, H5P_DEFAULT, create, H5P_DEFAULT);
-  if (dataset >= 0) {
-    if (!sparse)
-      H5Dwrite(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, fill(in, type, count).data());
-    H5Dclose(dataset);
+  const Handle dataset(H5Dcreate2(file, path.c_str(), value.type, value.space.get(), H5P_DEFAULT,
+                                  create.get(), H5P_DEFAULT));
+  if (dataset.valid() && !sparse) {
+    H5Dwrite(dataset.get(), value.type, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+             fill(in, value.type, count).data());
   }
-  H5Pclose(create);
 }
+
+// An existing dataset with its type and dataspace, and whether it holds integers or floats.
+struct Existing {
+  Handle dataset, type, space;
+  H5T_class_t type_class = H5T_NO_CLASS;
+
+  Existing(hid_t file, const std::string& path)
+      : dataset(H5Dopen2(file, path.c_str(), H5P_DEFAULT)) {
+    if (!dataset.valid()) return;
+    type = Handle(H5Dget_type(dataset.get()));
+    space = Handle(H5Dget_space(dataset.get()));
+    type_class = H5Tget_class(type.get());
+  }
+  bool numbers() const { return type_class == H5T_INTEGER || type_class == H5T_FLOAT; }
+};
 
 // Overwrites a few elements of a dataset of numbers in place.
 void poke_elements(hid_t file, const std::string& path, FuzzInput& in) {
-  const hid_t dataset = H5Dopen2(file, path.c_str(), H5P_DEFAULT);
-  if (dataset < 0) return;
-  const hid_t file_type = H5Dget_type(dataset);
-  const hid_t space = H5Dget_space(dataset);
-  const H5T_class_t type_class = H5Tget_class(file_type);
+  const Existing target(file, path);
+  if (!target.numbers()) return;
+  const hid_t space = target.space.get();
   const int rank = H5Sget_simple_extent_ndims(space);
   std::vector<hsize_t> dims(std::max(rank, 0));
   if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
   const hsize_t count = count_of(dims);
-  if (count > 0 && (type_class == H5T_INTEGER || type_class == H5T_FLOAT)) {
-    const hsize_t one = 1;
-    const hid_t single = H5Screate_simple(1, &one, nullptr);
-    for (uint64_t poke = 0, pokes = 1 + in.below(4); poke < pokes; ++poke) {
-      hsize_t index = in.below(count);
-      std::vector<hsize_t> coordinates(dims.size());
-      for (size_t d = dims.size(); d-- > 0;) {
-        coordinates[d] = index % dims[d];
-        index /= dims[d];
-      }
-      if (rank > 0) H5Sselect_elements(space, H5S_SELECT_SET, 1, coordinates.data());
-      if (type_class == H5T_INTEGER) {
-        const int64_t value = in.integer();
-        H5Dwrite(dataset, H5T_NATIVE_INT64, single, space, H5P_DEFAULT, &value);
-      } else {
-        const double value = in.below(2) ? in.raw<double>() : static_cast<double>(in.integer());
-        H5Dwrite(dataset, H5T_NATIVE_DOUBLE, single, space, H5P_DEFAULT, &value);
-      }
+  if (count == 0) return;
+  const hsize_t one = 1;
+  const Handle single(H5Screate_simple(1, &one, nullptr));
+  for (uint64_t poke = 0, pokes = 1 + in.below(4); poke < pokes; ++poke) {
+    hsize_t index = in.below(count);
+    std::vector<hsize_t> coordinates(dims.size());
+    for (size_t d = dims.size(); d-- > 0;) {
+      coordinates[d] = index % dims[d];
+      index /= dims[d];
     }
-    H5Sclose(single);
+    if (rank > 0) H5Sselect_elements(space, H5S_SELECT_SET, 1, coordinates.data());
+    if (target.type_class == H5T_INTEGER) {
+      const int64_t value = in.integer();
+      H5Dwrite(target.dataset.get(), H5T_NATIVE_INT64, single.get(), space, H5P_DEFAULT, &value);
+    } else {
+      const double value = in.below(2) ? in.raw<double>() : static_cast<double>(in.integer());
+      H5Dwrite(target.dataset.get(), H5T_NATIVE_DOUBLE, single.get(), space, H5P_DEFAULT, &value);
+    }
   }
-  H5Sclose(space);
-  H5Tclose(file_type);
-  H5Dclose(dataset);
 }
 
 // Recreates a 1-D dataset of numbers a few elements shorter or longer, its data kept.
 void resize(hid_t file, const std::string& path, FuzzInput& in) {
-  const hid_t dataset = H5Dopen2(file, path.c_str(), H5P_DEFAULT);
-  if (dataset < 0) return;
-  const hid_t file_type = H5Dget_type(dataset);
-  const hid_t space = H5Dget_space(dataset);
-  const H5T_class_t type_class = H5Tget_class(file_type);
-  if (H5Sget_simple_extent_ndims(space) == 1 &&
-      (type_class == H5T_INTEGER || type_class == H5T_FLOAT)) {
-    const hid_t native = H5Tget_native_type(file_type, H5T_DIR_ASCEND);
-    hsize_t count = 0;
-    H5Sget_simple_extent_dims(space, &count, nullptr);
-    std::vector<char> bytes(count * H5Tget_size(native));
-    H5Dread(dataset, native, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
-    H5Dclose(dataset);
-    const int64_t delta = static_cast<int64_t>(in.below(9)) - 4;
-    const hsize_t resized =
-        static_cast<hsize_t>(std::max<int64_t>(0, static_cast<int64_t>(count) + delta));
-    bytes.resize(std::max<size_t>(1, resized * H5Tget_size(native)), 0);
-    H5Ldelete(file, path.c_str(), H5P_DEFAULT);
-    const hid_t new_space = H5Screate_simple(1, &resized, nullptr);
-    const hid_t created =
-        H5Dcreate2(file, path.c_str(), file_type, new_space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (created >= 0) {
-      if (resized > 0) H5Dwrite(created, native, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
-      H5Dclose(created);
-    }
-    H5Sclose(new_space);
-    H5Tclose(native);
-  } else {
-    H5Dclose(dataset);
+  Existing target(file, path);
+  if (!target.numbers() || H5Sget_simple_extent_ndims(target.space.get()) != 1) return;
+  const Handle native(H5Tget_native_type(target.type.get(), H5T_DIR_ASCEND));
+  hsize_t count = 0;
+  H5Sget_simple_extent_dims(target.space.get(), &count, nullptr);
+  std::vector<char> bytes(count * H5Tget_size(native.get()));
+  H5Dread(target.dataset.get(), native.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
+  target.dataset.close();
+  const int64_t delta = static_cast<int64_t>(in.below(9)) - 4;
+  const hsize_t resized =
+      static_cast<hsize_t>(std::max<int64_t>(0, static_cast<int64_t>(count) + delta));
+  bytes.resize(std::max<size_t>(1, resized * H5Tget_size(native.get())), 0);
+  H5Ldelete(file, path.c_str(), H5P_DEFAULT);
+  const Handle new_space(H5Screate_simple(1, &resized, nullptr));
+  const Handle created(H5Dcreate2(file, path.c_str(), target.type.get(), new_space.get(),
+                                  H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  if (created.valid() && resized > 0) {
+    H5Dwrite(created.get(), native.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
   }
-  H5Sclose(space);
-  H5Tclose(file_type);
 }
 
 std::string parent_of(const std::string& path) {
@@ -326,15 +315,11 @@ std::vector<std::string> seeds_for(const std::string& base, std::vector<std::str
 
 std::string edited_copy(const std::string& base, const std::string& name, FuzzInput& input) {
   const std::string copy = write_scratch(name, read_whole(base));
-  H5E_auto2_t handler;
-  void* handler_data;
-  H5Eget_auto2(H5E_DEFAULT, &handler, &handler_data);
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  const hid_t file = H5Fopen(copy.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  if (file < 0) fail("cannot open the copy " + copy);
-  for (int edit = 0; edit < 8 && !input.empty(); ++edit) edit_once(file, input);
-  H5Fclose(file);
-  H5Eset_auto2(H5E_DEFAULT, handler, handler_data);
+  const h5::QuietErrors quiet;  // an edit may fail (its object already gone), and that is fine
+  Handle file(H5Fopen(copy.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+  if (!file.valid()) fail("cannot open the copy " + copy);
+  for (int edit = 0; edit < 8 && !input.empty(); ++edit) edit_once(file.get(), input);
+  file.close();  // flushed before the reader opens it (a failed flush leaves what a crash would)
   return copy;
 }
 

@@ -78,7 +78,6 @@ void write_scalar_attribute(hid_t object, const std::string& name, hid_t file_ty
   check(H5Awrite(attribute.get(), memory_type, value), "cannot write attribute " + name);
 }
 
-// Opens attribute `name` when it exists and its type is of `type_class`.
 // Whether a dataspace holds one element (scalar, or simple of one): what the readers of one value
 // read into one value's memory. (A file can hold a list where Tandem writes one value: reading it
 // whole into one would write past that value, found by tests/fuzz/corpus_fuzz.cpp.)
