@@ -13,9 +13,18 @@ TANDEM_CLONES float max_of(const float* x, int64_t n) {
   return top;
 }
 
+// Summed in chunks: where the loop is vectorized the chunk's sum is, and where it is not (clang
+// at -O1, the sanitizer builds) no float accumulator adds more than kChunk terms in a row, which
+// keeps the rounding of 8000-entry rows near a vectorized sum's (2e-6 against 3e-5 in one sum).
 TANDEM_CLONES float exp_sum(const float* x, int64_t n, float shift) {
+  constexpr int64_t kChunk = 256;
   float sum = 0;
-  for (int64_t j = 0; j < n; ++j) sum += std::exp(x[j] - shift);
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    const int64_t end = begin + kChunk < n ? begin + kChunk : n;
+    float part = 0;
+    for (int64_t j = begin; j < end; ++j) part += std::exp(x[j] - shift);
+    sum += part;
+  }
   return sum;
 }
 
