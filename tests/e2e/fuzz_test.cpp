@@ -172,10 +172,10 @@ TEST_F(FuzzE2E, MutatedCorporaEvaluateOrAreRefusedOnOneLine) {
   int refused = 0;
   for (int c = 0; c < cases(25); ++c) {
     write_bytes(file("mutated.h5"), mutate_binary(good, random, 4 << (c % 5)));
-    refused +=
-        2 == run_case(kHdf5ParserStacks + tool("tandem-eval") + " --checkpoint " + file("run/last.h5") + " --corpus " +
-                          file("mutated.h5") + " --split test --beam 1 --output " + file("hyp.txt"),
-                      "corpus case " + std::to_string(c), file("hyp.txt"), 40);
+    refused += 2 == run_case(kHdf5ParserStacks + tool("tandem-eval") + " --checkpoint " +
+                                 file("run/last.h5") + " --corpus " + file("mutated.h5") +
+                                 " --split test --beam 1 --output " + file("hyp.txt"),
+                             "corpus case " + std::to_string(c), file("hyp.txt"), 40);
   }
   EXPECT_GT(refused, 5);
 }
@@ -187,8 +187,8 @@ TEST_F(FuzzE2E, MutatedCheckpointsDecodeOrAreRefusedOnOneLine) {
   for (int c = 0; c < cases(25); ++c) {
     write_bytes(file("mutated-ckpt.h5"), mutate_binary(good, random, 4 << (c % 5)));
     refused += 2 == run_case(kHdf5ParserStacks + tool("tandem-decode") + " --checkpoint " +
-                                 file("mutated-ckpt.h5") +
-                                 " < " + file("input.txt") + " > " + file("decoded.txt"),
+                                 file("mutated-ckpt.h5") + " < " + file("input.txt") + " > " +
+                                 file("decoded.txt"),
                              "checkpoint case " + std::to_string(c), file("decoded.txt"), 2);
   }
   EXPECT_GT(refused, 5);
