@@ -212,7 +212,9 @@ TEST_F(CheckpointE2E, KillDashNineDuringCheckpointWritesAlwaysLeavesAResumableCh
       ASSERT_TRUE(job.wait_for_line("] saved ")) << job.output();
     }
     ASSERT_TRUE(job.wait_for_line("] step ")) << job.output();
-    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(random)));  // the kill point
+    // Not a wait for anything: a random 0-40 ms offset puts the kill anywhere in a step or a save,
+    // and every point must leave the run intact (the waits above are on the job's own lines).
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(random)));
     job.kill_all();
     EXPECT_EQ(job.wait(), 128 + SIGKILL);
     interrupted += write_was_interrupted(run, started) ? 1 : 0;
