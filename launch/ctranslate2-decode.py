@@ -4,7 +4,7 @@ alone: what the export test (tests/e2e/export_test.cpp) and tandem-bench-decode 
 
   PYTHONPATH=$(launch/ctranslate2.sh) python3 launch/ctranslate2-decode.py MODEL_DIR INPUT OUTPUT \\
       [--beam 4] [--lenpen 0.6] [--min-len 0] [--max-len 256] [--compute-type default] \\
-      [--threads 1] [--batch-tokens 2048] [--repeat 1] [--pieces]
+      [--threads 1] [--batch-tokens 2048] [--repeat 1] [--pieces] [--device cpu]
 
 INPUT has one sentence per line: raw text, tokenized with the folder's sentencepiece.model, or with
 --pieces SentencePiece pieces separated by spaces (as the benchmark hands them over). OUTPUT gets
@@ -38,6 +38,7 @@ def arguments():
     parser.add_argument("--max-input-len", type=int, default=1024,
                         help="max_input_length (source tokens with EOS); at most max_positions")
     parser.add_argument("--compute-type", default="default")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--batch-tokens", type=int, default=2048)
     parser.add_argument("--repeat", type=int, default=1)
@@ -62,7 +63,7 @@ def main():
         sp = sentencepiece.SentencePieceProcessor(
             model_file=os.path.join(args.model_dir, "sentencepiece.model"))
     sources = read_sources(args, sp)
-    translator = ctranslate2.Translator(args.model_dir, device="cpu",
+    translator = ctranslate2.Translator(args.model_dir, device=args.device,
                                         compute_type=args.compute_type,
                                         inter_threads=args.threads, intra_threads=1)
     runs = []  # (wall, user, sys) seconds
