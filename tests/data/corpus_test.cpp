@@ -51,6 +51,21 @@ TEST_F(CorpusRead, ReadsRequestedSentencesInOrderWithRepeats) {
   }
 }
 
+// 60 sentences in a shuffled order: their ranges are read in groups (h5::read_ranges reads 32 a
+// selection), and every sentence still lands where it was asked for.
+TEST_F(CorpusRead, ReadsMoreSentencesThanOneSelectionHolds) {
+  const Corpus corpus(path_);
+  const Vocab vocab = corpus.vocab();
+  std::vector<int64_t> lines(60);
+  for (int64_t i = 0; i < 60; ++i) lines[i] = (i * 37) % 60;  // a permutation: 37 is prime to 60
+  const std::vector<SentencePair> pairs = corpus.read("train", lines);
+  ASSERT_EQ(pairs.size(), 60u);
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    EXPECT_EQ(pairs[i].src, vocab.encode(text_.src[lines[i]], Side::kSource)) << lines[i];
+    EXPECT_EQ(pairs[i].tgt, vocab.encode(text_.tgt[lines[i]], Side::kTarget)) << lines[i];
+  }
+}
+
 TEST_F(CorpusRead, LengthsComeFromTheOffsets) {
   const Corpus corpus(path_);
   const Vocab vocab = corpus.vocab();

@@ -128,8 +128,8 @@ struct Range {
   uint64_t begin = 0;
   uint64_t count = 0;
 };
-// Reads several disjoint, non-empty ranges, sorted by `begin`, with one H5Dread: `out` receives
-// them back to back in that order (sum of counts elements).
+// Reads several disjoint, non-empty ranges, sorted by `begin`, with an H5Dread per 32 of them:
+// `out` receives them back to back in that order (sum of counts elements).
 void read_ranges(hid_t dataset, hid_t mem_type, const std::vector<Range>& ranges, void* out);
 
 }  // namespace tandem::h5
