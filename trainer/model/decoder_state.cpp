@@ -126,7 +126,10 @@ SelfCache DecoderState::self_cache(size_t layer) {
     reallocate(std::max(rows_, allocated_rows()),
                std::max({step + 1, 2 * capacity(), kFirstCapacity}));
   }
-  SelfCache cache{layers.at(layer).self_kv, torch::Tensor()};
+  // Off the CPU, cache row r is decoder row r: rows past rows_ are what select() dropped (finished
+  // sentences), which attention must not see.
+  const auto& kv = layers.at(layer).self_kv;
+  SelfCache cache{on_cpu() ? kv : kv.narrow(0, 0, rows_), torch::Tensor()};
   if (on_cpu()) {
     const int64_t steps = capacity();
     for (int64_t r = 0; r < rows_; ++r) cache_rows_[r * steps + step] = static_cast<int32_t>(r);

@@ -24,7 +24,7 @@ struct LayerCache {
 // One layer's self-attention cache for a step: decoder row r writes its newest key | value at
 // kv[r, step], and finds position j < step at kv[rows[r][j], j].
 struct SelfCache {
-  torch::Tensor kv;  // LayerCache::self_kv, all its rows
+  torch::Tensor kv;  // LayerCache::self_kv: all its rows on the CPU, elsewhere its first rows()
   // [rows(), capacity] int32 on the CPU, with rows[r][step] = r. Undefined on other devices,
   // where cache row r is decoder row r at every position.
   torch::Tensor rows;
