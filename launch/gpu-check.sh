@@ -19,10 +19,10 @@
 #
 #   launch/gpu-check.sh BUNDLE_DIR CORPUS_H5 OUT_DIR REF_TRAIN_PY [MAX_TOKENS...]
 # Environment: REF_DATA=DIR holds the yardstick's train.en and train.es (spm.model, the corpus's
-# /vocab, is written there when missing); without it only Tandem is measured. REF_SHAPE (default
-# base) is the shape the yardstick runs, at the first MAX_TOKENS; REF_WAIT_S (default 600) how long
-# to wait for its compilation once Tandem is done (TORCHINDUCTOR_CACHE_DIR, when set, is its
-# compile cache). SHAPES="base big" (the default) names the benchmarked shapes, SKIP_BENCH=1 skips
+# /vocab, is written there when missing); without it (or with YARDSTICK=0) only Tandem is
+# measured. REF_SHAPE (default base) is the shape the yardstick runs, at the first MAX_TOKENS;
+# REF_WAIT_S (default 600) how long to wait for its compilation once Tandem is done
+# (TORCHINDUCTOR_CACHE_DIR, when set, is its compile cache). SHAPES="base big" (the default) names the benchmarked shapes, SKIP_BENCH=1 skips
 # them. The issue's bars, when set: MIN_MFU=40 fails a base-shape MFU below 40% (MIN_MFU_BIG=45
 # the big shape's; it defaults to MIN_MFU), MIN_RATIO=1.5 fails Tandem's median below 1.5x the
 # compiled yardstick's best window (with REF_DATA), MIN_MFU_SHIPPED=20 the shipped config's MFU
@@ -47,7 +47,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 eval "$(bash launch/bundle-unpack.sh "$bundle" /tmp/tandem-deps)"
 source launch/yardstick.sh
 data=${REF_DATA:-}
-if [ "${SKIP_BENCH:-0}" != 1 ] && [ -n "$data" ]; then
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ -n "$data" ] && [ "${YARDSTICK:-1}" = 1 ]; then
   if [ ! -f "$data/spm.model" ]; then  # the corpus's SentencePiece model, as the yardstick reads it
     "$python" -c 'import sys, h5py; open(sys.argv[2], "wb").write(h5py.File(sys.argv[1], "r")["vocab"][()].tobytes())' \
       "$corpus" "$data/spm.model" 2>/dev/null ||
@@ -118,7 +118,11 @@ if [ "${BASE_CURVES:-0}" = 1 ]; then
 fi
 
 # shellcheck source=launch/gpu-check-tools.sh
-[ "${QUICK:-0}" = 1 ] || source launch/gpu-check-tools.sh
+source launch/gpu-check-tools.sh
+[ "${QUICK:-0}" = 1 ] || tiny_checks
+[ -n "${CT2_DIR:-}" ] && ctranslate2_check
+[ "${QUICK:-0}" = 1 ] || [ -z "${REF_DATA:-}" ] || marian_check
+[ "${QUICK:-0}" = 1 ] || cpu_comparison
 
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   declare -A median
@@ -204,7 +208,7 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
       --profile "$work/trace-$name.json"
     "$python" launch/profile-summary.py "$work/trace-$name.json" 30 >"$out/profile-$name.txt" 2>&1 &
   done
-  if [ -n "$data" ]; then
+  if [ -n "$yardstick_pid" ]; then
     ref_shape=${REF_SHAPE:-base}
     # Not in $(...): a subshell cannot wait for the yardstick, which is this shell's child.
     yardstick_finish "$(seconds_left "${REF_WAIT_S:-600}" 60)" >"$out/ref-line.txt"
