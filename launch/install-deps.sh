@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev                                           # tests
   python3-pip                                            # the PyPI LibTorch (launch/torch-wheel.sh)
   iproute2                                               # the multi-node rehearsal test (ip netns)
+  slurm-wlm munge                                        # the SLURM tests (launch/slurm/local-cluster.sh)
   libsword-utils sword-text-web sword-text-sparv python3 # the Bible corpus (data/prepare/bible.sh)
   gnuplot-nox                                            # loss curve plots
 )

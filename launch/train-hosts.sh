@@ -6,8 +6,8 @@
 # host's first slot) writes and reads checkpoints, so checkpoint.dir must be on that node (or on a
 # shared filesystem), and this script runs there; the corpus must be readable on every node.
 # SIGTERM, SIGINT (Ctrl-C) or SIGHUP to this script: every rank finishes its step and saves, and
-# the script returns once the checkpoint is written, with 128 + the signal; a second signal stops
-# the ranks at once (saved checkpoints stay intact).
+# the script returns once the checkpoint is written, with 128 + the signal; a second signal from
+# the same sender stops the ranks at once (saved checkpoints stay intact).
 # With --max-restarts K, a job that loses a rank or a node is relaunched from its newest checkpoint
 # on the hosts that still answer (down to --min-ranks ranks, accumulation raised to keep the global
 # batch), up to K times; the same failure twice in a row ends it (docs/multi-node.md).

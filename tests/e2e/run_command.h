@@ -37,6 +37,7 @@ class BackgroundCommand {
   // The process id of MPI rank `rank` among the processes the command started (the launcher
   // puts OMPI_COMM_WORLD_RANK, or PMI_RANK, in each rank's environment), or -1 if none is running.
   int rank_pid(int rank) const;
+  int pid() const { return pid_; }
   const std::string& output() const { return output_; }
 
  private:

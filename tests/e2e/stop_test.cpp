@@ -119,6 +119,35 @@ TEST_F(StopE2E, SigtermAndSigintToTheLauncherSaveTheStepAndResumeEqualsAnUninter
   }
 }
 
+// A rank on its own (no launcher). Stop signals from three processes, as one scancel reaches a
+// rank from SLURM and again through mpirun, are one stop that saves the step; two from one sender
+// (a person insisting) stop at once, before the save. Each is a different signal: the kernel
+// keeps one of each pending, where a second SIGTERM sent before the first is delivered would
+// merge into it.
+TEST_F(StopE2E, AStopFromAnotherProcessChangesNothingAndTheSameSenderTwiceStopsAtOnce) {
+  {
+    BackgroundCommand rank("exec " + tool("tandem-train") + " --config " + config("senders"));
+    ASSERT_TRUE(rank.wait_for_line("] step 3 |")) << rank.output();
+    const std::string pid = std::to_string(rank.pid());
+    rank.signal(SIGTERM);                       // from this process
+    run_command("kill -USR1 " + pid);           // from a shell of its own
+    run_command("kill -INT " + pid);            // and another
+    EXPECT_EQ(rank.wait(), 128 + SIGTERM) << rank.output();
+    EXPECT_NE(rank.output().find("(stopped by signal 15)"), std::string::npos) << rank.output();
+    const int64_t stopped = records("senders").back()["step"];
+    EXPECT_EQ(checkpoint::find_latest(run_dir("senders")),
+              run_dir("senders") + "/" + checkpoint::step_file_name(stopped));
+  }
+  BackgroundCommand rank("exec " + tool("tandem-train") + " --config " + config("insist"));
+  ASSERT_TRUE(rank.wait_for_line("] step 3 |")) << rank.output();
+  rank.signal(SIGTERM);
+  rank.signal(SIGINT);
+  const int code = rank.wait();
+  EXPECT_TRUE(code == 128 + SIGTERM || code == 128 + SIGINT) << code << rank.output();
+  EXPECT_EQ(rank.output().find("stopped by signal"), std::string::npos) << rank.output();
+  EXPECT_EQ(checkpoint::find_latest(run_dir("insist")), "") << "nothing saved: no step was due";
+}
+
 TEST_F(StopE2E, ASecondJobOnTheSameDirectoryExitsTwoNamingTheFirst) {
   const std::string cfg = config("shared");
   BackgroundCommand first("exec " + tool("tandem-train") + " --config " + cfg);

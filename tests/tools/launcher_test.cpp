@@ -97,10 +97,22 @@ TEST(Launcher, AutoIsOneRankPerGpuElsePerThreadsCores) {
 
 TEST(Launcher, ARankKnowsItWasLaunched) {
   const ScopedEnv a("OMPI_COMM_WORLD_SIZE", nullptr), b("PMI_SIZE", nullptr),
-      c("PMIX_RANK", nullptr), d("SLURM_PROCID", nullptr);
+      c("PMIX_RANK", nullptr), d("SLURM_PROCID", nullptr), e("SLURM_STEP_ID", nullptr),
+      f("SLURM_STEP_NUM_TASKS", nullptr);
   EXPECT_FALSE(started_as_rank());
-  const ScopedEnv slurm("SLURM_PROCID", "3");
+  {
+    const ScopedEnv mpirun("OMPI_COMM_WORLD_SIZE", "2");
+    EXPECT_TRUE(started_as_rank());
+  }
+  // A SLURM batch script (SLURM 22.05's environment there): not a rank, it starts them.
+  const ScopedEnv procid("SLURM_PROCID", "0"), ntasks("SLURM_NTASKS", "2");
+  EXPECT_FALSE(started_as_rank());
+  // One task of a two-task srun step: a rank.
+  const ScopedEnv step("SLURM_STEP_ID", "0"), tasks("SLURM_STEP_NUM_TASKS", "2");
   EXPECT_TRUE(started_as_rank());
+  // The one task of a one-task step (srun -n 1 tandem-train --ranks 4): starts them.
+  const ScopedEnv one("SLURM_STEP_NUM_TASKS", "1");
+  EXPECT_FALSE(started_as_rank());
 }
 
 TEST(Launcher, PlainMpirunWithAShortGraceGetsTheSafeStopHint) {

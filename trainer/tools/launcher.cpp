@@ -13,8 +13,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <stdexcept>
 
+#include "trainer/common/signal_sender.h"
 #include "trainer/common/terminal.h"
 #include "trainer/tools/process.h"
 
@@ -24,24 +26,36 @@ namespace {
 constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP};
 
 // Signals reach run_job's loop through a pipe: a handler may run on any thread (OpenBLAS starts
-// its own), and writing a byte is all it does.
+// its own), and writing the signal and its sender (one write, under PIPE_BUF: never split) is
+// all it does.
 int g_signal_pipe[2] = {-1, -1};
 
-void forward_to_pipe(int sig) {
+struct SignalNote {
+  int sig = 0;
+  pid_t sender = 0;  // signal_sender
+};
+
+void forward_to_pipe(int sig, siginfo_t* info, void* /*context*/) {
   const int saved = errno;
-  const unsigned char byte = static_cast<unsigned char>(sig);
-  if (write(g_signal_pipe[1], &byte, 1) < 0) {
+  const SignalNote note{sig, signal_sender(info)};
+  if (write(g_signal_pipe[1], &note, sizeof note) < 0) {
     // A full pipe already holds enough signals to act on.
   }
   errno = saved;
 }
 
-void set_handlers(void (*handler)(int)) {
+void forward_signals_to_pipe() {
   struct sigaction action {};
-  action.sa_handler = handler;
+  action.sa_sigaction = forward_to_pipe;
+  action.sa_flags = SA_SIGINFO;
   sigemptyset(&action.sa_mask);
   for (int sig : kStopSignals) sigaction(sig, &action, nullptr);
   sigaction(SIGCHLD, &action, nullptr);
+}
+
+void restore_default_handlers() {
+  for (int sig : kStopSignals) signal(sig, SIG_DFL);
+  signal(SIGCHLD, SIG_DFL);
 }
 
 // The child: its own process group, no terminal input, standard error into `err`, default signal
@@ -60,27 +74,17 @@ void set_handlers(void (*handler)(int)) {
   _exit(127);
 }
 
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGINT:
-      return "SIGINT";
-    case SIGHUP:
-      return "SIGHUP";
-  }
-  return "a signal";
-}
-
-// What a stop signal does, by how many came so far: ask the ranks to save (SIGUSR2, which mpirun
-// forwards to every rank at once; they then exit 0, so mpirun ends normally), then to stop at
-// once (their handlers exit on a second signal), then kill mpirun's process group outright.
+// What a stop signal does, by how many came so far from the first one's sender (others are the
+// same stop arriving by another path: run_job does not count them): ask the ranks to save
+// (SIGUSR2, which mpirun forwards to every rank at once; they then exit 0, so mpirun ends
+// normally), then to stop at once (their handlers exit on a second signal from mpirun), then kill
+// mpirun's process group outright.
 void pass_on_stop(int sig, int count, pid_t job, const std::string& tool) {
   const char* name = signal_name(sig);
   if (count == 1) {
     std::fprintf(stderr,
-                 "%s: %s: every rank finishes its step and saves a checkpoint; a second signal "
-                 "stops at once\n",
+                 "%s: %s: every rank finishes its step and saves a checkpoint; the same again "
+                 "from the same sender stops at once\n",
                  tool.c_str(), name);
     kill(job, SIGUSR2);
   } else if (count == 2) {
@@ -122,6 +126,18 @@ int exit_status(int status) {
 }
 
 }  // namespace
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
+  }
+  return "a signal";
+}
 
 int stop_grace_s() {
   const char* text = std::getenv("TANDEM_STOP_GRACE");
@@ -201,11 +217,17 @@ MpirunCommand mpirun_hosts_command(const std::string& hostfile, int ranks,
   return command;
 }
 
+// SLURM sets SLURM_PROCID in a batch script too (0): only a task of a job step that srun started
+// with several tasks is a rank. The batch script, salloc's shell and a one-task step (srun -n 1
+// tandem-train --ranks 4) start the ranks themselves. (Seen with SLURM 22.05: the batch script
+// has SLURM_PROCID and no SLURM_STEP_ID; srun's tasks have both, and SLURM_STEP_NUM_TASKS.)
 bool started_as_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID"}) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
     if (std::getenv(name) != nullptr) return true;
   }
-  return false;
+  const char* step = std::getenv("SLURM_STEP_ID");
+  const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS");
+  return step != nullptr && tasks != nullptr && std::atoi(tasks) > 1;
 }
 
 int auto_ranks(int gpus, int threads) {
@@ -295,7 +317,7 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& tool)
   const char* terminal = isatty(STDERR_FILENO) ? ttyname(STDERR_FILENO) : nullptr;
   terminal != nullptr ? setenv(log::kTerminalVariable, terminal, 1)
                       : unsetenv(log::kTerminalVariable);
-  set_handlers(forward_to_pipe);
+  forward_signals_to_pipe();
   signal(SIGPIPE, SIG_IGN);  // a closed stderr of ours must not end the launcher mid-job
   std::fflush(nullptr);      // or the child would write our buffered output a second time
   const pid_t job = fork();
@@ -307,6 +329,7 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& tool)
   ErrorRelay relay(err[0]);
   bool relaying = true;
   int stops = 0, status = 0;
+  pid_t first_sender = 0;
   JobResult result;
   Clock::time_point teardown_deadline = kNoDeadline;
   while (waitpid(job, &status, WNOHANG) == 0) {
@@ -324,26 +347,30 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& tool)
     if (relay.job_failed() && teardown_deadline == kNoDeadline && stops == 0) {
       teardown_deadline = Clock::now() + std::chrono::seconds(kTeardownS + 2 * stop_grace_s());
     }
-    unsigned char sig = 0;
-    while (read(g_signal_pipe[0], &sig, 1) == 1) {
-      if (sig == SIGCHLD) continue;
-      if (++stops == 1) result.stop_signal = sig;
-      pass_on_stop(sig, stops, job, tool);
+    SignalNote note;
+    while (read(g_signal_pipe[0], &note, sizeof note) == sizeof note) {
+      if (note.sig == SIGCHLD) continue;
+      if (stops == 0) {
+        result.stop_signal = note.sig;
+        result.stop_time = std::filesystem::file_time_type::clock::now();
+        first_sender = note.sender;
+      } else if (note.sender != first_sender) {
+        std::fprintf(stderr, "%s: %s from another process (pid %d): the stop under way covers it\n",
+                     tool.c_str(), signal_name(note.sig), static_cast<int>(note.sender));
+        continue;
+      }
+      pass_on_stop(note.sig, ++stops, job, tool);
     }
   }
   if (relaying) relay.pass_on();  // what mpirun wrote before it exited
   kill(-job, SIGKILL);            // ranks or daemons mpirun left behind, if any
-  set_handlers(SIG_DFL);
+  restore_default_handlers();
   signal(SIGPIPE, SIG_DFL);
   close(g_signal_pipe[0]);
   close(g_signal_pipe[1]);
   close(err[0]);
   result.status = exit_status(status);
   result.last_lines = relay.lines();
-  if (stops == 1 && result.status == 0) {
-    std::fprintf(stderr, "%s: stopped by %s; the last step is saved\n", tool.c_str(),
-                 signal_name(result.stop_signal));
-  }
   return result;
 }
 

@@ -2,6 +2,7 @@
 // parent so that a stop signal ends with every rank's checkpoint on disk.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -49,16 +50,21 @@ MpirunCommand mpirun_hosts_command(const std::string& hostfile, int ranks,
                                    const std::vector<std::string>& forward_env,
                                    int grace_s = stop_grace_s());
 
-// Whether a launcher (mpirun, srun, ...) started this process as one rank of a job.
+// Whether a launcher (mpirun, srun, ...) started this process as one rank of a job: not a SLURM
+// batch script, salloc's shell or a step of one task, which start the ranks themselves.
 bool started_as_rank();
 
 // What `--ranks auto` means: one rank per GPU when `gpus` > 0, else one per `threads` usable cores.
 int auto_ranks(int gpus, int threads);
 
+// "SIGTERM", "SIGINT" or "SIGHUP"; "a signal" for another.
+const char* signal_name(int sig);
+
 // How a job run_job ran ended.
 struct JobResult {
   int status = 0;       // mpirun's exit status (128 + signal when a signal ended it)
   int stop_signal = 0;  // the first stop signal (SIGTERM, SIGINT, SIGHUP) passed on; 0: none came
+  std::filesystem::file_time_type stop_time;  // when it came, on the clock of files' times
   std::vector<std::string> last_lines;  // the end of mpirun's standard error (ranks' included)
   // What the launcher exits with: 128 + the stop signal when one stopped the job, else status.
   int exit_code() const { return stop_signal != 0 ? 128 + stop_signal : status; }

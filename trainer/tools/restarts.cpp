@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <thread>
@@ -49,6 +50,24 @@ Checkpoint newest_checkpoint(const std::string& dir) {
   newest.path = checkpoint::find_latest(dir);
   if (!newest.path.empty()) newest.step = checkpoint::load_description(newest.path).step;
   return newest;
+}
+
+// Whether the stop left a checkpoint written after it came, from the checkpoint itself: the ranks'
+// closing lines need not reach us (a scheduler's SIGTERM reaches mpirun as well as the ranks, and
+// mpirun then stops relaying their output), and mpirun's status is not 0 then.
+void report_stop(const JobResult& result, const std::string& dir, const std::string& tool) {
+  const Checkpoint newest = newest_checkpoint(dir);
+  std::error_code error;
+  const auto written = newest.path.empty() ? std::filesystem::file_time_type::min()
+                                           : std::filesystem::last_write_time(newest.path, error);
+  const char* name = signal_name(result.stop_signal);
+  if (!newest.path.empty() && !error && written >= result.stop_time) {
+    std::fprintf(stderr, "%s: stopped by %s; the last step is saved (step %lld, %s)\n",
+                 tool.c_str(), name, static_cast<long long>(newest.step), newest.path.c_str());
+  } else {
+    std::fprintf(stderr, "%s: stopped by %s; no checkpoint was written after it (newest: %s)\n",
+                 tool.c_str(), name, newest.path.empty() ? "none" : newest.path.c_str());
+  }
 }
 
 // The mpirun command of the job's run after `restarts` restarts (which its ranks find in
@@ -138,9 +157,11 @@ int run_with_restarts(const JobPlan& plan, const RestartOptions& options, const 
   for (int restarts = 0;; ++restarts) {
     const JobResult result =
         run_job(job_command(plan, restarts, hosts, hostfile, accum_steps), tool);
-    if (result.status == 0 || result.stop_signal != 0 || options.max_restarts == 0) {
+    if (result.stop_signal != 0) {
+      report_stop(result, plan.checkpoint_dir, tool);
       return result.exit_code();
     }
+    if (result.status == 0 || options.max_restarts == 0) return result.exit_code();
     const JobFailure failure = parse_job_failure(result.last_lines, result.status);
     const Checkpoint from = newest_checkpoint(plan.checkpoint_dir);
     std::string why = reason_not_to_restart(failure, restarts > 0 ? &previous : nullptr, from.step,

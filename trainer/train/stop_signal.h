@@ -1,12 +1,13 @@
-// Stop signals in training: the first one finishes the step, saves and exits; a second exits at
-// once. SIGUSR2 is the launcher's request.
+// Stop signals in training: the first one finishes the step, saves and exits; a second from the
+// same sender exits at once. SIGUSR2 is the launcher's request.
 #pragma once
 
 namespace tandem::train {
 
 // SIGTERM / SIGINT / SIGUSR1 / SIGUSR2 handling for training: the first signal asks the loop to
-// finish its step, checkpoint and exit; a second one exits at once (the checkpoint write is
-// atomic, so nothing already written is corrupted). SIGUSR2 is the launcher's request
+// finish its step, checkpoint and exit; a second one from the same sender (Ctrl-C twice, scancel
+// twice) exits at once (the checkpoint write is atomic, so nothing already written is corrupted),
+// and one from another process is the same stop arriving by another path: it changes nothing. SIGUSR2 is the launcher's request
 // (tandem-train --ranks, launch/train-hosts.sh): the ranks exit 0 and the launcher reports the
 // stop, since mpirun treats a rank's non-zero status as a failure to clean up after.
 

@@ -1,0 +1,222 @@
+// launch/slurm/tandem.sbatch under a real SLURM (Debian's slurm-wlm and munge, started by
+// launch/slurm/local-cluster.sh on this machine as one node): the script as shipped, its #SBATCH
+// lines overridden on sbatch's command line for two CPU tasks. A job trains on every task and
+// completes bitwise equal to tandem-train --ranks 2; scancel saves the step the job stopped at;
+// the time limit's warning (--signal=B:USR1) saves, requeues and resumes bit for bit. Skipped,
+// with the reason, where SLURM cannot run (not root, the packages missing). The script's refusals
+// of bad allocations need no cluster and run everywhere.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tests/common/synthetic_corpus.h"
+#include "tests/e2e/run_command.h"
+#include "trainer/checkpoint/checkpoint.h"
+
+namespace tandem::test {
+namespace {
+
+const std::string kCluster = std::string(TANDEM_LAUNCH_DIR) + "/slurm/local-cluster.sh";
+const std::string kScript = std::string(TANDEM_LAUNCH_DIR) + "/slurm/tandem.sbatch";
+
+class Slurm : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const auto check = run_command(kCluster + " --check");
+    if (check.exit_code != 0) {
+      skip_ = check.output;
+      return;
+    }
+    dir_ = new TempDir("slurm");
+    const auto started = run_command(kCluster + " start " + dir_->file("cluster"));
+    ASSERT_EQ(started.exit_code, 0) << started.output;
+    corpus_ = make_reverse_corpus(dir_->path());
+    run_command("mkdir -p " + dir_->file("runs"));
+  }
+  static void TearDownTestSuite() {
+    if (dir_ == nullptr) return;
+    run_command("SLURM_CONF=" + conf() + " scancel --user=root; " + kCluster + " stop " +
+                dir_->file("cluster"));
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_NE(dir_, nullptr);
+  }
+
+  static std::string conf() { return dir_->file("cluster/slurm.conf"); }
+  static std::string slurm(const std::string& command) {
+    return "env SLURM_CONF=" + conf() + " " + command;
+  }
+
+  // A small model (steps of milliseconds), checkpoints every 10 steps, every step logged.
+  static std::string config(const std::string& run, int64_t max_steps) {
+    const std::string path = dir_->file(run + ".yaml");
+    write_file(path,
+               "model: {d_model: 32, heads: 2, encoder_layers: 1, decoder_layers: 1, d_ff: 64, "
+               "dropout: 0.1}\n"
+               "data: {corpus: " +
+                   corpus_ +
+                   ", max_tokens: 256, seed: 3}\n"
+                   "train: {max_steps: " +
+                   std::to_string(max_steps) +
+                   ", max_minutes: 0, lr: 0.003, seed: 5, threads: 1}\n"
+                   "checkpoint: {dir: " +
+                   dir_->file(run) +
+                   ", every_steps: 10, keep_last: 0}\n"
+                   "valid: {every_steps: 0}\n"
+                   "log: {every_steps: 1}\n");
+    return path;
+  }
+
+  // sbatch --wait for the shipped script on one node with two CPU tasks: returns when the job has
+  // ended (with its exit code); the job's output goes to runs/<run>.log.
+  static std::string sbatch(const std::string& run, const std::string& config_path,
+                            const std::string& options = "") {
+    return slurm("sbatch --wait --chdir=" + dir_->path() + " --output=" + log(run) +
+                 " --export=ALL,TANDEM_BIN=" + tool("tandem-train") +
+                 " --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-node=0 " + options +
+                 " " + kScript + " " + config_path);
+  }
+  static std::string log(const std::string& run) { return dir_->file("runs/" + run + ".log"); }
+  // The job's output as it grows, for wait_for_line; it ends after `seconds`, so that a line
+  // that never comes fails the test instead of holding it.
+  static std::string follow(const std::string& run, int seconds) {
+    return "exec timeout " + std::to_string(seconds) + " tail -n +1 -F " + log(run) +
+           " 2>/dev/null";
+  }
+
+  static std::string job_state(const std::string& id) {
+    const auto shown = run_command(slurm("scontrol show job " + id));
+    std::smatch m;
+    return std::regex_search(shown.output, m, std::regex("JobState=(\\w+)")) ? m[1].str() : "?";
+  }
+  static std::string job_id(const std::string& sbatch_output) {
+    std::smatch m;
+    return std::regex_search(sbatch_output, m, std::regex("Submitted batch job (\\d+)"))
+               ? m[1].str()
+               : "";
+  }
+
+  // The same config trained by tandem-train --ranks 2 outside SLURM, to `steps`.
+  static checkpoint::CheckpointData reference(const std::string& run, int64_t steps) {
+    const auto r = run_command(tool("tandem-train") + " --ranks 2 --config " + config(run, steps));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return checkpoint::load(dir_->file(run) + "/" + checkpoint::step_file_name(steps));
+  }
+
+  static void expect_same(const checkpoint::CheckpointData& a,
+                          const checkpoint::CheckpointData& b) {
+    ASSERT_EQ(a.step, b.step);
+    ASSERT_EQ(a.model.size(), b.model.size());
+    for (size_t i = 0; i < a.model.size(); ++i) {
+      EXPECT_TRUE(torch::equal(a.model[i].second, b.model[i].second)) << a.model[i].first;
+    }
+    for (const auto& [group, tensors] : b.optimizer) {
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        EXPECT_TRUE(torch::equal(a.optimizer.at(group)[i].second, tensors[i].second))
+            << group << "/" << tensors[i].first;
+      }
+    }
+  }
+
+  static TempDir* dir_;
+  static std::string corpus_;
+  static std::string skip_;
+};
+TempDir* Slurm::dir_ = nullptr;
+std::string Slurm::corpus_;
+std::string Slurm::skip_;
+
+TEST_F(Slurm, AJobTrainsOnEveryTaskAndCompletesAsTandemTrainRanks2) {
+  const auto job = run_command(sbatch("complete", config("complete", 30)));
+  ASSERT_EQ(job.exit_code, 0) << job.output << read_text(log("complete"));
+  const std::string text = read_text(log("complete"));
+  EXPECT_NE(text.find("tandem-train: 2 ranks on 1 host(s) under mpirun"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("tandem-train: 2 rank(s)"), std::string::npos) << text;
+  EXPECT_EQ(job_state(job_id(job.output)), "COMPLETED");
+  expect_same(checkpoint::load(dir_->file("complete/last.h5")), reference("complete-ref", 30));
+}
+
+// One scancel: SIGTERM from SLURM to the script, the launcher, mpirun and the ranks, and the
+// script's own SIGTERM to the launcher. One save, of the step the job was in.
+TEST_F(Slurm, ScancelSavesTheStepTheJobStoppedAt) {
+  BackgroundCommand job("exec " + sbatch("cancel", config("cancel", 100000)));
+  ASSERT_TRUE(job.wait_for_line("Submitted batch job")) << job.output();
+  const std::string id = job_id(job.output());
+  BackgroundCommand output(follow("cancel", 300));
+  ASSERT_TRUE(output.wait_for_line("] step 25 |")) << output.output();
+  const auto cancelled = run_command(slurm("scancel " + id));
+  ASSERT_EQ(cancelled.exit_code, 0) << cancelled.output;
+  job.wait();  // SLURM has marked the job cancelled; its processes may still be saving
+  ASSERT_TRUE(output.wait_for_line("tandem-train: stopped by")) << output.output();
+  const std::string text = output.output();
+  std::smatch saved;
+  ASSERT_TRUE(std::regex_search(
+      text, saved, std::regex(R"(stopped by SIGTERM; the last step is saved \(step (\d+))")))
+      << text;
+  const int64_t step = std::stoll(saved[1].str());
+  EXPECT_GE(step, 25);
+  EXPECT_NE(text.find("JOB " + id + " ON"), std::string::npos) << text;  // slurmstepd's
+  EXPECT_NE(text.find("CANCELLED AT"), std::string::npos) << text;      // "*** JOB ... ***"
+  EXPECT_EQ(checkpoint::find_latest(dir_->file("cancel")),
+            dir_->file("cancel") + "/" + checkpoint::step_file_name(step));
+  expect_same(checkpoint::load(checkpoint::find_latest(dir_->file("cancel"))),
+              reference("cancel-ref", step));
+}
+
+// --time=1 with the warning 50 s before the limit: the script asks the launcher to stop, the
+// ranks save, the script requeues the job, and the requeued run resumes from that step. Once the
+// first requeue shows, the config's max_steps is brought within the second run's reach, and the
+// job completes equal, bit for bit, to one uninterrupted run.
+TEST_F(Slurm, TheTimeLimitsWarningSavesRequeuesAndTheRunResumesBitwise) {
+  const std::string path = config("limit", 100000);
+  BackgroundCommand job("exec " + sbatch("limit", path, "--time=1 --signal=B:USR1@50"));
+  ASSERT_TRUE(job.wait_for_line("Submitted batch job")) << job.output();
+  const std::string id = job_id(job.output());
+  BackgroundCommand output(follow("limit", 300));
+  ASSERT_TRUE(output.wait_for_line("requeueing job " + id)) << output.output();
+  std::smatch saved;
+  const std::string first = output.output();
+  ASSERT_TRUE(std::regex_search(
+      first, saved, std::regex(R"(the last step is saved \(step (\d+))")))
+      << first;
+  const int64_t stopped = std::stoll(saved[1].str());
+  const int64_t end = stopped + 20;
+  config("limit", end);  // read again by the requeued run
+  EXPECT_EQ(job.wait(), 0) << job.output();
+  const std::string text = read_text(log("limit"));
+  EXPECT_NE(text.find("resuming from " + dir_->file("limit") + "/" +
+                      checkpoint::step_file_name(stopped) + " at step " +
+                      std::to_string(stopped)),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(job_state(id), "COMPLETED");
+  expect_same(checkpoint::load(dir_->file("limit/last.h5")), reference("limit-ref", end));
+}
+
+// Bad input, which needs no cluster: the script outside a job, and an allocation of more GPUs
+// than tasks on a node (8 GPUs to one rank), are refused with one line saying what to do.
+TEST(SlurmScript, RefusesToRunOutsideAJobOrWithFewerTasksThanGpus) {
+  const auto outside = run_command("env -u SLURM_JOB_ID bash " + kScript + " any.yaml");
+  EXPECT_EQ(outside.exit_code, 2) << outside.output;
+  EXPECT_EQ(outside.output,
+            "tandem.sbatch: not inside a SLURM job: submit it with sbatch (see its #SBATCH "
+            "lines)\n");
+  const auto few = run_command(
+      "env SLURM_JOB_ID=7 SLURM_JOB_NODELIST=node01 SLURM_TASKS_PER_NODE=1 SLURM_GPUS_ON_NODE=8 "
+      "bash " +
+      kScript + " any.yaml");
+  EXPECT_EQ(few.exit_code, 2) << few.output;
+  EXPECT_EQ(few.output,
+            "tandem.sbatch: 8 GPUs per node but 1 task(s) on this node: pass --ntasks-per-node=8 "
+            "to sbatch (one task, one rank, per GPU)\n");
+}
+
+}  // namespace
+}  // namespace tandem::test
