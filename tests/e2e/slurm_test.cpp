@@ -163,7 +163,7 @@ TEST_F(Slurm, ScancelSavesTheStepTheJobStoppedAt) {
   const int64_t step = std::stoll(saved[1].str());
   EXPECT_GE(step, 25);
   EXPECT_NE(text.find("JOB " + id + " ON"), std::string::npos) << text;  // slurmstepd's
-  EXPECT_NE(text.find("CANCELLED AT"), std::string::npos) << text;      // "*** JOB ... ***"
+  EXPECT_NE(text.find("CANCELLED AT"), std::string::npos) << text;       // "*** JOB ... ***"
   EXPECT_EQ(checkpoint::find_latest(dir_->file("cancel")),
             dir_->file("cancel") + "/" + checkpoint::step_file_name(step));
   expect_same(checkpoint::load(checkpoint::find_latest(dir_->file("cancel"))),
@@ -183,8 +183,7 @@ TEST_F(Slurm, TheTimeLimitsWarningSavesRequeuesAndTheRunResumesBitwise) {
   ASSERT_TRUE(output.wait_for_line("requeueing job " + id)) << output.output();
   std::smatch saved;
   const std::string first = output.output();
-  ASSERT_TRUE(std::regex_search(
-      first, saved, std::regex(R"(the last step is saved \(step (\d+))")))
+  ASSERT_TRUE(std::regex_search(first, saved, std::regex(R"(the last step is saved \(step (\d+))")))
       << first;
   const int64_t stopped = std::stoll(saved[1].str());
   const int64_t end = stopped + 20;
@@ -192,8 +191,7 @@ TEST_F(Slurm, TheTimeLimitsWarningSavesRequeuesAndTheRunResumesBitwise) {
   EXPECT_EQ(job.wait(), 0) << job.output();
   const std::string text = read_text(log("limit"));
   EXPECT_NE(text.find("resuming from " + dir_->file("limit") + "/" +
-                      checkpoint::step_file_name(stopped) + " at step " +
-                      std::to_string(stopped)),
+                      checkpoint::step_file_name(stopped) + " at step " + std::to_string(stopped)),
             std::string::npos)
       << text;
   EXPECT_EQ(job_state(id), "COMPLETED");

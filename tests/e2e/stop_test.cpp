@@ -129,9 +129,9 @@ TEST_F(StopE2E, AStopFromAnotherProcessChangesNothingAndTheSameSenderTwiceStopsA
     BackgroundCommand rank("exec " + tool("tandem-train") + " --config " + config("senders"));
     ASSERT_TRUE(rank.wait_for_line("] step 3 |")) << rank.output();
     const std::string pid = std::to_string(rank.pid());
-    rank.signal(SIGTERM);                       // from this process
-    run_command("kill -USR1 " + pid);           // from a shell of its own
-    run_command("kill -INT " + pid);            // and another
+    rank.signal(SIGTERM);              // from this process
+    run_command("kill -USR1 " + pid);  // from a shell of its own
+    run_command("kill -INT " + pid);   // and another
     EXPECT_EQ(rank.wait(), 128 + SIGTERM) << rank.output();
     EXPECT_NE(rank.output().find("(stopped by signal 15)"), std::string::npos) << rank.output();
     const int64_t stopped = records("senders").back()["step"];

@@ -12,8 +12,8 @@ namespace tandem {
 // slurmstepd, a launcher, mpirun); 0 for one the kernel raised (a terminal's Ctrl-C).
 inline pid_t signal_sender(const siginfo_t* info) {
   if (info == nullptr) return 0;
-  const bool sent = info->si_code == SI_USER || info->si_code == SI_QUEUE ||
-                    info->si_code == SI_TKILL;
+  const bool sent =
+      info->si_code == SI_USER || info->si_code == SI_QUEUE || info->si_code == SI_TKILL;
   return sent ? info->si_pid : 0;
 }
 

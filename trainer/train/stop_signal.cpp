@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdint>
 #include <csignal>
+#include <cstdint>
 #include <initializer_list>
 
 #include "trainer/common/signal_sender.h"
@@ -36,8 +36,8 @@ bool pipe_or_socket(int fd) {
 
 // A repeat from whoever sent the first stop signal (Ctrl-C twice, kill twice from one shell,
 // scancel twice) exits at once. A stop signal from another process is the same stop reaching this
-// one by another path, and the step and its checkpoint go on: one scancel is a SIGTERM to every
-// process of the job from SLURM, then the batch script's, the launcher's and mpirun's passing it on.
+// one by another path, and the step and its checkpoint go on: one scancel is a SIGTERM from SLURM
+// to every process of the job, then the batch script, the launcher and mpirun pass it on.
 // Once stopping, a log line that cannot be written at once is dropped rather than waited for:
 // the step and the checkpoint come first. (A terminal or a file is left as it is: nobody stops
 // reading those, and a terminal's flags are shared with the shell.)

@@ -7,9 +7,10 @@ namespace tandem::train {
 // SIGTERM / SIGINT / SIGUSR1 / SIGUSR2 handling for training: the first signal asks the loop to
 // finish its step, checkpoint and exit; a second one from the same sender (Ctrl-C twice, scancel
 // twice) exits at once (the checkpoint write is atomic, so nothing already written is corrupted),
-// and one from another process is the same stop arriving by another path: it changes nothing. SIGUSR2 is the launcher's request
-// (tandem-train --ranks, launch/train-hosts.sh): the ranks exit 0 and the launcher reports the
-// stop, since mpirun treats a rank's non-zero status as a failure to clean up after.
+// and one from another process is the same stop arriving by another path: it changes nothing.
+// SIGUSR2 is the launcher's request (tandem-train --ranks, launch/train-hosts.sh): the ranks exit
+// 0 and the launcher reports the stop, since mpirun treats a rank's non-zero status as a failure
+// to clean up after.
 
 constexpr int kLauncherStopSignal = 12;  // SIGUSR2 on Linux
 
