@@ -41,7 +41,7 @@ start() {
   dir=$(mkdir -p "$1" && cd "$1" && pwd)
   local host cpus ctld_port slurmd_port
   host=$(hostname -s)
-  cpus=$(nproc)
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc reports those when set
   read -r ctld_port slurmd_port < <(free_ports)
   mkdir -p "$dir/state" "$dir/spool"
   head -c 1024 /dev/urandom >"$dir/munge.key"

@@ -74,10 +74,11 @@ class Slurm : public ::testing::Test {
   }
 
   // sbatch --wait for the shipped script on one node with two CPU tasks: returns when the job has
-  // ended (with its exit code); the job's output goes to runs/<run>.log.
+  // ended (with its exit code), or after 5 minutes (a job SLURM never starts fails the test then);
+  // the job's output goes to runs/<run>.log.
   static std::string sbatch(const std::string& run, const std::string& config_path,
                             const std::string& options = "") {
-    return slurm("sbatch --wait --chdir=" + dir_->path() + " --output=" + log(run) +
+    return slurm("timeout 300 sbatch --wait --chdir=" + dir_->path() + " --output=" + log(run) +
                  " --export=ALL,TANDEM_BIN=" + tool("tandem-train") +
                  " --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-node=0 " + options +
                  " " + kScript + " " + config_path);
