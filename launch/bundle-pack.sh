@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs the Debian 12 packages Tandem builds and runs against (Open MPI, HDF5, yaml-cpp,
-# SentencePiece, CLI11, nlohmann-json) with their dependency closure into one folder of .deb
-# files, for nodes that cannot reach a package registry. Run it on a connected Debian 12 machine;
+# SentencePiece, CLI11, nlohmann-json, protobuf with protoc, ISA-L) with their dependency closure
+# into one folder of .deb files, for nodes that cannot reach a package registry. Run it on a connected Debian 12 machine;
 # carry the folder to the node and run launch/bundle-unpack.sh there.
 #
 #   launch/bundle-pack.sh OUT_DIR [EXTRA_PACKAGE...]
@@ -19,7 +19,7 @@ fi
 out=$1
 shift
 packages=(libopenmpi-dev openmpi-bin libhdf5-dev libyaml-cpp-dev libsentencepiece-dev
-          libcli11-dev nlohmann-json3-dev "$@")
+          libcli11-dev nlohmann-json3-dev libprotobuf-dev protobuf-compiler libisal-dev "$@")
 excluded='^(gfortran|libgfortran-[0-9]+-dev|autoconf|automake|autotools-dev|m4|libtool|openssh-client)'
 
 work=$(mktemp -d)

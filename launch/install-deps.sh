@@ -9,6 +9,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin                             # MPI
   libhdf5-dev hdf5-tools                                 # corpus and checkpoint files, h5dump
   libyaml-cpp-dev libsentencepiece-dev libcli11-dev nlohmann-json3-dev
+  libprotobuf-dev protobuf-compiler libisal-dev          # TensorBoard event files (protobuf, CRC32C)
   libgtest-dev                                           # tests
   python3-pip                                            # the PyPI LibTorch (launch/torch-wheel.sh)
   iproute2                                               # the multi-node rehearsal test (ip netns)

@@ -27,9 +27,10 @@ TEST(ToYaml, WritesEveryKeyInShortestExactForm) {
       "  seed: 1\n  threads: 1\n  onednn_cache: 0\n  device: auto\n  precision: fp32\n"
       "checkpoint:\n  dir: runs/tiny\n  every_steps: 500\n  every_minutes: 0.0\n  keep_last: 5\n"
       "valid:\n  every_steps: 0\n  max_sentences: 0\n  beam: 1\n  metric: bleu\n  patience: 0\n"
+      "  samples: 3\n"
       "dist:\n  check_every_steps: 100\n  bucket_mb: 25.0\n  first_bucket_mb: 1.0\n"
       "  timeout_s: 300.0\n"
-      "log:\n  every_steps: 50\n";
+      "log:\n  every_steps: 50\n  tensorboard: true\n  tensorboard_dir: \"\"\n";
   EXPECT_EQ(to_yaml(c), expected);
 }
 

@@ -202,13 +202,14 @@ TEST(Restarts, AccumulationKeepsTheGlobalBatchAsCloseAsItCan) {
 TEST(Restarts, AResumedRunKeepsTheRestartRecordsUpToItsStep) {
   TempDir dir("restart-metrics");
   const std::string path = dir.file("metrics.jsonl");
-  train::append_metrics_record(path, {{"event", "restart"}, {"step", 0}});
+  const train::MetricsOutputs outputs{path, ""};  // no event files
+  train::append_metrics_record(outputs, {{"event", "restart"}, {"step", 0}});
   {
-    train::MetricsLog log(path, 0);  // a fresh start keeps the restart from scratch
+    train::MetricsLog log(outputs, 0);  // a fresh start keeps the restart from scratch
     for (int step = 1; step <= 30; ++step) log.write({{"step", step}, {"loss", 1.0 / step}});
   }
-  train::append_metrics_record(path, {{"event", "restart"}, {"step", 20}});
-  { train::MetricsLog log(path, 20); }  // what the resumed run keeps
+  train::append_metrics_record(outputs, {{"event", "restart"}, {"step", 20}});
+  { train::MetricsLog log(outputs, 20); }  // what the resumed run keeps
   std::ifstream in(path);
   std::vector<nlohmann::json> kept;
   for (std::string line; std::getline(in, line);) kept.push_back(nlohmann::json::parse(line));

@@ -128,6 +128,7 @@ struct ValidConfig {
   // what keep-best (best.h5) and early stopping follow: bleu | chrf | loss
   ValidMetric metric = ValidMetric::kBleu;
   int64_t patience = 0;         // stop after this many validations without improvement; 0 disables
+  int64_t samples = 3;          // translations of the first valid pairs shown in TensorBoard's text
 };
 
 struct DistConfig {
@@ -139,6 +140,8 @@ struct DistConfig {
 
 struct LogConfig {
   int64_t every_steps = 50;     // progress line and metrics record every this many steps
+  bool tensorboard = true;      // TensorBoard event files beside metrics.jsonl (rank 0)
+  std::string tensorboard_dir;  // where the event files go; empty = checkpoint.dir
 };
 
 struct Config {

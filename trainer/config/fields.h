@@ -55,11 +55,14 @@ void for_each_field(C& c, Visit&& visit) {
   visit("valid", "beam", c.valid.beam);
   visit("valid", "metric", c.valid.metric);
   visit("valid", "patience", c.valid.patience);
+  visit("valid", "samples", c.valid.samples);
   visit("dist", "check_every_steps", c.dist.check_every_steps);
   visit("dist", "bucket_mb", c.dist.bucket_mb);
   visit("dist", "first_bucket_mb", c.dist.first_bucket_mb);
   visit("dist", "timeout_s", c.dist.timeout_s);
   visit("log", "every_steps", c.log.every_steps);
+  visit("log", "tensorboard", c.log.tensorboard);
+  visit("log", "tensorboard_dir", c.log.tensorboard_dir);
 }
 
 // Whether the integer key section.key also takes the word auto (stored as kAutoMaxTokens).

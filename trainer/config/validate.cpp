@@ -129,6 +129,7 @@ void validate(const Config& config) {
   require(v.max_sentences >= 0, "valid.max_sentences", v.max_sentences, ">= 0 (0 = all)");
   require(v.beam >= 1, "valid.beam", v.beam, ">= 1");
   require(v.patience >= 0, "valid.patience", v.patience, ">= 0 (0 disables)");
+  require(v.samples >= 0, "valid.samples", v.samples, ">= 0 (0 shows none)");
   require(config.dist.bucket_mb > 0, "dist.bucket_mb", config.dist.bucket_mb, "a positive number");
   require(config.dist.first_bucket_mb > 0, "dist.first_bucket_mb", config.dist.first_bucket_mb,
           "a positive number");

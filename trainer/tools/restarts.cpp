@@ -145,7 +145,7 @@ std::vector<Host> hosts_that_answer(const std::vector<Host>& hosts, std::string*
 }
 
 int run_with_restarts(const JobPlan& plan, const RestartOptions& options, const std::string& tool) {
-  const std::string metrics = plan.checkpoint_dir + "/metrics.jsonl";
+  const train::MetricsOutputs metrics{plan.checkpoint_dir + "/metrics.jsonl", plan.tensorboard_dir};
   const TempDir scratch("hosts");
   const std::string hostfile = scratch.file("hostfile");
   std::vector<Host> hosts = plan.hosts;

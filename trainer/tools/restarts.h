@@ -25,6 +25,7 @@ struct JobPlan {
   std::vector<std::string> forward_env;   // variables passed on to every rank
   std::vector<std::string> rank_command;  // what each rank runs: this executable and its arguments
   std::string checkpoint_dir;             // where the job resumes from (checkpoint.dir)
+  std::string tensorboard_dir;            // where restarts go as TensorBoard events; empty: none
   int64_t accum_steps = 1;                // train.accum_steps of the config
 };
 

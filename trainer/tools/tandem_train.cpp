@@ -16,6 +16,8 @@
 #include "trainer/tools/process.h"
 #include "trainer/tools/restarts.h"
 #include "trainer/tools/tool_main.h"
+#include "trainer/train/event_file.h"
+#include "trainer/train/metrics_log.h"
 #include "trainer/train/trainer.h"
 
 namespace {
@@ -97,6 +99,10 @@ int launch(int argc, char** argv, int ranks, const std::vector<tools::Host>& hos
            const tandem::config::Config& config, const tools::RestartOptions& restarts) {
   { const tandem::data::Corpus corpus(config.data.corpus); }
   { const tandem::checkpoint::DirLock free_now(config.checkpoint.dir); }
+  const auto metrics = tandem::train::metrics_outputs(config);
+  if (!metrics.tensorboard_dir.empty()) {
+    tandem::train::require_writable_folder(metrics.tensorboard_dir, "log.tensorboard_dir");
+  }
   const std::string threads = std::to_string(config.train.threads);
   setenv("OMP_NUM_THREADS", threads.c_str(), 1);
   setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
@@ -108,6 +114,7 @@ int launch(int argc, char** argv, int ranks, const std::vector<tools::Host>& hos
   plan.rank_command = {tools::self_executable()};
   plan.rank_command.insert(plan.rank_command.end(), argv + 1, argv + argc);
   plan.checkpoint_dir = config.checkpoint.dir;
+  plan.tensorboard_dir = metrics.tensorboard_dir;
   plan.accum_steps = config.train.accum_steps;
   const std::string restart_note =
       restarts.max_restarts > 0

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <sstream>
 
 #include "trainer/checkpoint/checkpoint.h"
@@ -11,6 +10,7 @@
 #include "trainer/common/log.h"
 #include "trainer/runtime/cpu_runtime.h"
 #include "trainer/train/batch_fit.h"
+#include "trainer/train/event_file.h"
 #include "trainer/train/forward_backward.h"
 #include "trainer/train/rank_checks.h"
 #include "trainer/train/rng.h"
@@ -34,6 +34,16 @@ void poison_gradient(torch::Tensor param) {
   param.mutable_grad() = torch::full_like(param, std::nan(""));
 }
 
+// Text as a Markdown code block: every line indented by four spaces.
+std::string as_markdown_code(const std::string& text) {
+  std::string code = "    ";
+  for (char c : text) {
+    code += c;
+    if (c == '\n') code += "    ";
+  }
+  return code;
+}
+
 optim::AdamOptions adam_options(const config::TrainConfig& train) {
   return optim::AdamOptions{train.adam_beta1, train.adam_beta2, train.adam_eps};
 }
@@ -46,6 +56,10 @@ Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const Res
       corpus_(config_.data.corpus),
       schedule_{config_.train.schedule, config_.train.lr, config_.train.warmup_steps},
       cadence_(config_, group.rank()) {
+  const MetricsOutputs outputs = metrics_outputs(config_);
+  if (group.rank() == 0 && !outputs.tensorboard_dir.empty()) {
+    require_writable_folder(outputs.tensorboard_dir, "log.tensorboard_dir");
+  }
   runtime::configure_cpu_runtime(
       {static_cast<int>(config_.train.threads), config_.train.onednn_cache});
   device_ = runtime::choose_device(config_.train, group.local_rank(), group.local_size());
@@ -72,8 +86,8 @@ Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const Res
     resume_from(path, resume);
   }
   if (group_.rank() == 0) {
-    metrics_ = std::make_unique<MetricsLog>(
-        (std::filesystem::path(config_.checkpoint.dir) / "metrics.jsonl").string(), step_);
+    metrics_ = std::make_unique<MetricsLog>(outputs, step_);
+    metrics_->text(step_, "config", as_markdown_code(config::to_yaml(config_)));
   }
 }
 
@@ -201,7 +215,8 @@ int Trainer::run() {
     const auto skips = meter.unreported_skips();
     log_skipped_updates(skips.count, skips.last, step_);
   }
-  if (validation_->enabled() && validation_->keep_best().last_step() != step_ && stop_signal() == 0) {
+  if (validation_->enabled() && validation_->keep_best().last_step() != step_ &&
+      stop_signal() == 0) {
     validate();
   }
   if (!cadence_.saved_at(step_)) save_checkpoint();
@@ -251,6 +266,8 @@ void Trainer::validate() {
   if (outcome.verdict.improved) checkpoints_->link_best(step_);
   validation_->log(outcome);
   metrics_->write(validation_->record(outcome));
+  const std::string samples = Validation::samples_markdown(outcome);
+  if (!samples.empty()) metrics_->text(step_, "valid/samples", samples);
 }
 
 void Trainer::save_checkpoint() {

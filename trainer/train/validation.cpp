@@ -6,6 +6,22 @@
 #include "trainer/common/log.h"
 
 namespace tandem::train {
+namespace {
+
+// A table cell: pipes escaped, line breaks as spaces.
+std::string cell(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else {
+      out += c == '\n' || c == '\r' ? ' ' : c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 Validation::Validation(const data::Corpus& corpus, const config::Config& config,
                        parallel::Communicator& comm)
@@ -48,6 +64,16 @@ nlohmann::json Validation::record(const ValidationOutcome& outcome) const {
           {"valid_ppl", r.perplexity},  {"valid_accuracy", r.accuracy},
           {"valid_bleu", r.bleu},       {"valid_chrf", r.chrf},
           {"valid_seconds", r.seconds}, {"best_step", keep_best_.best_step()}};
+}
+
+std::string Validation::samples_markdown(const ValidationOutcome& outcome) {
+  if (outcome.result.samples.empty()) return "";
+  std::string table = "| source | reference | translation |\n|---|---|---|\n";
+  for (const auto& sample : outcome.result.samples) {
+    table += "| " + cell(sample.source) + " | " + cell(sample.reference) + " | " +
+             cell(sample.translation) + " |\n";
+  }
+  return table;
 }
 
 }  // namespace tandem::train

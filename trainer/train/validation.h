@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "data/corpus.h"
 #include "trainer/config/config.h"
@@ -41,6 +42,9 @@ class Validation {
   void log(const ValidationOutcome& outcome) const;
   // The metrics.jsonl record: valid_loss, valid_ppl, ..., best_step.
   nlohmann::json record(const ValidationOutcome& outcome) const;
+  // Rank 0: the sample translations as a Markdown table (source, reference, translation); empty
+  // without samples (valid.samples 0).
+  static std::string samples_markdown(const ValidationOutcome& outcome);
 
  private:
   std::unique_ptr<Validator> validator_;

@@ -38,8 +38,12 @@ Validator::Validator(const data::Corpus& corpus, const config::ValidConfig& conf
   if (comm.rank() == 0) {
     std::vector<int64_t> all(static_cast<size_t>(total_));
     std::iota(all.begin(), all.end(), 0);
-    for (const auto& pair : corpus.read("valid", all))
+    for (const auto& pair : corpus.read("valid", all)) {
       references_.push_back(vocab_.decode(pair.tgt, data::Side::kTarget));
+      if (static_cast<int64_t>(sample_sources_.size()) < config.samples) {
+        sample_sources_.push_back(vocab_.decode(pair.src, data::Side::kSource));
+      }
+    }
   }
 }
 
@@ -79,6 +83,9 @@ void Validator::score_translations(model::Transformer& model, ValidationResult& 
     const auto hypotheses = in_corpus_order(gathered);
     scores[0] = eval::corpus_bleu(hypotheses, references_).score;
     scores[1] = eval::corpus_chrf(hypotheses, references_);
+    for (size_t i = 0; i < sample_sources_.size(); ++i) {
+      result.samples.push_back({sample_sources_[i], references_[i], hypotheses[i]});
+    }
   }
   comm_.broadcast(scores, 0);
   result.bleu = scores[0].item<double>();

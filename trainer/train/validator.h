@@ -15,14 +15,22 @@
 
 namespace tandem::train {
 
+// One valid pair and its translation, as TensorBoard's text dashboard shows it.
+struct ValidationSample {
+  std::string source;
+  std::string reference;
+  std::string translation;
+};
+
 struct ValidationResult {
-  double loss = 0;        // mean NLL per target token
+  double loss = 0;  // mean NLL per target token
   double perplexity = 0;
   double accuracy = 0;
   double bleu = 0;
   double chrf = 0;
   int64_t sentences = 0;
   double seconds = 0;
+  std::vector<ValidationSample> samples;  // rank 0: the first valid.samples pairs
   // The metric as "higher is better" (loss is negated).
   double score(config::ValidMetric metric) const;
 };
@@ -49,9 +57,10 @@ class Validator {
   config::ValidConfig config_;
   int64_t max_tokens_;
   parallel::Communicator& comm_;
-  int64_t total_ = 0;                      // pairs validated, all ranks
-  std::vector<data::SentencePair> pairs_;  // this rank's: global index rank, rank + N, ...
-  std::vector<std::string> references_;    // rank 0: all, in global order
+  int64_t total_ = 0;                        // pairs validated, all ranks
+  std::vector<data::SentencePair> pairs_;    // this rank's: global index rank, rank + N, ...
+  std::vector<std::string> references_;      // rank 0: all, in global order
+  std::vector<std::string> sample_sources_;  // rank 0: the first valid.samples sources
 };
 
 }  // namespace tandem::train
