@@ -38,12 +38,11 @@ class TensorBoardE2E : public ::testing::Test {
 
   static std::string run_dir(const std::string& run) { return dir_->file("run-" + run); }
 
-  // A small model on 2 ranks: a progress record every 5 steps, validation (2 samples) every 10,
-  // a checkpoint every 20, to step 30.
-  static std::string train(const std::string& run, const std::string& flags,
-                           const std::string& env = "") {
-    const std::string config = dir_->file(run + ".yaml");
-    write_file(config,
+  // A small model: a progress record every 5 steps, validation (2 samples) every 10, a checkpoint
+  // every 20, to step 30; `log` is added to the log section.
+  static std::string config(const std::string& run, const std::string& log = "") {
+    const std::string path = dir_->file(run + ".yaml");
+    write_file(path,
                "model: {d_model: 32, heads: 2, encoder_layers: 1, decoder_layers: 1, "
                "d_ff: 64, dropout: 0.1}\n"
                "data: {corpus: " +
@@ -54,8 +53,15 @@ class TensorBoardE2E : public ::testing::Test {
                    run_dir(run) +
                    ", every_steps: 20}\n"
                    "valid: {every_steps: 10, max_sentences: 8, samples: 2}\n"
-                   "log: {every_steps: 5}\n");
-    const auto r = run_command(env + " " + tool("tandem-train") + " --config " + config +
+                   "log: {every_steps: 5" +
+                   log + "}\n");
+    return path;
+  }
+
+  // That config on 2 ranks; the output.
+  static std::string train(const std::string& run, const std::string& flags,
+                           const std::string& env = "") {
+    const auto r = run_command(env + " " + tool("tandem-train") + " --config " + config(run) +
                                " --ranks 2 " + flags);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return r.output;
@@ -169,20 +175,9 @@ TEST_F(TensorBoardE2E, AFolderThatCannotBeMadeIsExitTwoBeforeTrainingAndOffWrite
   write_file(blocker, "not a folder\n");
   for (const std::string& ranks : {std::string(""), std::string("--ranks 2")}) {
     const std::string run = ranks.empty() ? "bad1" : "bad2";
-    const std::string config = dir_->file(run + ".yaml");
-    write_file(config,
-               "model: {d_model: 32, heads: 2, encoder_layers: 1, decoder_layers: 1, "
-               "d_ff: 64}\n"
-               "data: {corpus: " +
-                   dir_->file("corpus.h5") +
-                   ", max_tokens: 256}\n"
-                   "train: {max_steps: 5, threads: 1}\n"
-                   "checkpoint: {dir: " +
-                   run_dir(run) +
-                   "}\n"
-                   "log: {tensorboard_dir: " +
-                   blocker + "/board}\n");
-    const auto r = run_command(tool("tandem-train") + " --config " + config + " " + ranks);
+    const auto r =
+        run_command(tool("tandem-train") + " --config " +
+                    config(run, ", tensorboard_dir: " + blocker + "/board") + " " + ranks);
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_NE(
         r.output.find("log.tensorboard_dir: cannot create the folder '" + blocker + "/board'"),
