@@ -5,10 +5,12 @@
 #   launch/gpu-session.sh pack [CORPUS_H5 [TEXT_DIR [REF_TRAIN_PY]]]
 #       On a connected Debian 12 machine. Fills .device/ (git-ignored) with what a bare GPU machine
 #       lacks: the Debian packages (launch/bundle-pack.sh), the corpus, the compiled PyTorch
-#       yardstick with its training text (gzipped), and CTranslate2's package for the GPU
-#       machine's Python 3.12 (its library opens cuBLAS 12 by name: gpu-check-tools.sh says how
-#       it runs on CUDA 13). Defaults: work/bible/corpus.h5 (the README's main job makes it),
-#       work/bible, ../shared/bench/ref_train.py. Carry .device to the machine.
+#       yardstick with its training text (gzipped), and with PACK_CT2=1 CTranslate2's package for
+#       the GPU machine's Python 3.12 (its library opens cuBLAS 12 by name: gpu-check-tools.sh
+#       says how it runs on CUDA 13; 14.6 MB, which with the bundle's protobuf no longer fits the
+#       64 MiB a call carries beside the rest, so its check runs when it is asked for). Defaults:
+#       work/bible/corpus.h5 (the README's main job makes it), work/bible,
+#       ../shared/bench/ref_train.py. Carry .device to the machine.
 #
 #   launch/gpu-session.sh run OUT_DIR [BUDGET_S]
 #       On the GPU machine, in the repository root. launch/gpu-check.sh with everything: the
@@ -65,7 +67,8 @@ pack() {
   cp "$ref" "$here/ref_train.py"
   gzip -9 -c "$text/train.en" >"$here/ref/train.en.gz"
   gzip -9 -c "$text/train.es" >"$here/ref/train.es.gz"
-  pack_ctranslate2
+  rm -f "$here/ct2.tar.xz"
+  [ "${PACK_CT2:-0}" = 1 ] && pack_ctranslate2
   echo "gpu-session pack: $(du -sh "$here" | cut -f1) in $here; carry '$here' (64 MiB with the tree)"
 }
 
