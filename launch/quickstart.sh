@@ -61,6 +61,7 @@ cat <<MSG
 Done.
   checkpoint:   $run/last.h5
   metrics:      $run/metrics.jsonl
+  tensorboard:  tensorboard --logdir $(dirname "$run")   (event files in $run; docs/monitoring.md)
   plot:         ${plot:-(gnuplot not available)}
   translations: $run/test.hyp.es
 MSG
