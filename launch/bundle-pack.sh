@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs the Debian 12 packages Tandem builds and runs against (Open MPI, HDF5, yaml-cpp,
 # SentencePiece, CLI11, nlohmann-json, protobuf with protoc, ISA-L) with their dependency closure
-# into one folder of .deb files, for nodes that cannot reach a package registry. Run it on a connected Debian 12 machine;
-# carry the folder to the node and run launch/bundle-unpack.sh there.
+# into one folder of .deb files, for nodes that cannot reach a package registry. Run it on a
+# connected Debian 12 machine; carry the folder to the node and run launch/bundle-unpack.sh there.
 #
 #   launch/bundle-pack.sh OUT_DIR [EXTRA_PACKAGE...]
 #

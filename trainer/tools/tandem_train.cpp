@@ -16,7 +16,6 @@
 #include "trainer/tools/process.h"
 #include "trainer/tools/restarts.h"
 #include "trainer/tools/tool_main.h"
-#include "trainer/train/event_file.h"
 #include "trainer/train/metrics_log.h"
 #include "trainer/train/trainer.h"
 
@@ -100,9 +99,7 @@ int launch(int argc, char** argv, int ranks, const std::vector<tools::Host>& hos
   { const tandem::data::Corpus corpus(config.data.corpus); }
   { const tandem::checkpoint::DirLock free_now(config.checkpoint.dir); }
   const auto metrics = tandem::train::metrics_outputs(config);
-  if (!metrics.tensorboard_dir.empty()) {
-    tandem::train::require_writable_folder(metrics.tensorboard_dir, "log.tensorboard_dir");
-  }
+  tandem::train::require_writable(metrics);
   const std::string threads = std::to_string(config.train.threads);
   setenv("OMP_NUM_THREADS", threads.c_str(), 1);
   setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);

@@ -56,6 +56,14 @@ std::string host_name() {
   return name;
 }
 
+// An event at `step`, stamped now.
+pb::Event event_at(int64_t step) {
+  pb::Event event;
+  event.set_wall_time(wall_time());
+  event.set_step(step);
+  return event;
+}
+
 std::string serialized(const pb::Event& event) {
   std::string bytes;
   event.SerializeToString(&bytes);
@@ -99,8 +107,7 @@ EventFile::EventFile(const std::string& dir, const std::string& key) {
       throw std::invalid_argument(key + ": cannot create '" + path_ + "' (" + reason(errno) + ")");
     }
   }
-  pb::Event event;
-  event.set_wall_time(wall_time());
+  pb::Event event = event_at(0);
   event.set_file_version("brain.Event:2");  // the version whose session starts TensorBoard honours
   write_record(serialized(event));
 }
@@ -110,17 +117,13 @@ EventFile::~EventFile() {
 }
 
 void EventFile::start_session(int64_t step) {
-  pb::Event event;
-  event.set_wall_time(wall_time());
-  event.set_step(step);
+  pb::Event event = event_at(step);
   event.mutable_session_log()->set_status(pb::SessionLog::START);
   write_record(serialized(event));
 }
 
 void EventFile::scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values) {
-  pb::Event event;
-  event.set_wall_time(wall_time());
-  event.set_step(step);
+  pb::Event event = event_at(step);
   for (const auto& [tag, value] : values) {
     auto* v = event.mutable_summary()->add_value();
     v->set_tag(tag);
@@ -130,9 +133,7 @@ void EventFile::scalars(int64_t step, const std::vector<std::pair<std::string, d
 }
 
 void EventFile::text(int64_t step, const std::string& tag, const std::string& markdown) {
-  pb::Event event;
-  event.set_wall_time(wall_time());
-  event.set_step(step);
+  pb::Event event = event_at(step);
   auto* v = event.mutable_summary()->add_value();
   v->set_tag(tag);
   v->mutable_metadata()->mutable_plugin_data()->set_plugin_name("text");

@@ -66,6 +66,12 @@ MetricsOutputs metrics_outputs(const config::Config& config) {
   return outputs;
 }
 
+void require_writable(const MetricsOutputs& outputs) {
+  if (!outputs.tensorboard_dir.empty()) {
+    require_writable_folder(outputs.tensorboard_dir, kTensorboardKey);
+  }
+}
+
 std::vector<std::pair<std::string, double>> tensorboard_scalars(const nlohmann::json& record) {
   const std::string section = section_of(record);
   const std::string own_prefix = section + "_";

@@ -26,6 +26,11 @@ struct MetricsOutputs {
 // The outputs a config names: log.tensorboard_dir, or checkpoint.dir when that is empty.
 MetricsOutputs metrics_outputs(const config::Config& config);
 
+// Creates the event files' folder and checks that a file can be written there, before training
+// starts; std::invalid_argument naming log.tensorboard_dir and the folder otherwise. Nothing
+// without event files.
+void require_writable(const MetricsOutputs& outputs);
+
 // A record's numbers as TensorBoard scalars: every number but "step", tagged
 // "<section>/<key>" with the section's own prefix taken off the key. The section is the record's
 // "event" ("restart/world_size"), else "valid" for validation records ("valid/bleu" from

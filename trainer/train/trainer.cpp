@@ -10,7 +10,6 @@
 #include "trainer/common/log.h"
 #include "trainer/runtime/cpu_runtime.h"
 #include "trainer/train/batch_fit.h"
-#include "trainer/train/event_file.h"
 #include "trainer/train/forward_backward.h"
 #include "trainer/train/rank_checks.h"
 #include "trainer/train/rng.h"
@@ -57,9 +56,7 @@ Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const Res
       schedule_{config_.train.schedule, config_.train.lr, config_.train.warmup_steps},
       cadence_(config_, group.rank()) {
   const MetricsOutputs outputs = metrics_outputs(config_);
-  if (group.rank() == 0 && !outputs.tensorboard_dir.empty()) {
-    require_writable_folder(outputs.tensorboard_dir, "log.tensorboard_dir");
-  }
+  if (group.rank() == 0) require_writable(outputs);
   runtime::configure_cpu_runtime(
       {static_cast<int>(config_.train.threads), config_.train.onednn_cache});
   device_ = runtime::choose_device(config_.train, group.local_rank(), group.local_size());
