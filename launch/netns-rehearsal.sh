@@ -20,26 +20,16 @@
 # Environment: TANDEM_NETNS_SUBNET (first three octets, default 10.211.0), MPIRUN (default mpirun).
 set -euo pipefail
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+. "$(dirname "$self")/netns-hosts.sh"
 
 skip() { echo "netns-rehearsal: cannot rehearse here: $*" >&2; exit 77; }
 
 # Exit 77 (the conventional "skipped" status) naming the first missing permission or tool.
 check() {
-  [ "$(id -u)" -eq 0 ] || skip "network namespaces need root (CAP_NET_ADMIN), running as uid $(id -u)"
-  for tool in ip unshare hostname "${MPIRUN:-mpirun}"; do
-    command -v "$tool" >/dev/null || skip "'$tool' not found (Debian: iproute2, util-linux, hostname, openmpi-bin)"
-  done
-  # The steps of setup(), on a probe namespace (containers often allow some and not others).
-  local probe="tdmprobe$$" out
-  out=$(ip netns add "$probe" 2>&1) || skip "'ip netns add' failed: $out"
-  out=$({ ip link add "${probe}x" type veth peer name "${probe}y" netns "$probe" &&
-          ip netns exec "$probe" unshare --uts true; } 2>&1) || {
-    ip link del "${probe}x" 2>/dev/null
-    ip netns del "$probe"
-    skip "veth pair, 'ip netns exec' or 'unshare --uts' failed: $out"
-  }
-  ip link del "${probe}x"
-  ip netns del "$probe"
+  local why
+  why=$(netns_unusable) || skip "$why"
+  command -v "${MPIRUN:-mpirun}" >/dev/null ||
+    skip "'${MPIRUN:-mpirun}' not found (Debian: openmpi-bin)"
 }
 
 # Open MPI calls this as it would call ssh: [options] HOST COMMAND...; COMMAND runs in HOST's
@@ -50,7 +40,7 @@ agent() {
   shift
   ns=$(tr ' ' '\n' <<<"$TANDEM_NETNS_MAP" | sed -n "s/^$host=//p")
   [ -n "$ns" ] || { echo "netns-rehearsal: unknown host '$host' (known: $TANDEM_NETNS_MAP)" >&2; exit 255; }
-  exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' "$host" "$*"
+  netns_exec --replace "$ns" "$host" sh -c "$*"
 }
 
 # What each rank runs: say where it is, then become the program.
@@ -61,32 +51,14 @@ rank() {
 
 cleanup() {
   set +e
-  for ns in "$ns_a" "$ns_b"; do
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-    ip netns del "$ns" 2>/dev/null
-    rm -rf "/etc/netns/$ns"
-  done
-  rmdir /etc/netns 2>/dev/null
+  netns_pair_down "$ns_a" "$ns_b"
   rm -rf "$work"
 }
 
-# Two namespaces, a veth pair between them, and an /etc/hosts naming both (ip netns exec mounts
-# /etc/netns/<ns>/hosts over /etc/hosts inside the namespace).
+# Two namespaces joined by a veth pair (netns_pair_up), and a hostfile naming both.
 setup() {
   local subnet=${TANDEM_NETNS_SUBNET:-10.211.0}
-  ip netns add "$ns_a"
-  ip netns add "$ns_b"
-  ip link add "$ns_a" type veth peer name "$ns_b"
-  ip link set "$ns_a" netns "$ns_a"
-  ip link set "$ns_b" netns "$ns_b"
-  ip -n "$ns_a" addr add "$subnet.1/24" dev "$ns_a"
-  ip -n "$ns_b" addr add "$subnet.2/24" dev "$ns_b"
-  for ns in "$ns_a" "$ns_b"; do
-    ip -n "$ns" link set lo up
-    ip -n "$ns" link set "$ns" up
-    mkdir -p "/etc/netns/$ns"
-    printf '127.0.0.1 localhost\n%s.1 nodeA\n%s.2 nodeB\n' "$subnet" "$subnet" >"/etc/netns/$ns/hosts"
-  done
+  netns_pair_up "$ns_a" "$ns_b" "$subnet"
   printf 'nodeA slots=%s\nnodeB slots=%s\n' "$per_node" "$per_node" >"$work/hostfile"
   cidr="$subnet.0/24"
   echo "netns-rehearsal: nodeA = namespace $ns_a ($subnet.1), nodeB = namespace $ns_b ($subnet.2)" >&2
@@ -122,12 +94,10 @@ main() {
     for arg in "$@"; do args+=("${arg//\{hostfile\}/$work/hostfile}"); done
     OMPI_MCA_plm_rsh_agent="$self --agent" OMPI_MCA_pml=ob1 OMPI_MCA_btl=tcp,self \
       OMPI_MCA_btl_tcp_if_include="$cidr" OMPI_MCA_oob_tcp_if_include="$cidr" \
-      ip netns exec "$ns_a" unshare --uts sh -c 'hostname nodeA && exec "$@"' sh \
-      "${args[@]}" || status=$?
+      netns_exec "$ns_a" nodeA "${args[@]}" || status=$?
   else
-    ip netns exec "$ns_a" unshare --uts sh -c 'hostname nodeA && exec "$@"' sh \
-      "${MPIRUN:-mpirun}" --hostfile "$work/hostfile" -np $((2 * per_node)) --map-by slot \
-      --bind-to none --mca plm_rsh_agent "$self --agent" --mca pml ob1 --mca btl tcp,self \
+    netns_exec "$ns_a" nodeA "${MPIRUN:-mpirun}" --hostfile "$work/hostfile" \
+      -np $((2 * per_node)) --map-by slot --bind-to none --mca plm_rsh_agent "$self --agent" --mca pml ob1 --mca btl tcp,self \
       --mca btl_tcp_if_include "$cidr" --mca oob_tcp_if_include "$cidr" \
       "${mpirun_args[@]}" "$self" --rank "$@" || status=$?
   fi

@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
-# A real SLURM cluster of one node on this machine, for the SLURM tests (tests/e2e/slurm_test.cpp)
-# and for trying launch/slurm/tandem.sbatch before a real cluster: Debian's munge and SLURM
-# (slurm-wlm) daemons, as root, with their own key, socket, ports, state and logs under DIR, so
-# nothing of the machine's own configuration is read or changed.
+# A real SLURM cluster on this machine, for the SLURM tests (tests/e2e/slurm_test.cpp) and for
+# trying launch/slurm/tandem.sbatch before a real cluster: Debian's munge and SLURM (slurm-wlm)
+# daemons, as root, with their own key, socket, ports, state and logs under DIR, so nothing of the
+# machine's own configuration is read or changed.
 #
-#   launch/slurm/local-cluster.sh --check        exit 0 if it can run here; 77 and why if not
-#   launch/slurm/local-cluster.sh start DIR      writes DIR/slurm.conf, starts munged, slurmctld
-#                                                and slurmd, waits until the node is idle
-#   launch/slurm/local-cluster.sh stop DIR       stops them (their pid files are in DIR)
+#   launch/slurm/local-cluster.sh --check          exit 0 if it can run here; 77 and why if not
+#   launch/slurm/local-cluster.sh start DIR        one node: writes DIR/slurm.conf, starts munged,
+#                                                  slurmctld and slurmd, waits until the node is
+#                                                  idle
+#   launch/slurm/local-cluster.sh start2 DIR       two nodes, nodeA and nodeB, each a network
+#                                                  namespace with its own hostname (launch/netns-
+#                                                  hosts.sh) and one CPU, joined by a veth link;
+#                                                  slurmctld runs on nodeA
+#   launch/slurm/local-cluster.sh run DIR CMD...   runs a SLURM command (sbatch, scontrol, ...) on
+#                                                  the cluster: where the controller is reached,
+#                                                  with SLURM_CONF set
+#   launch/slurm/local-cluster.sh fail DIR NODE    two nodes: NODE's link goes down, as a node that
+#                                                  died (nothing it runs answers any more)
+#   launch/slurm/local-cluster.sh stop DIR         stops the daemons; two nodes: kills what is left
+#                                                  in the namespaces and removes them
 #
-# Then point SLURM's commands at it: SLURM_CONF=DIR/slurm.conf sbatch ...; the node is this
-# machine's hostname with its usable cores as CPUs, in one partition, "debug". KillWait is 30 s
-# (SLURM's default): a scancel or a time limit sends SIGTERM to every process of the job, and
-# SIGKILL 30 s later.
+# One node is this machine's hostname with its usable cores as CPUs, in one partition, "debug".
+# KillWait is 30 s (SLURM's default): a scancel or a time limit sends SIGTERM to every process of
+# the job, and SIGKILL 30 s later. Two nodes: SlurmdTimeout is 10 s, so the controller sets a node
+# that stops answering DOWN within about 10 s (sites use minutes). TANDEM_SLURM_SUBNET (first
+# three octets, default 10.212.0) places the two nodes' link.
 set -euo pipefail
+launch=$(cd "$(dirname "$0")/.." && pwd)
+. "$launch/netns-hosts.sh"
 
 skip() { echo "local-cluster: cannot run SLURM here: $*" >&2; exit 77; }
 
@@ -36,19 +50,27 @@ print(*(s.getsockname()[1] for s in sockets))
 PY
 }
 
-start() {
-  local dir
+# DIR made absolute, its state folders, munge's key, and munged started (its socket in DIR serves
+# every namespace: a socket file is reached through the file system, not the network).
+prepare() {
   dir=$(mkdir -p "$1" && cd "$1" && pwd)
-  local host cpus ctld_port slurmd_port
-  host=$(hostname -s)
-  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc reports those when set
-  read -r ctld_port slurmd_port < <(free_ports)
-  mkdir -p "$dir/state" "$dir/spool"
+  mkdir -p "$dir/state"
   head -c 1024 /dev/urandom >"$dir/munge.key"
   chmod 600 "$dir/munge.key"
-  cat >"$dir/slurm.conf" <<CONF
+  munged --force --key-file="$dir/munge.key" --socket="$dir/munge.socket" \
+    --pid-file="$dir/munged.pid" --log-file="$dir/munged.log" --seed-file="$dir/munge.seed"
+  export SLURM_CONF=$dir/slurm.conf
+}
+
+# slurm.conf for controller CTLD_HOST on CTLD_PORT, slurmd on SLURMD_PORT, and the NodeName lines
+# given (one argument each); each slurmd's pid file, log and spool are its node's (%n).
+write_conf() {
+  local ctld_host=$1 ctld_port=$2 slurmd_port=$3 nodes
+  shift 3
+  nodes=$(printf '%s\n' "$@")
+  cat >"$SLURM_CONF" <<CONF
 ClusterName=tandem
-SlurmctldHost=$host
+SlurmctldHost=$ctld_host
 SlurmUser=root
 SlurmdUser=root
 SlurmctldPort=$ctld_port
@@ -57,11 +79,11 @@ AuthType=auth/munge
 AuthInfo=socket=$dir/munge.socket,cred_expire=10
 CredType=cred/munge
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
+SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
+SlurmdPidFile=$dir/slurmd-%n.pid
 SlurmctldLogFile=$dir/slurmctld.log
-SlurmdLogFile=$dir/slurmd.log
+SlurmdLogFile=$dir/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -69,45 +91,125 @@ SelectTypeParameters=CR_CPU
 MpiDefault=none
 ReturnToService=2
 KillWait=30
+SlurmdTimeout=${slurmd_timeout:-300}
 JobRequeue=1
-NodeName=$host CPUs=$cpus State=UNKNOWN
-PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+$nodes
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
-  munged --force --key-file="$dir/munge.key" --socket="$dir/munge.socket" \
-    --pid-file="$dir/munged.pid" --log-file="$dir/munged.log" --seed-file="$dir/munge.seed"
-  export SLURM_CONF=$dir/slurm.conf
-  slurmctld -f "$SLURM_CONF" || { cat "$dir/slurmctld.log" >&2; exit 1; }
-  slurmd -f "$SLURM_CONF" || { cat "$dir/slurmd.log" >&2; exit 1; }
-  # The node registers with the controller within a second or two.
-  local tries=0
-  until [ "$(sinfo -h -n "$host" -o %t 2>/dev/null)" = idle ]; do
-    tries=$((tries + 1))
-    if [ "$tries" -gt 100 ]; then
-      echo "local-cluster: node $host did not become idle in 20 s; slurmd's log:" >&2
-      tail -n 20 "$dir/slurmd.log" >&2
-      stop "$dir"
-      exit 1
-    fi
-    sleep 0.2
+}
+
+# Waits until every node NAME (the arguments) is idle, running sinfo through `$client`; stops the
+# cluster and fails after 20 s, with each node's slurmd log.
+wait_idle() {
+  local tries=0 node
+  for node in "$@"; do
+    until [ "$($client sinfo -h -n "$node" -o %t 2>/dev/null)" = idle ]; do
+      tries=$((tries + 1))
+      if [ "$tries" -gt 100 ]; then
+        echo "local-cluster: node $node did not become idle in 20 s; slurmd's log:" >&2
+        tail -n 20 "$dir/slurmd-$node.log" >&2
+        stop "$dir"
+        exit 1
+      fi
+      sleep 0.2
+    done
   done
+}
+
+start() {
+  prepare "$1"
+  local host cpus ctld_port slurmd_port
+  host=$(hostname -s)
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc reports those when set
+  read -r ctld_port slurmd_port < <(free_ports)
+  write_conf "$host" "$ctld_port" "$slurmd_port" "NodeName=$host CPUs=$cpus State=UNKNOWN"
+  mkdir -p "$dir/spool/$host"
+  slurmctld -f "$SLURM_CONF" || { cat "$dir/slurmctld.log" >&2; exit 1; }
+  slurmd -f "$SLURM_CONF" || { cat "$dir/slurmd-$host.log" >&2; exit 1; }
+  # The node registers with the controller within a second or two.
+  client=env
+  wait_idle "$host"
   echo "local-cluster: node $host ($cpus CPUs) idle; SLURM_CONF=$SLURM_CONF"
 }
 
+# nodeA and nodeB in namespaces of their own (their names in DIR/netns), each daemon started in
+# its node's namespace under its node's hostname; the ports are the same on both nodes, which
+# have an address each.
+start2() {
+  local subnet=${TANDEM_SLURM_SUBNET:-10.212.0} ns_a="tsl$$a" ns_b="tsl$$b"
+  netns_pair_up "$ns_a" "$ns_b" "$subnet"
+  prepare "$1"
+  echo "$ns_a $ns_b" >"$dir/netns"
+  slurmd_timeout=10 write_conf "nodeA($subnet.1)" 6817 6818 \
+    "NodeName=nodeA NodeAddr=$subnet.1 CPUs=1 State=UNKNOWN" \
+    "NodeName=nodeB NodeAddr=$subnet.2 CPUs=1 State=UNKNOWN"
+  mkdir -p "$dir/spool/nodeA" "$dir/spool/nodeB"
+  netns_exec "$ns_a" nodeA slurmctld -f "$SLURM_CONF" || { cat "$dir/slurmctld.log" >&2; exit 1; }
+  netns_exec "$ns_a" nodeA slurmd -f "$SLURM_CONF" || { cat "$dir/slurmd-nodeA.log" >&2; exit 1; }
+  netns_exec "$ns_b" nodeB slurmd -f "$SLURM_CONF" || { cat "$dir/slurmd-nodeB.log" >&2; exit 1; }
+  client="ip netns exec $ns_a"
+  wait_idle nodeA nodeB
+  echo "local-cluster: nodes nodeA ($subnet.1, namespace $ns_a) and nodeB ($subnet.2, namespace" \
+    "$ns_b) idle, one CPU each; SLURM_CONF=$SLURM_CONF"
+}
+
+# The namespace of NODE (nodeA or nodeB) of the two-node cluster in DIR.
+namespace_of() {
+  local ns_a ns_b
+  [ -f "$1/netns" ] || { echo "local-cluster: $1 holds no cluster of two nodes" >&2; exit 2; }
+  read -r ns_a ns_b <"$1/netns"
+  case "$2" in
+    nodeA) echo "$ns_a" ;;
+    nodeB) echo "$ns_b" ;;
+    *) echo "local-cluster: no node '$2' (nodeA, nodeB)" >&2; exit 2 ;;
+  esac
+}
+
+run() {
+  local dir
+  dir=$(cd "$1" && pwd)
+  shift
+  if [ -f "$dir/netns" ]; then
+    SLURM_CONF=$dir/slurm.conf exec ip netns exec "$(namespace_of "$dir" nodeA)" "$@"
+  fi
+  SLURM_CONF=$dir/slurm.conf exec "$@"
+}
+
+fail() {
+  local ns
+  ns=$(namespace_of "$1" "$2")
+  ip -n "$ns" link set "$ns" down
+}
+
 stop() {
-  local dir=$1 daemon pid
-  for daemon in slurmd slurmctld munged; do
-    [ -f "$dir/$daemon.pid" ] || continue
-    pid=$(cat "$dir/$daemon.pid")
+  local dir=$1 daemon pid_file pid
+  for pid_file in "$dir"/slurmd-*.pid "$dir/slurmctld.pid" "$dir/munged.pid"; do
+    [ -f "$pid_file" ] || continue
+    pid=$(cat "$pid_file")
     kill "$pid" 2>/dev/null || continue
     # Gone within 10 s, or killed.
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
     kill -9 "$pid" 2>/dev/null || true
   done
+  if [ -f "$dir/netns" ]; then
+    # shellcheck disable=SC2046  # two names
+    netns_pair_down $(cat "$dir/netns")
+    rm -f "$dir/netns"
+  fi
 }
 
 case "${1:-}" in
   --check) check ;;
   start) check; [ $# -eq 2 ] || { echo "usage: $0 start DIR" >&2; exit 2; }; start "$2" ;;
+  start2)
+    check
+    why=$(netns_unusable) || skip "two nodes need network namespaces: $why"
+    [ $# -eq 2 ] || { echo "usage: $0 start2 DIR" >&2; exit 2; }
+    start2 "$2" ;;
+  run) [ $# -ge 3 ] || { echo "usage: $0 run DIR COMMAND..." >&2; exit 2; }; shift; run "$@" ;;
+  fail) [ $# -eq 3 ] || { echo "usage: $0 fail DIR NODE" >&2; exit 2; }; fail "$2" "$3" ;;
   stop) [ $# -eq 2 ] || { echo "usage: $0 stop DIR" >&2; exit 2; }; stop "$2" ;;
-  *) echo "usage: $0 --check | start DIR | stop DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 --check | start DIR | start2 DIR | run DIR CMD... | fail DIR NODE |" \
+       "stop DIR" >&2
+     exit 2 ;;
 esac

@@ -1,10 +1,13 @@
 // launch/slurm/tandem.sbatch under a real SLURM (Debian's slurm-wlm and munge, started by
-// launch/slurm/local-cluster.sh on this machine as one node): the script as shipped, its #SBATCH
-// lines overridden on sbatch's command line for two CPU tasks. A job trains on every task and
-// completes bitwise equal to tandem-train --ranks 2; scancel saves the step the job stopped at;
-// the time limit's warning (--signal=B:USR1) saves, requeues and resumes bit for bit. Skipped,
-// with the reason, where SLURM cannot run (not root, the packages missing). The script's refusals
-// of bad allocations need no cluster and run everywhere.
+// launch/slurm/local-cluster.sh on this machine): the script as shipped, its #SBATCH lines
+// overridden on sbatch's command line for two CPU tasks. On one node: a job trains on every task
+// and completes bitwise equal to tandem-train --ranks 2; scancel saves the step the job stopped
+// at; the time limit's warning (--signal=B:USR1) saves, requeues and resumes bit for bit. On two
+// nodes (network namespaces joined by a link, one task each): a job trains across both; when
+// nodeB's link goes down mid-run, SLURM sets the node DOWN, the job (--no-kill) goes on, and the
+// launcher relaunches it on nodeA from its newest checkpoint and finishes. Skipped, with the
+// reason, where SLURM or the namespaces cannot run (not root, the packages missing). The
+// script's refusals of bad allocations need no cluster and run everywhere.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -22,7 +25,10 @@ namespace {
 const std::string kCluster = std::string(TANDEM_LAUNCH_DIR) + "/slurm/local-cluster.sh";
 const std::string kScript = std::string(TANDEM_LAUNCH_DIR) + "/slurm/tandem.sbatch";
 
-class Slurm : public ::testing::Test {
+// A cluster of `Nodes` nodes (1: this machine; 2: nodeA and nodeB) for the suite, two tasks in
+// all: two on the one node, or one on each.
+template <int Nodes>
+class SlurmCluster : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     const auto check = run_command(kCluster + " --check");
@@ -31,15 +37,19 @@ class Slurm : public ::testing::Test {
       return;
     }
     dir_ = new TempDir("slurm");
-    const auto started = run_command(kCluster + " start " + dir_->file("cluster"));
+    const auto started =
+        run_command(kCluster + (Nodes == 1 ? " start " : " start2 ") + dir_->file("cluster"));
+    if (started.exit_code == 77) {
+      skip_ = started.output;
+      return;
+    }
     ASSERT_EQ(started.exit_code, 0) << started.output;
     corpus_ = make_reverse_corpus(dir_->path());
     run_command("mkdir -p " + dir_->file("runs"));
   }
   static void TearDownTestSuite() {
     if (dir_ == nullptr) return;
-    run_command("SLURM_CONF=" + conf() + " scancel --user=root; " + kCluster + " stop " +
-                dir_->file("cluster"));
+    run_command(slurm("scancel --user=root") + "; " + kCluster + " stop " + dir_->file("cluster"));
     delete dir_;
     dir_ = nullptr;
   }
@@ -48,12 +58,13 @@ class Slurm : public ::testing::Test {
     ASSERT_NE(dir_, nullptr);
   }
 
-  static std::string conf() { return dir_->file("cluster/slurm.conf"); }
+  // `command` (sbatch, scontrol, ...) run where the cluster's controller is reached.
   static std::string slurm(const std::string& command) {
-    return "env SLURM_CONF=" + conf() + " " + command;
+    return kCluster + " run " + dir_->file("cluster") + " " + command;
   }
 
-  // A small model (steps of milliseconds), checkpoints every 10 steps, every step logged.
+  // A small model (steps of milliseconds), checkpoints every 10 steps, every step logged; a
+  // collective that waits 30 s ends the job (a peer gone).
   static std::string config(const std::string& run, int64_t max_steps) {
     const std::string path = dir_->file(run + ".yaml");
     write_file(path,
@@ -69,19 +80,23 @@ class Slurm : public ::testing::Test {
                    dir_->file(run) +
                    ", every_steps: 10, keep_last: 0}\n"
                    "valid: {every_steps: 0}\n"
-                   "log: {every_steps: 1}\n");
+                   "log: {every_steps: 1}\n"
+                   "dist: {timeout_s: 30}\n");
     return path;
   }
 
-  // sbatch --wait for the shipped script on one node with two CPU tasks: returns when the job has
-  // ended (with its exit code), or after 5 minutes (a job SLURM never starts fails the test then);
-  // the job's output goes to runs/<run>.log.
+  // sbatch --wait for the shipped script with two CPU tasks: returns when the job has ended (with
+  // its exit code), or after 5 minutes (a job SLURM never starts fails the test then); the job's
+  // output goes to runs/<run>.log. `env`: variables for the job ("NAME=value ...").
   static std::string sbatch(const std::string& run, const std::string& config_path,
-                            const std::string& options = "") {
-    return slurm("timeout 300 sbatch --wait --chdir=" + dir_->path() + " --output=" + log(run) +
-                 " --export=ALL,TANDEM_BIN=" + tool("tandem-train") +
-                 " --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-node=0 " + options +
-                 " " + kScript + " " + config_path);
+                            const std::string& options = "", const std::string& env = "") {
+    const std::string tasks =
+        Nodes == 1 ? " --nodes=1 --ntasks-per-node=2" : " --nodes=2 --ntasks-per-node=1";
+    return "env " + env + " " +
+           slurm("timeout 300 sbatch --wait --chdir=" + dir_->path() + " --output=" + log(run) +
+                 " --export=ALL,TANDEM_BIN=" + tool("tandem-train") + tasks +
+                 " --cpus-per-task=1 --gpus-per-node=0 " + options + " " + kScript + " " +
+                 config_path);
   }
   static std::string log(const std::string& run) { return dir_->file("runs/" + run + ".log"); }
   // The job's output as it grows, for wait_for_line; it ends after `seconds`, so that a line
@@ -91,11 +106,13 @@ class Slurm : public ::testing::Test {
            " 2>/dev/null";
   }
 
-  static std::string job_state(const std::string& id) {
-    const auto shown = run_command(slurm("scontrol show job " + id));
+  // A job's or a node's state as scontrol shows it ("COMPLETED", "DOWN", ...).
+  static std::string state(const std::string& what, const std::string& key) {
+    const auto shown = run_command(slurm("scontrol show " + what));
     std::smatch m;
-    return std::regex_search(shown.output, m, std::regex("JobState=(\\w+)")) ? m[1].str() : "?";
+    return std::regex_search(shown.output, m, std::regex(key + "=(\\w+)")) ? m[1].str() : "?";
   }
+  static std::string job_state(const std::string& id) { return state("job " + id, "JobState"); }
   static std::string job_id(const std::string& sbatch_output) {
     std::smatch m;
     return std::regex_search(sbatch_output, m, std::regex("Submitted batch job (\\d+)"))
@@ -125,13 +142,12 @@ class Slurm : public ::testing::Test {
     }
   }
 
-  static TempDir* dir_;
-  static std::string corpus_;
-  static std::string skip_;
+  static inline TempDir* dir_ = nullptr;
+  static inline std::string corpus_;
+  static inline std::string skip_;
 };
-TempDir* Slurm::dir_ = nullptr;
-std::string Slurm::corpus_;
-std::string Slurm::skip_;
+using Slurm = SlurmCluster<1>;
+using SlurmTwoNodes = SlurmCluster<2>;
 
 TEST_F(Slurm, AJobTrainsOnEveryTaskAndCompletesAsTandemTrainRanks2) {
   const auto job = run_command(sbatch("complete", config("complete", 30)));
@@ -197,6 +213,50 @@ TEST_F(Slurm, TheTimeLimitsWarningSavesRequeuesAndTheRunResumesBitwise) {
       << text;
   EXPECT_EQ(job_state(id), "COMPLETED");
   expect_same(checkpoint::load(dir_->file("limit/last.h5")), reference("limit-ref", end));
+}
+
+// Two nodes, one task each, under the script's --no-kill. Rank 1 (on nodeB) stops itself at the
+// start of step 37; then nodeB's link goes down, as a node that died. SLURM sets nodeB DOWN and
+// ends the step of mpirun's daemon there, mpirun exits (with status 0, which the launcher does not
+// take for a finished job), and the launcher relaunches on nodeA alone from step 30 at one rank
+// with twice the accumulation. The job completes; its first 30 steps are bitwise those of
+// tandem-train --ranks 2, and its last 30 those of one rank resumed from its step-30 checkpoint.
+TEST_F(SlurmTwoNodes, ANodeLostMidRunLeavesTheJobToFinishOnTheOther) {
+  const std::string path = config("nodes", 60);
+  BackgroundCommand job(
+      "exec " +
+      sbatch("nodes", path, "", "TANDEM_FAULT_INJECT=rank=1,step=37,kind=sigstop,restart=0"));
+  ASSERT_TRUE(job.wait_for_line("Submitted batch job")) << job.output();
+  const std::string id = job_id(job.output());
+  BackgroundCommand output(follow("nodes", 300));
+  ASSERT_TRUE(output.wait_for_line("fault injected at step 37 on rank 1")) << output.output();
+  const auto failed = run_command(kCluster + " fail " + dir_->file("cluster") + " nodeB");
+  ASSERT_EQ(failed.exit_code, 0) << failed.output;
+  EXPECT_EQ(job.wait(), 0) << job.output();
+
+  const std::string text = read_text(log("nodes"));
+  EXPECT_NE(text.find("tandem-train: 2 ranks on 2 host(s) under mpirun"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("tandem-train: 2 rank(s)"), std::string::npos) << text;
+  const std::string restart =
+      "tandem-train: restart 1 of 3: the job: mpirun exited with status 0 before rank 0 said "
+      "training finished; resuming from step 30 (" +
+      dir_->file("nodes") + "/" + checkpoint::step_file_name(30) + ") at 1 rank(s) without nodeB";
+  EXPECT_NE(text.find(restart), std::string::npos) << text;
+  EXPECT_NE(text.find("finished at step 60"), std::string::npos) << text;
+  EXPECT_EQ(job_state(id), "COMPLETED");
+  EXPECT_EQ(state("node nodeB", "State"), "DOWN");  // SLURM saw it fail; --no-kill kept the job
+
+  const auto at_30 = checkpoint::load(dir_->file("nodes") + "/" + checkpoint::step_file_name(30));
+  expect_same(at_30, reference("nodes-ref", 30));
+  // The relaunch's steps: one rank resuming from the job's step-30 checkpoint, accumulation 2.
+  run_command("mkdir -p " + dir_->file("nodes-one") + " && cp " + dir_->file("nodes") + "/" +
+              checkpoint::step_file_name(30) + " " + dir_->file("nodes-one"));
+  const auto one = run_command(tool("tandem-train") + " --config " + config("nodes-one", 60) +
+                               " --set train.accum_steps=2");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  expect_same(checkpoint::load(dir_->file("nodes/last.h5")),
+              checkpoint::load(dir_->file("nodes-one/last.h5")));
 }
 
 // Bad input, which needs no cluster: the script outside a job, and an allocation of more GPUs

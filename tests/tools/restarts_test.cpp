@@ -135,6 +135,27 @@ TEST(JobFailure, WithoutNoticesTheStatusSays) {
   EXPECT_EQ(describe(f), "the job: mpirun exited with status 143");
 }
 
+// mpirun's status 0 says the job finished only with rank 0's closing line among its output (under
+// SLURM, Open MPI's mpirun exits 0 when SLURM ends its daemon's step on a failed node).
+TEST(JobFailure, StatusZeroWithoutTheClosingLineIsAFailure) {
+  const std::vector<std::string> finished = {
+      "[tandem] step 60 | loss 1.7554", "[tandem] saved run/step-00000060.h5 (step 60)",
+      "[tandem] finished at step 60 (epoch 10.00): 60 steps, 23750 target tokens in 0m01s"};
+  EXPECT_TRUE(ranks_finished(finished));
+  const std::vector<std::string> cut = {"[tandem] step 36 | loss 2.1196",
+                                        "[tandem][rank 1] warning: fault injected at step 37"};
+  EXPECT_FALSE(ranks_finished(cut));
+  EXPECT_FALSE(ranks_finished({}));
+  // Another rank's or the launcher's words are not rank 0's closing line.
+  EXPECT_FALSE(ranks_finished({"[tandem][rank 1] error: finished at step 3?"}));
+  const JobFailure f = parse_job_failure(cut, 0);
+  EXPECT_EQ(f.how, "mpirun exited with status 0 before rank 0 said training finished");
+  EXPECT_FALSE(f.stopped);
+  EXPECT_FALSE(f.usage_error);
+  EXPECT_EQ(reason_not_to_restart(f, nullptr, 30, -1, 0, 3), "");
+  EXPECT_EQ(failure_exit_code(0), 1);
+}
+
 TEST(JobFailure, SameFailureIsTheSameErrorInTheSameStepOrTheSameWayWithoutOne) {
   const auto thrown = [](int64_t step, const std::string& message) {
     JobFailure f;

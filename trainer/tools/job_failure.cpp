@@ -34,6 +34,13 @@ void take_exit_code(JobFailure& failure, int code, const std::string& what) {
 
 }  // namespace
 
+bool ranks_finished(const std::vector<std::string>& lines) {
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    if (it->find("[tandem] finished at step ") != std::string::npos) return true;
+  }
+  return false;
+}
+
 JobFailure parse_job_failure(const std::vector<std::string>& lines, int status) {
   std::string text;
   for (const auto& line : lines) text += line + '\n';
@@ -78,7 +85,9 @@ JobFailure parse_job_failure(const std::vector<std::string>& lines, int status) 
   if (failure.how.empty() && std::regex_search(text, m, kNonZero)) {
     failure.how = "exited with a non-zero code";  // mpirun did not get as far as saying which
   }
-  if (failure.how.empty()) {
+  if (failure.how.empty() && status == 0) {
+    failure.how = "mpirun exited with status 0 before rank 0 said training finished";
+  } else if (failure.how.empty()) {
     take_exit_code(failure, status, "mpirun exited with status ");
   }
   return failure;

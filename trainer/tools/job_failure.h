@@ -24,8 +24,16 @@ struct JobFailure {
   bool stopped = false;      // the ranks stopped on request (exit 128 + SIGTERM/INT/HUP/USR1)
 };
 
+// Whether `lines` (mpirun's standard error) hold rank 0's closing line, "[tandem] finished at step
+// N ...", which it prints once every rank has left the training loop and the last checkpoint is
+// saved. mpirun's exit status alone does not say the job finished: under SLURM, Open MPI 4.1's
+// mpirun exits 0, saying nothing, when SLURM ends the step of its daemon on a node that failed
+// (seen with SLURM 22.05 and --no-kill), and the ranks left are killed mid-step.
+bool ranks_finished(const std::vector<std::string>& lines);
+
 // The failure that `lines` (mpirun's standard error, rank output included) describe, for a job
-// whose mpirun exited with `status` (non-zero). What the lines do not say comes from the status.
+// whose mpirun exited with `status`: non-zero, or 0 without ranks_finished. What the lines do not
+// say comes from the status.
 JobFailure parse_job_failure(const std::vector<std::string>& lines, int status);
 
 // One phrase for a log line: "rank 1 on node07: killed by signal 9 (Killed) in step 37".

@@ -161,7 +161,9 @@ int run_with_restarts(const JobPlan& plan, const RestartOptions& options, const 
       report_stop(result, plan.checkpoint_dir, tool);
       return result.exit_code();
     }
-    if (result.status == 0 || options.max_restarts == 0) return result.exit_code();
+    if (result.status == 0 && ranks_finished(result.last_lines)) return 0;
+    // A status of 0 without the ranks' closing line is a failure, said even without restarts.
+    if (result.status != 0 && options.max_restarts == 0) return result.exit_code();
     const JobFailure failure = parse_job_failure(result.last_lines, result.status);
     const Checkpoint from = newest_checkpoint(plan.checkpoint_dir);
     std::string why = reason_not_to_restart(failure, restarts > 0 ? &previous : nullptr, from.step,
@@ -184,7 +186,7 @@ int run_with_restarts(const JobPlan& plan, const RestartOptions& options, const 
           from.path.empty() ? "No checkpoint was saved." : "Newest checkpoint: " + from.path + ".";
       std::fprintf(stderr, "%s: %s; not restarting: %s. %s\n", tool.c_str(), what.c_str(),
                    why.c_str(), newest.c_str());
-      return result.exit_code() != 0 ? result.exit_code() : 1;
+      return failure_exit_code(result.exit_code());
     }
     const std::string resume_point =
         from.path.empty() ? "scratch (no checkpoint yet)"
