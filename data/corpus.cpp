@@ -17,7 +17,7 @@ namespace tandem::data {
 namespace {
 
 constexpr const char* kFormat = "tandem-corpus";
-constexpr int64_t kMaxFormatVersion = 1;
+constexpr int64_t kMaxFormatVersion = 2;
 constexpr const char* kHint = "HINT: create a corpus with tandem-prep";
 
 // Sentences between two stored offsets: an offset is found from the one before it and at most
@@ -91,7 +91,7 @@ std::vector<int32_t> lengths_of(const SideData& side) {
 struct Corpus::Impl {
   std::string path;
   h5::Handle file;
-  int64_t vocab_size = -1;                              // read with the first sentences
+  int64_t vocab_size = -1;                                      // read with the first sentences
   std::map<std::string, std::pair<SideData, SideData>> splits;  // (src, tgt), loaded on first use
   // Every call goes through reading(), one at a time: a loader's prefetch thread and validation
   // on the training thread share one Corpus (HDF5 itself serialises calls anyway).
@@ -222,6 +222,64 @@ bool Corpus::has_split(const std::string& split) const {
   h5::QuietErrors quiet;
   return impl_->reading(
       [&] { return H5Lexists(impl_->file.get(), split.c_str(), H5P_DEFAULT) > 0; });
+}
+
+std::vector<CorpusPart> Corpus::corpora() const {
+  h5::QuietErrors quiet;
+  std::vector<CorpusPart> parts = impl_->reading([&] {
+    std::vector<CorpusPart> found;
+    h5::Handle all = h5::open_group(impl_->file.get(), "corpora");
+    if (!all.valid()) return found;
+    for (const std::string& name : h5::link_names(all.get())) {
+      h5::Handle group = h5::open_group(all.get(), name);
+      if (!group.valid()) throw impl_->bad("/corpora/" + name + " is not a group");
+      CorpusPart part;
+      part.name = name;
+      part.src_lang = h5::read_string_attribute(group.get(), "src_lang").value_or("");
+      part.tgt_lang = h5::read_string_attribute(group.get(), "tgt_lang").value_or("");
+      part.tag = h5::read_string_attribute(group.get(), "tag").value_or("");
+      for (const char* split : {"train", "valid", "test"}) {
+        h5::Handle range = h5::open_group(group.get(), split);
+        if (!range.valid()) continue;
+        const auto first = h5::read_int_attribute(range.get(), "first");
+        const auto count = h5::read_int_attribute(range.get(), "count");
+        if (!first || !count) {
+          throw impl_->bad("/corpora/" + name + "/" + split + " lacks its first or count");
+        }
+        part.ranges[split] = {*first, *count};
+      }
+      found.push_back(std::move(part));
+    }
+    return found;
+  });
+  for (const char* split : {"train", "valid", "test"}) {
+    if (!has_split(split)) continue;
+    if (parts.empty()) break;
+    int64_t next = 0;  // each corpus's pairs start where the previous one's end
+    for (const CorpusPart& part : parts) {
+      const auto range = part.ranges.find(split);
+      if (range == part.ranges.end()) continue;
+      if (range->second.first != next || range->second.second < 0) {
+        throw impl_->bad("/corpora/" + part.name + "/" + split + " starts at pair " +
+                         std::to_string(range->second.first) + "; expected " +
+                         std::to_string(next) + " (damaged file?)");
+      }
+      next += range->second.second;
+    }
+    if (next != size(split)) {
+      throw impl_->bad(std::string("the corpora's ") + split + " ranges cover " +
+                       std::to_string(next) + " pairs of " + std::to_string(size(split)) +
+                       " (damaged file?)");
+    }
+  }
+  if (parts.empty()) {
+    CorpusPart whole;
+    for (const char* split : {"train", "valid", "test"}) {
+      if (has_split(split)) whole.ranges[split] = {0, size(split)};
+    }
+    parts.push_back(std::move(whole));
+  }
+  return parts;
 }
 
 int64_t Corpus::size(const std::string& split) const {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@ namespace {
 
 constexpr const char* kFormat = "tandem-corpus";
 constexpr int64_t kFormatVersion = 1;
+constexpr int64_t kCorporaFormatVersion = 2;  // a file of several corpora (/corpora)
 constexpr const char* kReasons[] = {"empty", "invalid_utf8", "too_long"};
 constexpr size_t kSpillBlock = size_t{1} << 20;  // elements copied from a spill per HDF5 write
                                                  // (16 compressed chunks)
@@ -87,10 +89,12 @@ Verdict raw_verdict(const std::string& src, const std::string& tgt) {
 // The two sides of a split read in step, checked to have the same number of lines.
 class PairReader {
  public:
-  explicit PairReader(const SplitFiles& files)
-      : files_(files),
-        src_(files.src, files.name + " source"),
-        tgt_(files.tgt, files.name + " target") {}
+  // `label` names the split in messages ("train", "corpus 'en-es' train").
+  PairReader(const SplitFiles& files, const std::string& label)
+      : label_(label),
+        files_(files),
+        src_(files.src, label + " source"),
+        tgt_(files.tgt, label + " target") {}
 
   // The next pair; false after the last. Throws std::invalid_argument, with both line counts,
   // when one side has lines left over.
@@ -121,42 +125,127 @@ class PairReader {
     }
     while (tgt_.next(line)) {
     }
-    throw std::invalid_argument(files_.name + " split: '" + join_paths(files_.src) + "' has " +
+    throw std::invalid_argument(label_ + " split: '" + join_paths(files_.src) + "' has " +
                                 std::to_string(src_.lines()) + " lines but '" +
                                 join_paths(files_.tgt) + "' has " + std::to_string(tgt_.lines()) +
                                 "; expected one target line per source line");
   }
 
+  std::string label_;
   SplitFiles files_;
   TextReader src_, tgt_;
 };
 
-// Pass 1 over the train split: the sentences (both sides) of the pairs that pass the raw checks,
-// all of them in order when they are at most `input_sentence_size` (or it is 0), else a seeded
-// uniform sample of that many (reservoir sampling, so memory is the sample's).
-std::vector<std::string> sample_sentences(const SplitFiles& files, const VocabTrainOptions& vocab) {
-  const auto capacity = static_cast<uint64_t>(vocab.input_sentence_size);
-  std::mt19937_64 random(vocab.seed);
-  std::vector<std::string> sample;
-  uint64_t seen = 0;
-  const auto offer = [&](const std::string& sentence) {
-    ++seen;
-    if (capacity == 0 || sample.size() < capacity) {
-      sample.push_back(sentence);
-    } else if (const uint64_t slot = random() % seen; slot < capacity) {
-      sample[slot] = sentence;  // kept with probability capacity / seen
+// One corpus's part of a split, as written: its files, the label its messages use, and the tag
+// its source sentences start with (-1: none).
+struct SplitPart {
+  const SplitFiles* files;
+  std::string label;
+  int32_t tag = -1;
+};
+
+// "train" for the one corpus of a file without corpora, else "corpus 'en-es' train".
+std::string label_of(const CorpusFiles& corpus, const std::string& split) {
+  return corpus.name.empty() ? split : "corpus '" + corpus.name + "' " + split;
+}
+
+// All the sentences offered, in order, while they are at most `capacity` (or it is 0), else a
+// seeded uniform sample of that many (reservoir sampling, so memory is the sample's).
+class Reservoir {
+ public:
+  Reservoir(uint64_t capacity, uint64_t seed) : capacity_(capacity), random_(seed) {}
+  void offer(const std::string& sentence) {
+    ++seen_;
+    if (capacity_ == 0 || sample_.size() < capacity_) {
+      sample_.push_back(sentence);
+    } else if (const uint64_t slot = random_() % seen_; slot < capacity_) {
+      sample_[slot] = sentence;  // kept with probability capacity / seen
     }
-  };
-  PairReader reader(files);
+  }
+  std::vector<std::string>& sample() { return sample_; }
+
+ private:
+  uint64_t capacity_;
+  std::mt19937_64 random_;
+  std::vector<std::string> sample_;
+  uint64_t seen_ = 0;
+};
+
+// Pass 1 over one corpus's train split: `offer(src, tgt)` for each pair that passes the raw
+// checks.
+template <class Offer>
+void read_usable_pairs(const SplitFiles& files, const std::string& label, Offer&& offer) {
+  PairReader reader(files, label);
   std::string src, tgt;
   while (reader.next(src, tgt)) {
-    if (raw_verdict(src, tgt) != kKept) continue;
-    offer(src);
-    offer(tgt);
+    if (raw_verdict(src, tgt) == kKept) offer(src, tgt);
   }
-  if (sample.empty()) {
-    throw std::invalid_argument("train split ('" + join_paths(files.src) + "', '" +
-                                join_paths(files.tgt) + "') has no usable sentence pairs");
+}
+
+std::invalid_argument no_usable_pairs(const SplitFiles& files, const std::string& label) {
+  return std::invalid_argument(label + " split ('" + join_paths(files.src) + "', '" +
+                               join_paths(files.tgt) + "') has no usable sentence pairs");
+}
+
+// The vocabulary's sample from one corpus: its train split's sentences, both sides, in one
+// reservoir of input_sentence_size.
+std::vector<std::string> sample_sentences(const SplitFiles& files, const VocabTrainOptions& vocab) {
+  Reservoir reservoir(static_cast<uint64_t>(vocab.input_sentence_size), vocab.seed);
+  read_usable_pairs(files, "train", [&](const std::string& src, const std::string& tgt) {
+    reservoir.offer(src);
+    reservoir.offer(tgt);
+  });
+  if (reservoir.sample().empty()) throw no_usable_pairs(files, "train");
+  return std::move(reservoir.sample());
+}
+
+const SplitFiles* find_split(const CorpusFiles& corpus, const std::string& name) {
+  for (const SplitFiles& files : corpus.splits) {
+    if (files.name == name) return &files;
+  }
+  return nullptr;
+}
+
+// The vocabulary's sample from several corpora, balanced across languages: each language (a
+// corpus's source side is in its source language, its target side in its target language) has a
+// reservoir of its own, an equal share of input_sentence_size, so that a language with little
+// text still gets its pieces. The languages' samples follow each other in order of appearance.
+std::vector<std::string> sample_by_language(const std::vector<CorpusFiles>& corpora,
+                                            const VocabTrainOptions& vocab) {
+  std::vector<std::string> languages;
+  const auto index_of = [&languages](const std::string& language) {
+    const auto found = std::find(languages.begin(), languages.end(), language);
+    if (found != languages.end()) return static_cast<size_t>(found - languages.begin());
+    languages.push_back(language);
+    return languages.size() - 1;
+  };
+  for (const CorpusFiles& corpus : corpora) {
+    index_of(corpus.src_lang);
+    index_of(corpus.tgt_lang);
+  }
+  const auto share = vocab.input_sentence_size == 0
+                         ? uint64_t{0}
+                         : std::max<uint64_t>(1, vocab.input_sentence_size / languages.size());
+  std::vector<Reservoir> reservoirs;
+  for (size_t k = 0; k < languages.size(); ++k) {
+    reservoirs.emplace_back(share, vocab.seed + 0x9E3779B97F4A7C15ull * k);
+  }
+  for (const CorpusFiles& corpus : corpora) {
+    Reservoir& src_side = reservoirs[index_of(corpus.src_lang)];
+    Reservoir& tgt_side = reservoirs[index_of(corpus.tgt_lang)];
+    const SplitFiles& train = *find_split(corpus, "train");
+    int64_t usable = 0;
+    read_usable_pairs(train, label_of(corpus, "train"),
+                      [&](const std::string& src, const std::string& tgt) {
+                        src_side.offer(src);
+                        tgt_side.offer(tgt);
+                        ++usable;
+                      });
+    if (usable == 0) throw no_usable_pairs(train, label_of(corpus, "train"));
+  }
+  std::vector<std::string> sample;
+  for (Reservoir& reservoir : reservoirs) {
+    for (std::string& sentence : reservoir.sample()) sample.push_back(std::move(sentence));
   }
   return sample;
 }
@@ -169,13 +258,15 @@ struct EncodedSlice {
   std::vector<int64_t> src_lengths, tgt_lengths;
 };
 
-void encode_slice(const Vocab& vocab, int64_t max_len, const RawPair* pairs, size_t count,
-                  EncodedSlice& out) {
+// A pair's source gets `tag` (>= 0) as its first token; max_len counts it.
+void encode_slice(const Vocab& vocab, int64_t max_len, int32_t tag, const RawPair* pairs,
+                  size_t count, EncodedSlice& out) {
   for (size_t i = 0; i < count; ++i) {
     Verdict verdict = raw_verdict(pairs[i].src, pairs[i].tgt);
     if (verdict == kKept) {
-      const std::vector<int32_t> src = vocab.encode(pairs[i].src, Side::kSource);
+      std::vector<int32_t> src = vocab.encode(pairs[i].src, Side::kSource);
       const std::vector<int32_t> tgt = vocab.encode(pairs[i].tgt, Side::kTarget);
+      if (tag >= 0 && !src.empty()) src.insert(src.begin(), tag);
       const auto longest = static_cast<int64_t>(std::max(src.size(), tgt.size()));
       if (src.empty() || tgt.empty()) {  // e.g. only characters the normalizer removes
         verdict = kEmpty;
@@ -194,8 +285,8 @@ void encode_slice(const Vocab& vocab, int64_t max_len, const RawPair* pairs, siz
 
 // Encodes `count` pairs on up to `threads` threads, each a contiguous slice (the calling thread
 // takes the first): the slices in order are the same whatever the thread count.
-std::vector<EncodedSlice> encode_chunk(const Vocab& vocab, int64_t max_len, const RawPair* pairs,
-                                       size_t count, int threads) {
+std::vector<EncodedSlice> encode_chunk(const Vocab& vocab, int64_t max_len, int32_t tag,
+                                       const RawPair* pairs, size_t count, int threads) {
   const size_t slices = std::max<size_t>(1, std::min<size_t>(threads, count));
   std::vector<EncodedSlice> encoded(slices);
   std::vector<std::exception_ptr> errors(slices);
@@ -203,7 +294,7 @@ std::vector<EncodedSlice> encode_chunk(const Vocab& vocab, int64_t max_len, cons
     try {
       const size_t begin = count * k / slices;
       const size_t end = count * (k + 1) / slices;
-      encode_slice(vocab, max_len, pairs + begin, end - begin, encoded[k]);
+      encode_slice(vocab, max_len, tag, pairs + begin, end - begin, encoded[k]);
     } catch (...) {
       errors[k] = std::current_exception();
     }
@@ -307,12 +398,8 @@ void count_skip(SplitSummary& summary, Verdict verdict, const PairReader& reader
   }
 }
 
-void write_provenance(hid_t group, const SplitFiles& files, const PairReader& reader,
-                      const SplitSummary& summary) {
-  h5::write_attribute(group, "src_file", join_paths(files.src));
-  h5::write_attribute(group, "tgt_file", join_paths(files.tgt));
-  h5::write_attribute(group, "src_crc32", static_cast<int64_t>(reader.src_checksum()));
-  h5::write_attribute(group, "tgt_crc32", static_cast<int64_t>(reader.tgt_checksum()));
+// A split's figures as attributes of its group.
+void write_counts(hid_t group, const SplitSummary& summary) {
   h5::write_attribute(group, "lines", summary.lines);
   h5::write_attribute(group, "kept", summary.kept);
   for (const auto& [reason, count] : summary.dropped) {
@@ -322,15 +409,33 @@ void write_provenance(hid_t group, const SplitFiles& files, const PairReader& re
   h5::write_attribute(group, "tgt_tokens", summary.tgt_tokens);
 }
 
-// Pass 2 over a split: pairs read a chunk at a time, encoded on `threads` threads, the kept ones'
-// tokens spilled in order; then /<split>/{src,tgt} and the split's provenance attributes.
-SplitSummary write_split(hid_t file, const SplitFiles& files, const Vocab& vocab,
-                         const PrepOptions& options, int threads) {
+// Where a split's text came from (file names and CRC-32s), and its figures.
+void write_provenance(hid_t group, const SplitFiles& files, const PairReader& reader,
+                      const SplitSummary& summary) {
+  h5::write_attribute(group, "src_file", join_paths(files.src));
+  h5::write_attribute(group, "tgt_file", join_paths(files.tgt));
+  h5::write_attribute(group, "src_crc32", static_cast<int64_t>(reader.src_checksum()));
+  h5::write_attribute(group, "tgt_crc32", static_cast<int64_t>(reader.tgt_checksum()));
+  write_counts(group, summary);
+}
+
+SplitSummary empty_summary(const std::string& name) {
   SplitSummary summary;
-  summary.name = files.name;
+  summary.name = name;
   for (const char* reason : kReasons) summary.dropped[reason] = 0;
-  SpilledSide src(options.out), tgt(options.out);
-  PairReader reader(files);
+  return summary;
+}
+
+// Pass 2 over one corpus's part of a split: pairs read a chunk at a time, encoded on `threads`
+// threads, the kept ones' tokens appended to `src` and `tgt` in order.
+SplitSummary encode_part(const SplitPart& part, const Vocab& vocab, const PrepOptions& options,
+                         int threads, SpilledSide& src, SpilledSide& tgt,
+                         std::unique_ptr<PairReader>& reader_out) {
+  SplitSummary summary = empty_summary(part.files->name);
+  const int64_t sentences_before = src.sentences();
+  const int64_t src_before = src.tokens(), tgt_before = tgt.tokens();
+  reader_out = std::make_unique<PairReader>(*part.files, part.label);
+  PairReader& reader = *reader_out;
   const auto fill = [&reader](std::vector<RawPair>& chunk) {
     size_t count = 0;
     while (count < chunk.size() && reader.next(chunk[count].src, chunk[count].tgt)) ++count;
@@ -344,7 +449,7 @@ SplitSummary write_split(hid_t file, const SplitFiles& files, const Vocab& vocab
     std::future<size_t> next;
     if (count == chunk.size()) next = std::async(std::launch::async, fill, std::ref(ahead));
     const std::vector<EncodedSlice> slices =
-        encode_chunk(vocab, options.max_len, chunk.data(), count, threads);
+        encode_chunk(vocab, options.max_len, part.tag, chunk.data(), count, threads);
     const size_t next_count = next.valid() ? next.get() : 0;
     int64_t index = first;
     for (const EncodedSlice& slice : slices) {
@@ -359,21 +464,62 @@ SplitSummary write_split(hid_t file, const SplitFiles& files, const Vocab& vocab
     count = next_count;
   }
   summary.lines = reader.pairs();
-  summary.kept = src.sentences();
-  summary.src_tokens = src.tokens();
-  summary.tgt_tokens = tgt.tokens();
+  summary.kept = src.sentences() - sentences_before;
+  summary.src_tokens = src.tokens() - src_before;
+  summary.tgt_tokens = tgt.tokens() - tgt_before;
+  return summary;
+}
 
-  h5::Handle group = h5::create_group(file, files.name);
+// A split of every corpus that has it, one after another: /<split>/{src,tgt}, and the split's
+// provenance: on /<split> for a file of one corpus; else each corpus's in
+// /corpora/<name>/<split> (its first pair and pair count there too), and the totals on /<split>.
+// `corpus_groups[k]` is part k's /corpora/<name>, or -1 for a file of one corpus. Returns the
+// totals, and each part's summary in `parts_out`.
+SplitSummary write_split(hid_t file, const std::string& name, const std::vector<SplitPart>& parts,
+                         const std::vector<hid_t>& corpus_groups, const Vocab& vocab,
+                         const PrepOptions& options, int threads,
+                         std::vector<SplitSummary>& parts_out) {
+  SplitSummary total = empty_summary(name);
+  SpilledSide src(options.out), tgt(options.out);
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const int64_t first = src.sentences();
+    std::unique_ptr<PairReader> reader;
+    SplitSummary part = encode_part(parts[k], vocab, options, threads, src, tgt, reader);
+    total.lines += part.lines;
+    total.kept += part.kept;
+    total.src_tokens += part.src_tokens;
+    total.tgt_tokens += part.tgt_tokens;
+    for (const auto& [reason, count] : part.dropped) total.dropped[reason] += count;
+    for (const std::string& skipped : part.first_skipped) {
+      if (total.first_skipped.size() < kShownSkips) total.first_skipped.push_back(skipped);
+    }
+    if (corpus_groups[k] >= 0) {
+      h5::Handle group = h5::create_group(corpus_groups[k], name);
+      h5::write_attribute(group.get(), "first", first);
+      h5::write_attribute(group.get(), "count", part.kept);
+      write_provenance(group.get(), *parts[k].files, *reader, part);
+    } else {
+      h5::Handle group = h5::create_group(file, name);
+      src.write(group.get(), "src");
+      tgt.write(group.get(), "tgt");
+      write_provenance(group.get(), *parts[k].files, *reader, part);
+      parts_out.push_back(part);
+      return part;
+    }
+    parts_out.push_back(std::move(part));
+  }
+  h5::Handle group = h5::create_group(file, name);
   src.write(group.get(), "src");
   tgt.write(group.get(), "tgt");
-  write_provenance(group.get(), files, reader, summary);
-  return summary;
+  write_counts(group.get(), total);
+  return total;
 }
 
 void write_root(hid_t file, const Vocab& vocab, const PrepOptions& options) {
   h5::write_bytes(file, "vocab", vocab.bytes());
   h5::write_attribute(file, "format", std::string(kFormat));
-  h5::write_attribute(file, "format_version", kFormatVersion);
+  h5::write_attribute(file, "format_version",
+                      options.corpora.empty() ? kFormatVersion : kCorporaFormatVersion);
   h5::write_attribute(file, "vocab_size", vocab.size());
   if (options.vocab_bytes.empty()) {
     h5::write_attribute(file, "vocab_model_type", options.vocab.model_type);
@@ -388,27 +534,64 @@ void write_root(hid_t file, const Vocab& vocab, const PrepOptions& options) {
                                   "concatenated in order (a single plain file: its bytes)"));
 }
 
-void validate(const PrepOptions& options) {
-  std::set<std::string> names;
-  for (const SplitFiles& split : options.splits) {
-    if (split.name != "train" && split.name != "valid" && split.name != "test") {
-      throw std::invalid_argument("split '" + split.name + "': expected train, valid or test");
-    }
-    if (!names.insert(split.name).second) {
-      throw std::invalid_argument("split '" + split.name + "' is given twice");
-    }
-    if (split.src.empty() || split.tgt.empty()) {
-      throw std::invalid_argument("split '" + split.name +
-                                  "' needs both a source and a target file");
-    }
-    for (const std::string& path : split.src) {
-      if (path.empty()) throw std::invalid_argument("split '" + split.name + "': empty file name");
-    }
-    for (const std::string& path : split.tgt) {
-      if (path.empty()) throw std::invalid_argument("split '" + split.name + "': empty file name");
+// Whether `text` is made of letters, digits and the characters of `extra` only (and not empty).
+bool is_word(const std::string& text, const std::string& extra) {
+  if (text.empty()) return false;
+  for (const char c : text) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && extra.find(c) == std::string::npos) {
+      return false;
     }
   }
-  if (names.count("train") == 0) throw std::invalid_argument("the train split is required");
+  return true;
+}
+
+// One corpus's splits; `prefix` starts each message ("" or "corpus 'en-es': ").
+void validate_splits(const std::vector<SplitFiles>& splits, const std::string& prefix) {
+  std::set<std::string> names;
+  for (const SplitFiles& split : splits) {
+    const std::string what = prefix + "split '" + split.name + "'";
+    if (split.name != "train" && split.name != "valid" && split.name != "test") {
+      throw std::invalid_argument(what + ": expected train, valid or test");
+    }
+    if (!names.insert(split.name).second) throw std::invalid_argument(what + " is given twice");
+    if (split.src.empty() || split.tgt.empty()) {
+      throw std::invalid_argument(what + " needs both a source and a target file");
+    }
+    for (const auto* side : {&split.src, &split.tgt}) {
+      for (const std::string& path : *side) {
+        if (path.empty()) throw std::invalid_argument(what + ": empty file name");
+      }
+    }
+  }
+  if (names.count("train") == 0)
+    throw std::invalid_argument(prefix + "the train split is required");
+}
+
+void validate(const PrepOptions& options) {
+  if (options.splits.empty() == options.corpora.empty()) {
+    throw std::invalid_argument(options.corpora.empty()
+                                    ? "the train split is required"
+                                    : "give either one corpus's splits or several corpora");
+  }
+  if (!options.splits.empty()) validate_splits(options.splits, "");
+  std::set<std::string> names;
+  for (const CorpusFiles& corpus : options.corpora) {
+    if (!is_word(corpus.name, "._-")) {
+      throw std::invalid_argument("corpus name '" + corpus.name +
+                                  "': expected letters, digits, '.', '_' or '-'");
+    }
+    if (!names.insert(corpus.name).second) {
+      throw std::invalid_argument("corpus '" + corpus.name + "' is given twice");
+    }
+    for (const auto& [key, language] :
+         {std::pair{"src_lang", corpus.src_lang}, std::pair{"tgt_lang", corpus.tgt_lang}}) {
+      if (!is_word(language, "_-")) {
+        throw std::invalid_argument("corpus '" + corpus.name + "': " + key + " '" + language +
+                                    "': expected a language code (letters, digits, '_', '-')");
+      }
+    }
+    validate_splits(corpus.splits, "corpus '" + corpus.name + "': ");
+  }
   if (options.out.empty()) throw std::invalid_argument("the output corpus path is empty");
   if (options.max_len < 1) {
     throw std::invalid_argument("max_len " + std::to_string(options.max_len) + ": expected >= 1");
@@ -428,6 +611,24 @@ void validate(const PrepOptions& options) {
   }
 }
 
+// The corpora to write: options.corpora, or the one corpus of options.splits (no name).
+std::vector<CorpusFiles> corpora_of(const PrepOptions& options) {
+  if (!options.corpora.empty()) return options.corpora;
+  return {CorpusFiles{"", "", "", options.splits}};
+}
+
+// ">>es<<" for each target language, in order of appearance, when there are several; none
+// otherwise (one target language needs no tag).
+std::vector<std::string> language_tags(const std::vector<CorpusFiles>& corpora) {
+  std::vector<std::string> tags;
+  for (const CorpusFiles& corpus : corpora) {
+    const std::string tag = ">>" + corpus.tgt_lang + "<<";
+    if (std::find(tags.begin(), tags.end(), tag) == tags.end()) tags.push_back(tag);
+  }
+  if (tags.size() < 2) tags.clear();
+  return tags;
+}
+
 // Fails before the slow work when `out` cannot be written through `tmp` (missing directory,
 // permissions).
 void check_writable(const std::string& tmp, const std::string& out) {
@@ -437,9 +638,11 @@ void check_writable(const std::string& tmp, const std::string& out) {
   std::remove(tmp.c_str());
 }
 
-// Encodes and writes every split into the (temporary) file at `path`; returns the summaries.
-std::vector<SplitSummary> write_corpus(const std::string& path, const Vocab& vocab,
-                                       const PrepOptions& options) {
+// Encodes and writes every split into the (temporary) file at `path`: the splits in the order
+// given for one corpus; train, valid, test for several, each over the corpora that have it.
+void write_corpus(const std::string& path, const Vocab& vocab, const PrepOptions& options,
+                  const std::vector<CorpusFiles>& corpora, const std::vector<std::string>& tags,
+                  PrepSummary& summary) {
   h5::QuietErrors quiet;
   h5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   if (!file.valid()) throw std::invalid_argument("output: cannot create HDF5 file '" + path + "'");
@@ -447,19 +650,69 @@ std::vector<SplitSummary> write_corpus(const std::string& path, const Vocab& voc
   const int threads = options.threads > 0
                           ? options.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  std::vector<SplitSummary> summaries;
-  for (const SplitFiles& files : options.splits) {
-    summaries.push_back(write_split(file.get(), files, vocab, options, threads));
+  const bool several = !options.corpora.empty();
+  std::vector<h5::Handle> groups;  // /corpora/<name>, with several
+  if (several) {
+    h5::Handle all = h5::create_group(file.get(), "corpora", h5::LinkOrder::kCreation);
+    for (const CorpusFiles& corpus : corpora) {
+      groups.push_back(h5::create_group(all.get(), corpus.name));
+      h5::write_attribute(groups.back().get(), "src_lang", corpus.src_lang);
+      h5::write_attribute(groups.back().get(), "tgt_lang", corpus.tgt_lang);
+      h5::write_attribute(groups.back().get(), "tag",
+                          tags.empty() ? std::string() : ">>" + corpus.tgt_lang + "<<");
+    }
+    for (const CorpusFiles& corpus : corpora) summary.corpora.push_back({corpus.name, {}});
   }
+  std::vector<std::string> names;
+  for (const SplitFiles& files : corpora.front().splits) names.push_back(files.name);
+  if (several) names = {"train", "valid", "test"};
+  for (const std::string& name : names) {
+    std::vector<SplitPart> parts;
+    std::vector<hid_t> part_groups;
+    std::vector<size_t> part_corpus;
+    for (size_t k = 0; k < corpora.size(); ++k) {
+      const SplitFiles* files = find_split(corpora[k], name);
+      if (files == nullptr) continue;
+      const int32_t tag = tags.empty() ? -1 : vocab.tag_id(">>" + corpora[k].tgt_lang + "<<");
+      parts.push_back({files, label_of(corpora[k], name), tag});
+      part_groups.push_back(several ? groups[k].get() : -1);
+      part_corpus.push_back(k);
+    }
+    if (parts.empty()) continue;
+    std::vector<SplitSummary> part_summaries;
+    summary.splits.push_back(
+        write_split(file.get(), name, parts, part_groups, vocab, options, threads, part_summaries));
+    if (several) {
+      for (size_t j = 0; j < parts.size(); ++j) {
+        summary.corpora[part_corpus[j]].second.push_back(part_summaries[j]);
+      }
+    }
+  }
+  groups.clear();
   h5::check(file.close(), "cannot close '" + path + "'");
-  return summaries;
 }
 
-const SplitFiles& train_files(const PrepOptions& options) {
-  for (const SplitFiles& files : options.splits) {
-    if (files.name == "train") return files;
+// The vocabulary: trained on a sample of the train split (balanced across languages for several
+// corpora) with the tags as pieces of their own, or the one given, which must have the tags.
+Vocab make_vocab(const PrepOptions& options, const std::vector<CorpusFiles>& corpora,
+                 const std::vector<std::string>& tags) {
+  if (!options.vocab_bytes.empty()) {
+    Vocab vocab = Vocab::from_bytes(options.vocab_bytes);
+    for (const std::string& tag : tags) {
+      if (vocab.tag_id(tag) < 0) {
+        throw std::invalid_argument("the vocabulary of '" + options.vocab_from +
+                                    "' has no piece '" + tag +
+                                    "' for the corpora's target language");
+      }
+    }
+    return vocab;
   }
-  throw std::invalid_argument("the train split is required");
+  VocabTrainOptions train = options.vocab;
+  train.user_symbols = tags;
+  if (options.corpora.empty()) {
+    return Vocab::train(sample_sentences(*find_split(corpora.front(), "train"), train), train);
+  }
+  return Vocab::train(sample_by_language(corpora, train), train);
 }
 
 }  // namespace
@@ -468,16 +721,20 @@ PrepSummary prepare_corpus(const PrepOptions& options) {
   validate(options);
   const std::string tmp = options.out + ".tmp";
   check_writable(tmp, options.out);
-  for (const SplitFiles& files : options.splits) PairReader check_readable(files);
-  const Vocab vocab =
-      options.vocab_bytes.empty()
-          ? Vocab::train(sample_sentences(train_files(options), options.vocab), options.vocab)
-          : Vocab::from_bytes(options.vocab_bytes);
+  const std::vector<CorpusFiles> corpora = corpora_of(options);
+  for (const CorpusFiles& corpus : corpora) {
+    for (const SplitFiles& files : corpus.splits) {
+      PairReader check_readable(files, label_of(corpus, files.name));
+    }
+  }
+  const std::vector<std::string> tags = language_tags(corpora);
+  const Vocab vocab = make_vocab(options, corpora, tags);
 
   PrepSummary summary;
   summary.vocab_size = vocab.size();
+  for (const std::string& tag : tags) summary.tags.emplace_back(tag, vocab.tag_id(tag));
   try {
-    summary.splits = write_corpus(tmp, vocab, options);
+    write_corpus(tmp, vocab, options, corpora, tags, summary);
     if (std::rename(tmp.c_str(), options.out.c_str()) != 0) {
       throw std::runtime_error("cannot rename '" + tmp + "' to '" + options.out + "'");
     }
@@ -488,22 +745,44 @@ PrepSummary prepare_corpus(const PrepOptions& options) {
   return summary;
 }
 
-std::string PrepSummary::to_string() const {
-  std::ostringstream out;
-  out << "vocabulary: " << vocab_size << " pieces (pad 0, unk 1, bos 2, eos 3)\n";
-  out << std::left << std::setw(8) << "split" << std::right << std::setw(12) << "pairs read"
+namespace {
+
+void print_header(std::ostream& out, int width) {
+  out << std::left << std::setw(width) << "split" << std::right << std::setw(12) << "pairs read"
       << std::setw(12) << "kept";
   for (const char* reason : kReasons) out << std::setw(14) << reason;
   out << std::setw(14) << "src tokens" << std::setw(14) << "tgt tokens"
       << "\n";
-  for (const SplitSummary& split : splits) {
-    out << std::left << std::setw(8) << split.name << std::right << std::setw(12) << split.lines
-        << std::setw(12) << split.kept;
-    for (const char* reason : kReasons) {
-      const auto it = split.dropped.find(reason);
-      out << std::setw(14) << (it == split.dropped.end() ? 0 : it->second);
+}
+
+void print_row(std::ostream& out, int width, const std::string& name, const SplitSummary& split) {
+  out << std::left << std::setw(width) << name << std::right << std::setw(12) << split.lines
+      << std::setw(12) << split.kept;
+  for (const char* reason : kReasons) {
+    const auto it = split.dropped.find(reason);
+    out << std::setw(14) << (it == split.dropped.end() ? 0 : it->second);
+  }
+  out << std::setw(14) << split.src_tokens << std::setw(14) << split.tgt_tokens << "\n";
+}
+
+}  // namespace
+
+std::string PrepSummary::to_string() const {
+  std::ostringstream out;
+  out << "vocabulary: " << vocab_size << " pieces (pad 0, unk 1, bos 2, eos 3";
+  for (const auto& [tag, id] : tags) out << ", " << tag << " " << id;
+  out << ")\n";
+  // With several corpora, each corpus's rows ("en-es train") before the totals ("all train").
+  size_t width = 8;
+  for (const auto& [name, splits] : corpora) width = std::max(width, name.size() + 7);
+  print_header(out, static_cast<int>(width));
+  for (const auto& [name, splits] : corpora) {
+    for (const SplitSummary& split : splits) {
+      print_row(out, static_cast<int>(width), name + " " + split.name, split);
     }
-    out << std::setw(14) << split.src_tokens << std::setw(14) << split.tgt_tokens << "\n";
+  }
+  for (const SplitSummary& split : splits) {
+    print_row(out, static_cast<int>(width), (corpora.empty() ? "" : "all ") + split.name, split);
   }
   out << "(empty, invalid_utf8, too_long: pairs skipped for that reason; tokens exclude BOS/EOS)\n";
   return out.str();

@@ -73,8 +73,14 @@ const SentencePieceLibrary& library() {
   return *instance;
 }
 
+std::string join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : separator) + item;
+  return text;
+}
+
 std::unordered_map<std::string, std::string> trainer_args(const VocabTrainOptions& options) {
-  return {
+  std::unordered_map<std::string, std::string> args = {
       {"vocab_size", std::to_string(options.vocab_size)},
       {"character_coverage", std::to_string(options.character_coverage)},
       {"model_type", options.model_type},
@@ -89,6 +95,8 @@ std::unordered_map<std::string, std::string> trainer_args(const VocabTrainOption
       {"num_threads", std::to_string(kTrainerThreads)},
       {"minloglevel", "2"},  // errors only: training progress is noise in tool output
   };
+  if (!options.user_symbols.empty()) args["user_defined_symbols"] = join(options.user_symbols, ",");
+  return args;
 }
 
 // A paired vocabulary's bytes: this line, then the source model, the target model (each a
@@ -166,12 +174,18 @@ std::pair<std::string, std::string> split_language_token(const std::string& text
   return {open == 0 ? text.substr(0, close + 2) : "", rest};
 }
 
+// Whether `piece` is a language tag: ">>", then at least one character, then "<<".
+bool is_language_tag(const std::string& piece) {
+  return piece.size() >= 5 && piece.compare(0, 2, ">>") == 0 &&
+         piece.compare(piece.size() - 2, 2, "<<") == 0;
+}
+
 }  // namespace
 
 struct Vocab::Pair {
   std::unique_ptr<SentencePieceModel> target;
-  std::vector<std::string> pieces;                  // by id
-  std::unordered_map<std::string, int32_t> ids;     // by piece
+  std::vector<std::string> pieces;               // by id
+  std::unordered_map<std::string, int32_t> ids;  // by piece
 };
 
 Vocab::Vocab() = default;
@@ -211,20 +225,42 @@ Vocab Vocab::from_pair(const std::string& source_model, const std::string& targe
     }
   }
   vocab.pair_->pieces = std::move(pieces);
+  vocab.find_tags();
   return vocab;
+}
+
+void Vocab::find_tags() {
+  for (int64_t id = 0; id < size(); ++id) {
+    std::string text = piece(static_cast<int32_t>(id));
+    if (is_language_tag(text)) tags_.emplace_back(std::move(text), static_cast<int32_t>(id));
+  }
+}
+
+std::vector<std::string> Vocab::language_tags() const {
+  std::vector<std::string> tags;
+  for (const auto& [tag, id] : tags_) tags.push_back(tag);
+  return tags;
+}
+
+int32_t Vocab::tag_id(const std::string& tag) const {
+  for (const auto& [text, id] : tags_) {
+    if (text == tag) return id;
+  }
+  return -1;
 }
 
 Vocab Vocab::from_bytes(const std::string& bytes) {
   if (bytes.compare(0, kPairMagicSize, kPairMagic) != 0) {
     Vocab vocab;
     load_model(bytes, "the vocabulary", &vocab.sp_);
+    vocab.find_tags();
     return vocab;
   }
   PairReader in(bytes);
-  const std::string source = in.text(in.number<uint64_t>("the source model's size"),
-                                     "the source model");
-  const std::string target = in.text(in.number<uint64_t>("the target model's size"),
-                                     "the target model");
+  const std::string source =
+      in.text(in.number<uint64_t>("the source model's size"), "the source model");
+  const std::string target =
+      in.text(in.number<uint64_t>("the target model's size"), "the target model");
   const uint32_t count = in.number<uint32_t>("the number of pieces");
   std::vector<std::string> pieces;
   for (uint32_t i = 0; i < count; ++i) {
@@ -259,10 +295,18 @@ int64_t Vocab::size() const {
 
 std::vector<int32_t> Vocab::encode(const std::string& text, Side side) const {
   if (!pair_) {
+    std::vector<int32_t> out;
+    std::string rest;
+    if (!tags_.empty()) {  // a multilingual joint vocabulary: a leading tag is one piece
+      auto [language, after] = split_language_token(text);
+      if (!language.empty()) out.push_back(tag_id(language) >= 0 ? tag_id(language) : kUnkId);
+      rest = std::move(after);
+    }
     std::vector<int> ids;
-    const std::string error = sp_->encode(text, &ids);
+    const std::string error = sp_->encode(tags_.empty() ? text : rest, &ids);
     if (!error.empty()) throw std::runtime_error("SentencePiece encode failed: " + error);
-    return {ids.begin(), ids.end()};
+    out.insert(out.end(), ids.begin(), ids.end());
+    return out;
   }
   const auto [language, rest] = split_language_token(text);
   std::vector<std::string> pieces;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainer/common/token_ids.h"
@@ -19,13 +20,16 @@ namespace tandem::data {
 class SentencePieceModel;  // data/sentencepiece_module.h
 
 struct VocabTrainOptions {
-  int64_t vocab_size = 8000;          // pieces, specials included
-  double character_coverage = 1.0;    // SentencePiece's --character_coverage
-  std::string model_type = "unigram"; // unigram | bpe
+  int64_t vocab_size = 8000;           // pieces, specials included
+  double character_coverage = 1.0;     // SentencePiece's --character_coverage
+  std::string model_type = "unigram";  // unigram | bpe
   // Sentences sampled for training; 0 = all. Training needs about 25 bytes per character of the
   // sample (SentencePiece's suffix arrays): 200k sentences of ~130 characters take ~0.7 GB.
   int64_t input_sentence_size = 200000;
-  uint64_t seed = 1;                  // for the sentence sample
+  uint64_t seed = 1;  // for the sentence sample
+  // Pieces of their own, whatever the text (SentencePiece's user-defined symbols): the language
+  // tags of a multilingual corpus (">>es<<"). Their ids follow the 4 specials, in this order.
+  std::vector<std::string> user_symbols;
 };
 
 // Which side's text is tokenized or detokenized: a paired vocabulary has a model for each.
@@ -53,20 +57,28 @@ class Vocab {
   // The SentencePiece model that tokenizes `side` (a joint vocabulary's one model for both).
   std::string sentencepiece_bytes(Side side) const;
   int64_t size() const;
-  // No BOS/EOS added. A paired vocabulary tokenizes as MarianTokenizer does: a leading language
-  // token ">>xx<<" is a piece of its own, the rest the side's SentencePiece pieces.
+  // No BOS/EOS added. A vocabulary with language tags (a paired one always) tokenizes as
+  // MarianTokenizer does: a leading language token ">>xx<<" is a piece of its own (unk when the
+  // vocabulary lacks it), a ">>...<<" span elsewhere is dropped, the rest is the side's
+  // SentencePiece pieces.
   std::vector<int32_t> encode(const std::string& text, Side side) const;
   std::string decode(const std::vector<int32_t>& ids, Side side) const;  // specials are skipped
   // The text of piece `id` as SentencePiece spells it ("▁the", "<unk>", "</s>"): what other
   // engines' vocabulary files list. std::out_of_range unless 0 <= id < size().
   std::string piece(int32_t id) const;
+  // The language tags among the pieces (">>es<<", as multilingual Marian and OPUS-MT models and
+  // tandem-prep's multilingual corpora have them), in id order; and a tag's id, -1 if absent.
+  std::vector<std::string> language_tags() const;
+  int32_t tag_id(const std::string& tag) const;
 
  private:
   struct Pair;  // a paired vocabulary's target model and id table
 
   Vocab();
+  void find_tags();                         // fills tags_ from the pieces
   std::unique_ptr<SentencePieceModel> sp_;  // the joint model, or the paired source side's
   std::unique_ptr<Pair> pair_;              // null for a joint vocabulary
+  std::vector<std::pair<std::string, int32_t>> tags_;  // language tags and their ids, by id
 };
 
 }  // namespace tandem::data

@@ -2,7 +2,7 @@
 # Fuzzes Tandem's readers of outside input with libFuzzer (docs/sanitizers.md): builds the targets
 # of tests/fuzz with clang, ASan + UBSan and libFuzzer's coverage in build-fuzz/ (or
 # $TANDEM_BUILD_DIR), then runs each named target (all by default: config text vocab corpus
-# checkpoint safetensors) for FUZZ_SECONDS (default 1200) on FUZZ_JOBS at a time (default: the
+# manifest checkpoint safetensors) for FUZZ_SECONDS (default 1200) on FUZZ_JOBS at a time (default: the
 # cores). Each starts from its seeds (real files Tandem's code writes) and tests/fuzz/inputs/<t>/;
 # what it learns goes to work/fuzz/<t>/corpus/, a crash, hang or oversized allocation to
 # work/fuzz/<t>/ (crash-*, timeout-*, oom-*), to be turned into a file of tests/fuzz/inputs/<t>/.
@@ -10,13 +10,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(config text vocab corpus checkpoint safetensors)
+[ ${#targets[@]} -gt 0 ] || targets=(config text vocab corpus manifest checkpoint safetensors)
 seconds=${FUZZ_SECONDS:-1200}
 jobs=${FUZZ_JOBS:-$(nproc)}
 build=${TANDEM_BUILD_DIR:-build-fuzz}
 for t in "${targets[@]}"; do
-  case "$t" in config|text|vocab|corpus|checkpoint|safetensors) ;;
-    *) echo "fuzz.sh: no target '$t' (config text vocab corpus checkpoint safetensors)" >&2; exit 2 ;;
+  case "$t" in config|text|vocab|corpus|manifest|checkpoint|safetensors) ;;
+    *) echo "fuzz.sh: no target '$t' (config text vocab corpus manifest checkpoint" \
+         "safetensors)" >&2; exit 2 ;;
   esac
 done
 TANDEM_BUILD_TARGETS="${targets[*]/#/fuzz_}" launch/sanitize.sh --build-only fuzz "$build" >&2

@@ -1,7 +1,7 @@
 // The corpus reader on edits of a real corpus tandem-prep's code wrote (hdf5_edit.h): opening it,
-// its vocabulary, each split's lengths, the training batch plan over them, and every pair read by
-// those batches. Every token id read must lie inside the vocabulary (the model's embedding lookup
-// indexes with it).
+// its vocabulary, its corpora's ranges, each split's lengths, the training batch plan over them,
+// and every pair read by those batches. Every token id read must lie inside the vocabulary (the
+// model's embedding lookup indexes with it).
 #include <string>
 #include <vector>
 
@@ -26,6 +26,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::refused_or_read([&] {
     const data::Corpus corpus(path);
     const int64_t vocab_size = corpus.vocab().size();
+    for (const auto& part : corpus.corpora()) {  // ranges inside their splits, or refused
+      for (const auto& [split, range] : part.ranges) {
+        if (range.first < 0 || range.second < 0 ||
+            range.first + range.second > corpus.size(split)) {
+          fuzz::fail("corpus " + part.name + ": its " + split + " range leaves the split");
+        }
+      }
+    }
     for (const char* split : {"train", "valid", "test"}) {
       if (!corpus.has_split(split)) continue;
       const int64_t pairs = corpus.size(split);

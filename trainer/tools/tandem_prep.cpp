@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "data/corpus.h"
+#include "data/manifest.h"
 #include "data/prep.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/common/error.h"
@@ -18,31 +19,35 @@ Examples:
               --valid-src valid.de --valid-tgt valid.en --vocab-size 32000 --out corpus.h5
   tandem-prep --train-src domain.de --train-tgt domain.en --vocab-from opus-mt-de-en.h5 \
               --out domain.h5    # to fine-tune a model: its vocabulary, none trained
+  tandem-prep --corpora corpora.yaml --vocab-size 16000 --out multi.h5
+                         # several directions in one model: a >>xx<< tag per target language
   h5dump -H corpus.h5    # the layout and what the corpus was built from
 
 Memory is bounded by --vocab-sample, not by the corpus: the text is read twice (a sample for the
 vocabulary, then encoding), and the token arrays pass through temporary files beside --out.)";
 
-// Adds --<name>-src and --<name>-tgt; the pair is optional unless `required`, but never half-given.
-void add_split(CLI::App& app, tandem::data::SplitFiles& split, bool required) {
+// Adds --<name>-src and --<name>-tgt, never half-given; returns them.
+std::vector<CLI::Option*> add_split(CLI::App& app, tandem::data::SplitFiles& split) {
   auto* src = app.add_option("--" + split.name + "-src", split.src,
                              split.name +
                                  " source sentences, one per line (several files are "
                                  "read in order; plain or gzip)");
   auto* tgt = app.add_option("--" + split.name + "-tgt", split.tgt,
                              split.name + " target sentences, line i translating source line i");
-  if (required) {
-    src->required();
-    tgt->required();
-  } else {
-    src->needs(tgt);
-    tgt->needs(src);
-  }
+  src->needs(tgt);
+  tgt->needs(src);
+  return {src, tgt};
 }
 
 void add_options(CLI::App& app, std::vector<tandem::data::SplitFiles>& splits,
-                 tandem::data::PrepOptions& options) {
-  for (auto& split : splits) add_split(app, split, split.name == "train");
+                 std::string& manifest, tandem::data::PrepOptions& options) {
+  auto* corpora =
+      app.add_option("--corpora", manifest,
+                     "several corpora into one file, each a direction with its own "
+                     "files: a YAML manifest (docs/corpus.md), instead of --train-src...");
+  for (auto& split : splits) {
+    for (auto* side : add_split(app, split)) corpora->excludes(side);
+  }
   auto* from = app.add_option("--vocab-from", options.vocab_from,
                               "use the vocabulary of this checkpoint or corpus (.h5) instead of "
                               "training one: to fine-tune its model on this text");
@@ -104,12 +109,18 @@ int main(int argc, char** argv) {
   std::vector<tandem::data::SplitFiles> splits = {
       {"train", {}, {}}, {"valid", {}, {}}, {"test", {}, {}}};
   tandem::data::PrepOptions options;
-  add_options(app, splits, options);
+  std::string manifest;
+  add_options(app, splits, manifest, options);
   if (const auto done = tandem::tools::parse_command_line(app, "tandem-prep", argc, argv))
     return *done;
   try {
     for (const auto& split : splits) {
       if (!split.src.empty()) options.splits.push_back(split);
+    }
+    if (!manifest.empty()) {
+      options.corpora = tandem::data::read_corpora_manifest(manifest);
+    } else if (splits.front().src.empty()) {
+      throw std::invalid_argument("--train-src and --train-tgt are required (or --corpora FILE)");
     }
     if (!options.vocab_from.empty()) options.vocab_bytes = vocabulary_of(options.vocab_from);
     const tandem::data::PrepSummary summary = tandem::data::prepare_corpus(options);
