@@ -3,6 +3,7 @@
 #include "data/batch_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -87,7 +88,113 @@ void cut(const Index* order, size_t count, const Padded& padded, int64_t max_tok
   }
 }
 
+bool each_pair_once(const std::vector<CorpusDraws>& corpora) {
+  for (const CorpusDraws& corpus : corpora) {
+    if (corpus.draws != corpus.count) return false;
+  }
+  return true;
+}
+
+// That `corpora` tile the split's `pairs` in order, each with some pairs and no negative draws,
+// and draw at most 2^32 - 1 pairs in all; std::invalid_argument otherwise. Returns the total.
+uint64_t check_corpora(const std::vector<CorpusDraws>& corpora, size_t pairs) {
+  uint64_t next = 0, total = 0;
+  for (const CorpusDraws& corpus : corpora) {
+    if (corpus.first < 0 || static_cast<uint64_t>(corpus.first) != next || corpus.count < 1 ||
+        corpus.draws < 0) {
+      throw std::invalid_argument("batch plan: corpus at pair " + std::to_string(corpus.first) +
+                                  " (" + std::to_string(corpus.count) + " pairs, " +
+                                  std::to_string(corpus.draws) +
+                                  " draws) does not follow the previous one at pair " +
+                                  std::to_string(next));
+    }
+    next += static_cast<uint64_t>(corpus.count);
+    total += static_cast<uint64_t>(corpus.draws);
+  }
+  if (next != pairs) {
+    throw std::invalid_argument("batch plan: the corpora cover " + std::to_string(next) +
+                                " pairs of the split's " + std::to_string(pairs));
+  }
+  if (total > std::numeric_limits<uint32_t>::max()) {
+    throw std::invalid_argument("batch plan: " + std::to_string(total) +
+                                " pairs drawn an epoch; at most 2^32 - 1");
+  }
+  return total;
+}
+
+// The pairs an epoch draws (options.corpora, checked): each corpus's whole range draws / count
+// times, then draws % count of its pairs by a partial Fisher-Yates shuffle of the range, on a
+// stream of the corpus's own so that the plan's other draws stay as they are.
+std::vector<uint32_t> drawn_pairs(const BatchPlanOptions& options, uint64_t total, int64_t epoch) {
+  std::vector<uint32_t> order;
+  order.reserve(total);
+  for (size_t k = 0; k < options.corpora.size(); ++k) {
+    const CorpusDraws& corpus = options.corpora[k];
+    const auto first = static_cast<uint32_t>(corpus.first);
+    const auto count = static_cast<uint32_t>(corpus.count);
+    for (int64_t copy = 0; copy < corpus.draws / corpus.count; ++copy) {
+      for (uint32_t i = 0; i < count; ++i) order.push_back(first + i);
+    }
+    const int64_t rest = corpus.draws % corpus.count;
+    if (rest == 0) continue;
+    SplitMix64 rng = rng_for(options.seed ^ (0xA0761D6478BD642Full * (k + 1)), epoch);
+    std::vector<uint32_t> range(count);
+    std::iota(range.begin(), range.end(), first);
+    for (int64_t i = 0; i < rest; ++i) {
+      const auto j = static_cast<size_t>(i) + rng.below(count - static_cast<uint64_t>(i));
+      std::swap(range[static_cast<size_t>(i)], range[j]);
+      order.push_back(range[static_cast<size_t>(i)]);
+    }
+  }
+  return order;
+}
+
 }  // namespace
+
+std::vector<double> sampling_shares(const std::vector<int64_t>& tokens, double temperature,
+                                    const std::vector<double>& weights) {
+  if (!(std::isfinite(temperature) && temperature > 0)) {
+    throw std::invalid_argument("sampling temperature " + std::to_string(temperature) +
+                                ": expected a positive number");
+  }
+  if (!weights.empty() && weights.size() != tokens.size()) {
+    throw std::invalid_argument("sampling: " + std::to_string(weights.size()) + " weights for " +
+                                std::to_string(tokens.size()) + " corpora");
+  }
+  std::vector<double> shares(tokens.size());
+  double sum = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (!weights.empty() && !(std::isfinite(weights[i]) && weights[i] > 0)) {
+      throw std::invalid_argument("sampling weight " + std::to_string(weights[i]) +
+                                  ": expected a positive number");
+    }
+    shares[i] =
+        weights.empty() ? std::pow(static_cast<double>(tokens[i]), 1.0 / temperature) : weights[i];
+    sum += shares[i];
+  }
+  for (double& share : shares) share /= sum;
+  return shares;
+}
+
+std::vector<CorpusDraws> corpus_draws(const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                      const std::vector<int64_t>& tokens,
+                                      const std::vector<double>& shares) {
+  int64_t all = 0;
+  for (const int64_t t : tokens) all += t;
+  std::vector<CorpusDraws> corpora;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const auto [first, count] = ranges[i];
+    if (count < 1 || tokens[i] < 1) {
+      throw std::invalid_argument("sampling: corpus at pair " + std::to_string(first) + " has " +
+                                  std::to_string(count) + " pairs and " +
+                                  std::to_string(tokens[i]) + " target tokens; expected some");
+    }
+    const double mean_length = static_cast<double>(tokens[i]) / static_cast<double>(count);
+    const double draws = shares[i] * static_cast<double>(all) / mean_length;
+    corpora.push_back({first, count, std::max<int64_t>(1, std::llround(draws))});
+  }
+  return corpora;
+}
 
 std::vector<std::vector<int64_t>> cut_batches(const std::vector<int64_t>& order,
                                               const std::vector<int64_t>& padded,
@@ -193,8 +300,15 @@ BatchPlan make_batch_plan(const std::vector<uint16_t>& padded, const BatchPlanOp
   }
   SplitMix64 rng = rng_for(options.seed, epoch);
   std::vector<uint32_t>& order = plan.sentences_;
-  order.resize(padded.size());
-  std::iota(order.begin(), order.end(), 0u);
+  const uint64_t drawn =
+      options.corpora.empty() ? padded.size() : check_corpora(options.corpora, padded.size());
+  if (each_pair_once(options.corpora)) {
+    order.resize(padded.size());
+    std::iota(order.begin(), order.end(), 0u);
+  } else {
+    order = drawn_pairs(options, drawn, epoch);
+    if (order.empty()) return plan;
+  }
   shuffle(order, rng);
 
   // Sorting inside pools keeps padding low while batches still mix the whole corpus over epochs;

@@ -19,7 +19,7 @@ TEST(ToYaml, WritesEveryKeyInShortestExactForm) {
       "  d_ff: 1024\n  dropout: 0.1\n  pre_norm: false\n  tie_embeddings: false\n"
       "  max_positions: 1024\n  activation: relu\n  positions: interleaved\n"
       "data:\n  corpus: work/bible/corpus.h5\n  max_tokens: 4096\n  seed: 1\n  pool_batches: 100\n"
-      "  prefetch_steps: 2\n"
+      "  prefetch_steps: 2\n  temperature: 1.0\n  weights: \"\"\n"
       "train:\n  max_steps: 0\n  max_epochs: 0\n  max_minutes: 0.0\n  lr: 0.0003\n"
       "  schedule: constant\n  warmup_steps: 0\n  adam_beta1: 0.9\n  adam_beta2: 0.98\n"
       "  adam_eps: 1.0e-9\n  clip_norm: 1.0\n  label_smoothing: 0.0\n  ema_decay: 0.0\n"

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <stdexcept>
 
@@ -238,6 +239,152 @@ TEST(BatchPlan, PairsTooLongForSixteenBitsAreRejected) {
   EXPECT_NO_THROW(padded_lengths({65534}, {3}));
   EXPECT_THROW(padded_lengths({65535}, {3}), std::invalid_argument);
 }
+
+
+// ---- sampling across corpora (tandem-prep --corpora, data.temperature, data.weights)
+
+namespace sampling {
+
+// Two corpora of 10:1 target tokens: A (40,000 pairs, target lengths 1-60) and B (22,000 pairs,
+// target lengths 1-10: a mean of 5.5 against A's 30.5, so token and pair shares differ).
+struct TwoCorpora {
+  Lengths lengths;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  std::vector<int64_t> tokens;
+};
+
+TwoCorpora two_corpora() {
+  TwoCorpora c;
+  c.lengths = random_lengths(40000, 11);
+  uint32_t state = 5;
+  for (int i = 0; i < 22000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    c.lengths.src.push_back(1 + static_cast<int32_t>((state >> 16) % 10));
+    state = state * 1664525u + 1013904223u;
+    c.lengths.tgt.push_back(1 + static_cast<int32_t>((state >> 16) % 10));
+  }
+  c.ranges = {{0, 40000}, {40000, 22000}};
+  for (const auto& [first, count] : c.ranges) {
+    c.tokens.push_back(std::accumulate(c.lengths.tgt.begin() + first,
+                                       c.lengths.tgt.begin() + first + count, int64_t{0}));
+  }
+  return c;
+}
+
+// Each corpus's target tokens over every batch of the plan, counted sentence by sentence.
+std::vector<double> token_shares(const BatchPlan& plan, const TwoCorpora& c) {
+  std::vector<double> tokens(2, 0.0);
+  for (const auto& batch : plan.batches()) {
+    for (const int64_t i : batch) tokens[i < 40000 ? 0 : 1] += c.lengths.tgt[i];
+  }
+  const double all = tokens[0] + tokens[1];
+  return {tokens[0] / all, tokens[1] / all};
+}
+
+BatchPlanOptions with_draws(const TwoCorpora& c, const std::vector<double>& shares) {
+  BatchPlanOptions options;
+  options.max_tokens = 600;
+  options.seed = 9;
+  options.corpora = corpus_draws(c.ranges, c.tokens, shares);
+  return options;
+}
+
+TEST(Sampling, TheCorporasTokenSharesFollowTheTemperatureFormula) {
+  const TwoCorpora c = two_corpora();
+  const double ratio = static_cast<double>(c.tokens[0]) / static_cast<double>(c.tokens[1]);
+  ASSERT_NEAR(ratio, 10.0, 0.5);  // 10:1 in target tokens
+  // p_i = n_i^(1/T) / sum_j n_j^(1/T), T = 5, computed here from the token counts.
+  const double a = std::pow(static_cast<double>(c.tokens[0]), 0.2);
+  const double b = std::pow(static_cast<double>(c.tokens[1]), 0.2);
+  const std::vector<double> want = {a / (a + b), b / (a + b)};
+  const std::vector<double> shares = sampling_shares(c.tokens, 5.0);
+  EXPECT_NEAR(shares[0], want[0], 1e-12);
+  const BatchPlan plan =
+      make_batch_plan(padded_lengths(c.lengths.src, c.lengths.tgt), with_draws(c, shares), 0);
+  for (int64_t epoch : {0, 1}) {
+    const BatchPlan again =
+        make_batch_plan(padded_lengths(c.lengths.src, c.lengths.tgt), with_draws(c, shares), epoch);
+    const std::vector<double> got = token_shares(again, c);
+    EXPECT_NEAR(got[0], want[0], 0.01 * want[0]) << "epoch " << epoch;
+    EXPECT_NEAR(got[1], want[1], 0.01 * want[1]) << "epoch " << epoch;
+  }
+  // An epoch holds about the split's target tokens, however they are shared.
+  double tokens = 0;
+  for (const auto& batch : plan.batches()) {
+    for (const int64_t i : batch) tokens += c.lengths.tgt[i];
+  }
+  EXPECT_NEAR(tokens, static_cast<double>(c.tokens[0] + c.tokens[1]),
+              0.01 * static_cast<double>(c.tokens[0] + c.tokens[1]));
+}
+
+TEST(Sampling, WeightsGivenByHandAreHonouredTheSameWay) {
+  const TwoCorpora c = two_corpora();
+  const std::vector<double> shares = sampling_shares(c.tokens, 1.0, {1.0, 3.0});
+  EXPECT_DOUBLE_EQ(shares[0], 0.25);
+  EXPECT_DOUBLE_EQ(shares[1], 0.75);
+  const std::vector<double> got = token_shares(
+      make_batch_plan(padded_lengths(c.lengths.src, c.lengths.tgt), with_draws(c, shares), 3), c);
+  EXPECT_NEAR(got[0], 0.25, 0.01 * 0.25);
+  EXPECT_NEAR(got[1], 0.75, 0.01 * 0.75);
+}
+
+TEST(Sampling, AnUpsampledCorpusRepeatsEveryPairAsEvenlyAsItCan) {
+  const TwoCorpora c = two_corpora();
+  const BatchPlanOptions options = with_draws(c, sampling_shares(c.tokens, 1.0, {1.0, 1.0}));
+  const int64_t draws = options.corpora[1].draws;
+  ASSERT_GT(draws, 22000);  // B is upsampled, A downsampled
+  ASSERT_LT(options.corpora[0].draws, 40000);
+  std::vector<int64_t> times(62000, 0);
+  for (const auto& batch :
+       make_batch_plan(padded_lengths(c.lengths.src, c.lengths.tgt), options, 0).batches()) {
+    for (const int64_t i : batch) ++times[static_cast<size_t>(i)];
+  }
+  int64_t b_total = 0;
+  for (int64_t i = 40000; i < 62000; ++i) {
+    EXPECT_GE(times[static_cast<size_t>(i)], draws / 22000) << i;
+    EXPECT_LE(times[static_cast<size_t>(i)], draws / 22000 + 1) << i;
+    b_total += times[static_cast<size_t>(i)];
+  }
+  EXPECT_EQ(b_total, draws);
+  int64_t a_total = 0;
+  for (int64_t i = 0; i < 40000; ++i) {
+    EXPECT_LE(times[static_cast<size_t>(i)], 1) << i;  // a subset, without repeats
+    a_total += times[static_cast<size_t>(i)];
+  }
+  EXPECT_EQ(a_total, options.corpora[0].draws);
+}
+
+TEST(Sampling, DrawingEachPairOnceIsThePlanWithoutCorpora) {
+  const TwoCorpora c = two_corpora();
+  const std::vector<uint16_t> padded = padded_lengths(c.lengths.src, c.lengths.tgt);
+  BatchPlanOptions plain;
+  plain.max_tokens = 600;
+  plain.seed = 9;
+  BatchPlanOptions once = plain;
+  once.corpora = {{0, 40000, 40000}, {40000, 22000, 22000}};
+  EXPECT_EQ(make_batch_plan(padded, once, 2).batches(),
+            make_batch_plan(padded, plain, 2).batches());
+  // Temperature 1 is proportional: each pair once.
+  const auto proportional = corpus_draws(c.ranges, c.tokens, sampling_shares(c.tokens, 1.0));
+  EXPECT_EQ(proportional[0].draws, 40000);
+  EXPECT_EQ(proportional[1].draws, 22000);
+}
+
+TEST(Sampling, BadInputIsRefused) {
+  EXPECT_THROW(sampling_shares({10, 1}, 0.0), std::invalid_argument);
+  EXPECT_THROW(sampling_shares({10, 1}, -1.0), std::invalid_argument);
+  EXPECT_THROW(sampling_shares({10, 1}, 1.0, {1.0, 0.0}), std::invalid_argument);
+  EXPECT_THROW(sampling_shares({10, 1}, 1.0, {1.0}), std::invalid_argument);
+  const std::vector<uint16_t> padded(30, 5);
+  BatchPlanOptions gap;
+  gap.corpora = {{0, 10, 10}, {11, 19, 19}};
+  EXPECT_THROW(make_batch_plan(padded, gap, 0), std::invalid_argument);
+  BatchPlanOptions short_of = gap;
+  short_of.corpora = {{0, 10, 12}, {10, 10, 10}};
+  EXPECT_THROW(make_batch_plan(padded, short_of, 0), std::invalid_argument);
+}
+
+}  // namespace sampling
 
 }  // namespace
 }  // namespace tandem::data

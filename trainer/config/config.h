@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tandem::config {
@@ -83,6 +84,12 @@ struct DataConfig {
   uint64_t seed = 1;            // seed of the global batch plan (shuffles per epoch)
   int64_t pool_batches = 100;   // sort-by-length pool, in batches' worth of sentences
   int64_t prefetch_steps = 2;   // steps of batches read ahead on a thread; 0 reads in the step
+  // A corpus of several corpora (tandem-prep --corpora): each epoch draws from corpus i a share
+  // p_i of its target tokens, p_i proportional to n_i^(1/temperature) (n_i: its train target
+  // tokens), or to its weight in `weights` ("name:weight,name:weight", every corpus named).
+  // temperature 1 without weights: each pair once an epoch, as a corpus of one.
+  double temperature = 1.0;
+  std::string weights;
 };
 
 struct TrainConfig {
@@ -166,6 +173,11 @@ Config parse_config(const std::string& yaml_text, const std::string& source,
 // Checks ranges and relations (heads divide d_model, positive sizes, ...); throws
 // std::invalid_argument naming the key. load_config/parse_config call it.
 void validate(const Config& config);
+
+// data.weights as (corpus name, weight) pairs in their order: "en-es:1, es-en:2.5". Throws
+// std::invalid_argument naming data.weights and the entry when one is not name:weight with a
+// positive weight, or a name comes twice.
+std::vector<std::pair<std::string, double>> corpus_weights(const std::string& text);
 
 // The resolved config as YAML, every key present; parse_config(to_yaml(c)) == c.
 std::string to_yaml(const Config& config);

@@ -28,6 +28,8 @@ void for_each_field(C& c, Visit&& visit) {
   visit("data", "seed", c.data.seed);
   visit("data", "pool_batches", c.data.pool_batches);
   visit("data", "prefetch_steps", c.data.prefetch_steps);
+  visit("data", "temperature", c.data.temperature);
+  visit("data", "weights", c.data.weights);
   visit("train", "max_steps", c.train.max_steps);
   visit("train", "max_epochs", c.train.max_epochs);
   visit("train", "max_minutes", c.train.max_minutes);

@@ -1,7 +1,9 @@
 // Range and relation checks of a parsed Config, one message per rule naming the key, its value and
 // what is expected, so a bad preset fails before any data is read; and the resolution of the
 // closed sets' spellings (constant, inverse_sqrt, ...) into their enums.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -86,6 +88,13 @@ void validate_data(const DataConfig& d) {
   require(d.pool_batches > 0, "data.pool_batches", d.pool_batches, "a positive integer");
   require(d.prefetch_steps >= 0, "data.prefetch_steps", d.prefetch_steps,
           "a non-negative integer (0 turns prefetching off)");
+  require(std::isfinite(d.temperature) && d.temperature > 0, "data.temperature", d.temperature,
+          "a positive number (1: in proportion to each corpus's size)");
+  if (!d.weights.empty()) {
+    require(d.temperature == 1.0, "data.temperature", d.temperature,
+            "1 with data.weights (give one or the other)");
+    corpus_weights(d.weights);  // std::invalid_argument naming the bad entry
+  }
 }
 
 void validate_train(const TrainConfig& t) {
@@ -112,6 +121,38 @@ void validate_train(const TrainConfig& t) {
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, double>> corpus_weights(const std::string& text) {
+  std::vector<std::pair<std::string, double>> weights;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    std::string entry = text.substr(begin, end - begin);
+    entry.erase(0, entry.find_first_not_of(" \t"));
+    entry.erase(entry.find_last_not_of(" \t") + 1);
+    const auto bad = [&](const std::string& why) {
+      return std::invalid_argument("data.weights: '" + entry + "': " + why);
+    };
+    const size_t colon = entry.rfind(':');
+    if (colon == std::string::npos || colon == 0) throw bad("expected name:weight");
+    std::string name = entry.substr(0, colon);
+    name.erase(name.find_last_not_of(" \t") + 1);
+    const std::string number = entry.substr(colon + 1);
+    char* stop = nullptr;
+    const double weight = std::strtod(number.c_str(), &stop);
+    if (number.find_first_not_of(" \t") == std::string::npos ||
+        std::string(stop).find_first_not_of(" \t") != std::string::npos || !std::isfinite(weight) ||
+        !(weight > 0)) {
+      throw bad("the weight is not a positive number");
+    }
+    for (const auto& [seen, w] : weights) {
+      if (seen == name) throw bad("corpus '" + name + "' is weighted twice");
+    }
+    weights.emplace_back(std::move(name), weight);
+    begin = end + 1;
+  }
+  return weights;
+}
 
 void validate(const Config& config) {
   validate_model(config.model);

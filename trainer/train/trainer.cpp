@@ -1,8 +1,13 @@
 #include "trainer/train/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/model_io.h"
@@ -18,12 +23,73 @@
 namespace tandem::train {
 namespace {
 
-data::BatchPlanOptions plan_options(const config::DataConfig& data) {
+// The weight of each of `parts` from data.weights, in their order; std::invalid_argument naming
+// data.weights and the corpus when a name is not one of the file's or a corpus has none.
+std::vector<double> weights_of(const std::string& text, const std::vector<data::CorpusPart>& parts,
+                               const std::string& path) {
+  std::string names;
+  for (const data::CorpusPart& part : parts) names += (names.empty() ? "" : ", ") + part.name;
+  if (parts.size() < 2) {
+    throw std::invalid_argument("data.weights: corpus '" + path +
+                                "' holds one corpus, not several (tandem-prep --corpora)");
+  }
+  const auto given = config::corpus_weights(text);
+  for (const auto& [name, weight] : given) {
+    const bool known = std::any_of(parts.begin(), parts.end(),
+                                   [&](const data::CorpusPart& part) { return part.name == name; });
+    if (!known) {
+      throw std::invalid_argument("data.weights: no corpus '" + name + "' in '" + path +
+                                  "' (its corpora: " + names + ")");
+    }
+  }
+  std::vector<double> weights;
+  for (const data::CorpusPart& part : parts) {
+    const auto found = std::find_if(given.begin(), given.end(),
+                                    [&](const auto& entry) { return entry.first == part.name; });
+    if (found == given.end()) {
+      throw std::invalid_argument("data.weights: corpus '" + part.name +
+                                  "' has no weight (give one to each of " + names + ")");
+    }
+    weights.push_back(found->second);
+  }
+  return weights;
+}
+
+// The batch plan's options; with data.temperature or data.weights, how many pairs an epoch draws
+// from each corpus of the file.
+data::BatchPlanOptions plan_options(const config::DataConfig& data, const data::Corpus& corpus) {
   data::BatchPlanOptions options;
   options.max_tokens = data.max_tokens;
   options.seed = data.seed;
   options.pool_batches = data.pool_batches;
+  if (data.temperature == 1.0 && data.weights.empty()) return options;
+  const std::vector<data::CorpusPart> parts = corpus.corpora();
+  const std::vector<double> weights =
+      data.weights.empty() ? std::vector<double>{} : weights_of(data.weights, parts, corpus.path());
+  const std::vector<int32_t> lengths = corpus.tgt_lengths("train");
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  std::vector<int64_t> tokens;
+  for (const data::CorpusPart& part : parts) {
+    const auto range = part.ranges.at("train");
+    ranges.push_back(range);
+    tokens.push_back(std::accumulate(lengths.begin() + range.first,
+                                     lengths.begin() + range.first + range.second, int64_t{0}));
+  }
+  options.corpora =
+      data::corpus_draws(ranges, tokens, data::sampling_shares(tokens, data.temperature, weights));
   return options;
+}
+
+// "an epoch draws en-es 3000 of its 3000 pairs, es-en 2500 of 1000": what sampling does.
+std::string describe_draws(const data::BatchPlanOptions& plan, const data::Corpus& corpus) {
+  const std::vector<data::CorpusPart> parts = corpus.corpora();
+  std::string text = "an epoch draws";
+  for (size_t k = 0; k < plan.corpora.size() && k < parts.size(); ++k) {
+    text += std::string(k == 0 ? " " : ", ") + parts[k].name + " " +
+            std::to_string(plan.corpora[k].draws) + " of its " +
+            std::to_string(plan.corpora[k].count) + " pairs";
+  }
+  return text;
 }
 
 // A NaN gradient that backward accumulates into and the reducer sums over ranks, as an overflow
@@ -70,9 +136,10 @@ Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const Res
   if (config_.data.max_tokens == config::kAutoMaxTokens) {
     config_.data.max_tokens = fit_max_tokens(model_, device_, corpus_, path, group_.cpu());
   }
-  loader_ = std::make_unique<data::ShardedLoader>(corpus_, "train", plan_options(config_.data),
-                                                  group.rank(), group.size(),
-                                                  config_.data.prefetch_steps);
+  data::BatchPlanOptions plan = plan_options(config_.data, corpus_);
+  if (group.rank() == 0 && !plan.corpora.empty()) log::info(describe_draws(plan, corpus_));
+  loader_ = std::make_unique<data::ShardedLoader>(corpus_, "train", std::move(plan), group.rank(),
+                                                  group.size(), config_.data.prefetch_steps);
   loader_->pin_batches(device_.device.is_cuda());  // host-to-GPU copies that do not block
   validation_ = std::make_unique<Validation>(corpus_, config_, group.cpu());
   checkpoints_ =

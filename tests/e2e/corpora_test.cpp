@@ -1,0 +1,171 @@
+// Training on several corpora in one file (tandem-prep --corpora) with sampling across them
+// (data.temperature, data.weights): the plan is a function of the seed and the step, so 2 ranks
+// equal 1 rank with 2 accumulation steps, a stop and resume equal an uninterrupted run, and so
+// does a restart after a killed rank, bit for bit; bad weights and temperatures are exit 2 naming
+// the corpus and the value.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/common/synthetic_corpus.h"
+#include "tests/e2e/run_command.h"
+#include "trainer/checkpoint/checkpoint.h"
+
+namespace tandem::test {
+namespace {
+
+// Two directions of the reversal corpus, 400 and 40 pairs: "fw" (a → b) and "bw" (b → a).
+class CorporaE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("e2e-corpora");
+    make_reverse_corpus(dir_->path());
+    const auto head = run_command("cd " + dir_->path() +
+                                  " && head -n 40 train.tgt > bw.src && head -n 40 train.src > "
+                                  "bw.tgt && head -n 10 valid.tgt > bwv.src && head -n 10 "
+                                  "valid.src > bwv.tgt");
+    ASSERT_EQ(head.exit_code, 0) << head.output;
+    write_file(dir_->file("corpora.yaml"),
+               "corpora:\n"
+               "  - {name: fw, src_lang: a, tgt_lang: b, train: {src: train.src, tgt: train.tgt},\n"
+               "     valid: {src: valid.src, tgt: valid.tgt}}\n"
+               "  - {name: bw, src_lang: b, tgt_lang: a, train: {src: bw.src, tgt: bw.tgt},\n"
+               "     valid: {src: bwv.src, tgt: bwv.tgt}}\n");
+    const auto prep = run_command(tool("tandem-prep") + " --corpora " + dir_->file("corpora.yaml") +
+                                  " --vocab-size 64 --out " + dir_->file("corpora.h5"));
+    ASSERT_EQ(prep.exit_code, 0) << prep.output;
+    prep_output_ = new std::string(prep.output);
+  }
+  static void TearDownTestSuite() {
+    delete prep_output_;
+    delete dir_;
+  }
+
+  // 12 steps of a small model (dropout on unless `dropout` is "0") on the two corpora at
+  // temperature 5, a checkpoint every 4, into run-<run>.
+  static std::string train(const std::string& run, const std::string& dropout = "0.1") {
+    const std::string path = dir_->file(run + ".yaml");
+    write_file(path,
+               "model: {d_model: 32, heads: 2, encoder_layers: 1, decoder_layers: 1, "
+               "d_ff: 64, dropout: " +
+                   dropout + "}\ndata: {corpus: " + dir_->file("corpora.h5") +
+                   ", max_tokens: 128, seed: 3, temperature: 5}\n"
+                   "train: {max_steps: 12, lr: 0.003, seed: 5, threads: 1}\n"
+                   "checkpoint: {dir: " +
+                   dir_->file("run-" + run) +
+                   ", every_steps: 4, keep_last: 0}\n"
+                   "log: {every_steps: 1}\n");
+    return tool("tandem-train") + " --config " + path;
+  }
+  static checkpoint::CheckpointData last(const std::string& run) {
+    return checkpoint::load(dir_->file("run-" + run + "/last.h5"));
+  }
+  static void expect_same(const checkpoint::CheckpointData& a,
+                          const checkpoint::CheckpointData& b) {
+    ASSERT_EQ(a.step, b.step);
+    EXPECT_EQ(a.data_epoch, b.data_epoch);
+    EXPECT_EQ(a.data_next_batch, b.data_next_batch);
+    ASSERT_EQ(a.model.size(), b.model.size());
+    for (size_t i = 0; i < a.model.size(); ++i) {
+      EXPECT_TRUE(torch::equal(a.model[i].second, b.model[i].second)) << a.model[i].first;
+    }
+  }
+
+  static TempDir* dir_;
+  static std::string* prep_output_;
+};
+TempDir* CorporaE2E::dir_ = nullptr;
+std::string* CorporaE2E::prep_output_ = nullptr;
+
+TEST_F(CorporaE2E, PrepTagsBothDirectionsAndTrainingSaysWhatAnEpochDraws) {
+  EXPECT_NE(prep_output_->find(">>b<< 4, >>a<< 5"), std::string::npos) << *prep_output_;
+  EXPECT_NE(prep_output_->find("bw train"), std::string::npos) << *prep_output_;
+  const auto r = run_command(train("banner") + " --set train.max_steps=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Temperature 5 takes fewer of fw's 400 pairs and repeats bw's 40.
+  EXPECT_NE(r.output.find("an epoch draws fw "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" of its 400 pairs, bw "), std::string::npos) << r.output;
+}
+
+TEST_F(CorporaE2E, TwoRanksEqualOneRankWithTwoAccumulationSteps) {
+  const auto two = run_command(train("two-ranks", "0") + " --ranks 2");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  const auto one = run_command(train("accumulated", "0") + " --set train.accum_steps=2");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  expect_same(last("two-ranks"), last("accumulated"));
+}
+
+TEST_F(CorporaE2E, StopAndResumeAndARestartAfterAKilledRankEqualAnUninterruptedRun) {
+  const auto straight = run_command(train("straight") + " --ranks 2");
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  const auto first = run_command(train("resumed") + " --ranks 2 --set train.max_steps=5");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto second = run_command(train("resumed") + " --ranks 2");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("at step 5"), std::string::npos) << second.output;
+  expect_same(last("resumed"), last("straight"));
+
+  const auto restarted = run_command("TANDEM_FAULT_INJECT=rank=1,step=7,kind=sigkill,restart=0 " +
+                                     train("restarted") + " --ranks 2 --max-restarts 1");
+  ASSERT_EQ(restarted.exit_code, 0) << restarted.output;
+  EXPECT_NE(restarted.output.find("restart 1 of 1"), std::string::npos) << restarted.output;
+  EXPECT_NE(restarted.output.find("resuming from step 4"), std::string::npos) << restarted.output;
+  expect_same(last("restarted"), last("straight"));
+}
+
+// --target-lang puts the language's tag before each line: the same as typing it, and another
+// language's tag gives another translation (here, at least other scores: the model is small).
+TEST_F(CorporaE2E, TargetLangChoosesTheDirectionAsATypedTagDoes) {
+  const auto r = run_command(train("decode") + " --set train.max_steps=4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string decode = tool("tandem-decode") + " --checkpoint " +
+                             dir_->file("run-decode/last.h5") + " --beam 2 --nbest 1";
+  write_file(dir_->file("plain.txt"), "red green blue\nstone river\n");
+  write_file(dir_->file("tagged-a.txt"), ">>a<< red green blue\n>>a<< stone river\n");
+  const auto into_a = run_command(decode + " --target-lang a < " + dir_->file("plain.txt"));
+  const auto into_b = run_command(decode + " --target-lang b < " + dir_->file("plain.txt"));
+  const auto typed = run_command(decode + " < " + dir_->file("tagged-a.txt"));
+  const auto typed_wins = run_command(decode + " --target-lang b < " + dir_->file("tagged-a.txt"));
+  for (const auto* run : {&into_a, &into_b, &typed, &typed_wins}) {
+    ASSERT_EQ(run->exit_code, 0) << run->output;
+  }
+  EXPECT_EQ(into_a.output, typed.output);
+  EXPECT_EQ(typed_wins.output, typed.output);  // a line's own tag is kept
+  EXPECT_NE(into_a.output, into_b.output);
+  const auto unknown = run_command(decode + " --target-lang fr < " + dir_->file("plain.txt"));
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("--target-lang 'fr': not a language of the model (its target "
+                                "languages: b, a)"),
+            std::string::npos)
+      << unknown.output;
+}
+
+TEST_F(CorporaE2E, BadWeightsAndTemperaturesAreUsageErrorsNamingTheValue) {
+  const std::string base = train("bad");
+  const auto unknown =
+      run_command(base + " --set data.temperature=1 --set 'data.weights=fw:1,xx:2'");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("data.weights: no corpus 'xx' in '" + dir_->file("corpora.h5") +
+                                "' (its corpora: fw, bw)"),
+            std::string::npos)
+      << unknown.output;
+  const auto missing = run_command(base + " --set data.temperature=1 --set data.weights=fw:1");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("data.weights: corpus 'bw' has no weight"), std::string::npos)
+      << missing.output;
+  const auto negative =
+      run_command(base + " --set data.temperature=1 --set 'data.weights=fw:1,bw:-2'");
+  EXPECT_EQ(negative.exit_code, 2) << negative.output;
+  EXPECT_NE(negative.output.find("data.weights: 'bw:-2': the weight is not a positive number"),
+            std::string::npos)
+      << negative.output;
+  const auto zero = run_command(base + " --set data.temperature=0");
+  EXPECT_EQ(zero.exit_code, 2) << zero.output;
+  EXPECT_NE(zero.output.find("data.temperature"), std::string::npos) << zero.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_->file("run-bad/last.h5")));
+}
+
+}  // namespace
+}  // namespace tandem::test
