@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,50 @@ TEST_F(CorporaE2E, TargetLangChoosesTheDirectionAsATypedTagDoes) {
   EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
   EXPECT_NE(unknown.output.find("--target-lang 'fr': not a language of the model (its target "
                                 "languages: b, a)"),
+            std::string::npos)
+      << unknown.output;
+}
+
+// tandem-eval on the valid split scores each direction and their mean; a direction's BLEU is
+// that of its lines of the translations alone (scored by tandem-eval --hyp --ref), and
+// --corpus-name evaluates that direction only, with the same figures.
+TEST_F(CorporaE2E, EvalScoresEachDirectionAndTheirMean) {
+  const auto r = run_command(train("eval") + " --set train.max_steps=4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string eval = tool("tandem-eval") + " --checkpoint " + dir_->file("run-eval/last.h5") +
+                           " --split valid --beam 1 --json";
+  const auto all = run_command(eval + " --output " + dir_->file("eval-all.txt"));
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  const auto json = nlohmann::json::parse(all.output.substr(all.output.rfind("\n{") + 1));
+  ASSERT_EQ(json["corpora"].size(), 2u) << all.output;
+  EXPECT_EQ(json["corpora"]["fw"]["sentences"], 40);
+  EXPECT_EQ(json["corpora"]["bw"]["sentences"], 10);
+  const double fw = json["corpora"]["fw"]["bleu"], bw = json["corpora"]["bw"]["bleu"];
+  EXPECT_DOUBLE_EQ(json["mean_bleu"].get<double>(), (fw + bw) / 2);
+  EXPECT_NE(all.output.find("mean of 2 directions: BLEU"), std::string::npos) << all.output;
+
+  // fw's 40 lines of the translations against valid.tgt's first 40 lines, scored alone.
+  const auto cut =
+      run_command("head -n 40 " + dir_->file("eval-all.txt") + " > " + dir_->file("fw-hyp.txt") +
+                  " && head -n 40 " + dir_->file("valid.tgt") + " > " + dir_->file("fw-ref.txt"));
+  ASSERT_EQ(cut.exit_code, 0) << cut.output;
+  const auto alone = run_command(tool("tandem-eval") + " --hyp " + dir_->file("fw-hyp.txt") +
+                                 " --ref " + dir_->file("fw-ref.txt") + " --json");
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  const auto scored = nlohmann::json::parse(alone.output.substr(alone.output.rfind("\n{") + 1));
+  EXPECT_DOUBLE_EQ(scored["bleu"].get<double>(), fw);
+  EXPECT_DOUBLE_EQ(scored["chrf"].get<double>(), json["corpora"]["fw"]["chrf"].get<double>());
+
+  const auto one = run_command(eval + " --corpus-name bw");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto only = nlohmann::json::parse(one.output.substr(one.output.rfind("\n{") + 1));
+  EXPECT_EQ(only["sentences"], 10);
+  EXPECT_DOUBLE_EQ(only["bleu"].get<double>(), bw);
+  EXPECT_DOUBLE_EQ(only["loss"].get<double>(), json["corpora"]["bw"]["loss"].get<double>());
+  const auto unknown = run_command(eval + " --corpus-name xx");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("--corpus-name 'xx': no such corpus with a valid split in '" +
+                                dir_->file("corpora.h5") + "' (its corpora: fw, bw)"),
             std::string::npos)
       << unknown.output;
 }
