@@ -13,7 +13,9 @@ at once, one thread each (CTranslate2's inter_threads, intra_threads 1), as tand
 --threads. --min-len 0 (CTranslate2's own default is 1) lets EOS end a translation at its first
 step, as tandem-decode does. Prints one JSON line: wall_s, user_s and sys_s of the run with the
 median wall time (of --repeat runs of translate_batch alone, without loading or tokenizing; the
-upper one of an even count), every run's wall time, sentences and target pieces.
+upper one of an even count), every run's wall time, sentences and target pieces. A model whose
+vocabulary has language tags (">>es<<", a multilingual model) gets a line's leading tag as a piece
+of its own, as Tandem and MarianTokenizer tokenize it, not SentencePiece's "▁", ">>es<<".
 """
 import argparse
 import json
@@ -46,12 +48,27 @@ def arguments():
     return parser.parse_args()
 
 
+def is_tag(piece):
+    return len(piece) >= 5 and piece.startswith(">>") and piece.endswith("<<")
+
+
+def tokenize(sp, line, tagged):
+    """Tandem's tokenization of a source line (data/vocab.cpp): with a tagged vocabulary, a span
+    from ">>" to the last "<<" is a piece of its own at the line's start and dropped elsewhere."""
+    start, close = line.find(">>"), line.rfind("<<")
+    if not tagged or start < 0 or close < start + 3:
+        return sp.encode(line, out_type=str)
+    tag = [line[:close + 2]] if start == 0 else []
+    return tag + sp.encode(line[:start] + line[close + 2:], out_type=str)
+
+
 def read_sources(args, sp):
     with open(args.input, encoding="utf-8") as f:
         lines = [line.rstrip("\r\n") for line in f]
     if args.pieces:
         return [line.split() for line in lines]
-    return [sp.encode(line, out_type=str) for line in lines]
+    tagged = any(is_tag(sp.id_to_piece(i)) for i in range(sp.get_piece_size()))
+    return [tokenize(sp, line, tagged) for line in lines]
 
 
 def main():

@@ -194,6 +194,69 @@ TEST_F(Export, GreedyTranslationsAreTandemDecodesForSwishAndHalvesPositions) {
   expect_greedy_identical("marian");
 }
 
+// A multilingual model (tandem-prep --corpora: one direction reverses the words, the other
+// copies them, tags >>r<< and >>c<<): CTranslate2 on tagged input gives tandem-decode's greedy
+// lines, and the tag decides the direction.
+TEST_F(Export, AMultilingualModelTranslatesTaggedInputAsTandemDecodes) {
+  write_file(
+      file("corpora.yaml"),
+      "corpora:\n"
+      "  - {name: rev, src_lang: s, tgt_lang: r, train: {src: train.src, tgt: train.tgt}}\n"
+      "  - {name: copy, src_lang: s, tgt_lang: c, train: {src: train.src, tgt: train.src}}\n");
+  const auto prep = run_command(tool("tandem-prep") + " --corpora " + file("corpora.yaml") +
+                                " --vocab-size 64 --out " + file("multi.h5"));
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  const std::string config = file("multi.yaml");
+  write_file(config,
+             "model: {d_model: 64, heads: 2, encoder_layers: 2, decoder_layers: 2, "
+             "d_ff: 128, dropout: 0, max_positions: 128, tie_embeddings: true}\n"
+             "data: {corpus: " +
+                 file("multi.h5") +
+                 ", max_tokens: 512, seed: 3}\n"
+                 "train: {max_steps: 400, lr: 0.003, seed: 5, threads: 1}\n"
+                 "checkpoint: {dir: " +
+                 file("run-multi") +
+                 ", every_steps: 0}\n"
+                 "log: {every_steps: 100}\n");
+  const auto trained = run_command(mpirun(2) + tool("tandem-train") + " --config " + config);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  std::vector<std::string> tagged;
+  for (const char* tag : {">>r<< ", ">>c<< "}) {
+    for (size_t i = 0; i < 100; ++i) tagged.push_back(tag + (*test_src_)[i]);
+  }
+  write_lines(file("tagged.src"), tagged);
+  const std::string out = file("ct2-multi");
+  const auto exported = export_model(checkpoint("multi"), out);
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const char* python = std::getenv("PYTHON");
+  const auto r = run_command(
+      "PYTHONPATH=" + *python_path_ + " " + (python != nullptr ? python : "python3") + " " +
+      TANDEM_LAUNCH_DIR + "/ctranslate2-decode.py " + out + " " + file("tagged.src") + " " +
+      file("tagged.hyp") + " --beam 1 --min-len 0 --max-len 128 " + "--max-input-len 128");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto ct2 = lines_of(read_text(file("tagged.hyp")));
+  const auto tandem = tandem_greedy(checkpoint("multi"), checkpoint::Weights::kAverage, tagged);
+  ASSERT_EQ(ct2.size(), tagged.size());
+  int ended = 0, learned = 0;
+  for (size_t i = 0; i < ct2.size(); ++i) {
+    if (!tandem.ended[i]) continue;
+    ++ended;
+    EXPECT_EQ(ct2[i], tandem.text[i]) << "line " << i << ": " << tagged[i];
+  }
+  for (size_t i = 0; i < 100; ++i) learned += tandem.text[i] != tandem.text[100 + i];
+  EXPECT_GT(ended, 180);
+  EXPECT_GT(learned, 80) << "the tag should choose reversing or copying";
+  // --target-lang is the tag typed: tandem-decode of the untagged lines into r.
+  write_lines(file("plain.src"),
+              std::vector<std::string>(test_src_->begin(), test_src_->begin() + 100));
+  const auto decoded =
+      run_command(tool("tandem-decode") + " --beam 1 --target-lang r --checkpoint " +
+                  checkpoint("multi") + " < " + file("plain.src") + " 2>/dev/null");
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.output;
+  EXPECT_EQ(lines_of(decoded.output),
+            std::vector<std::string>(tandem.text.begin(), tandem.text.begin() + 100));
+}
+
 TEST_F(Export, FolderHoldsWhatACTranslate2UserNeeds) {
   const std::string out = file("ct2-contents");
   ASSERT_EQ(export_model(checkpoint("tied"), out).exit_code, 0);
