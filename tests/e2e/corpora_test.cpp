@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -185,6 +186,61 @@ TEST_F(CorporaE2E, EvalScoresEachDirectionAndTheirMean) {
                                 dir_->file("corpora.h5") + "' (its corpora: fw, bw)"),
             std::string::npos)
       << unknown.output;
+}
+
+// Validation during training: the whole valid split's figures, then each direction's and their
+// mean, in the log and in metrics.jsonl; a direction's BLEU equals tandem-eval's on the same
+// checkpoint. valid.max_sentences caps each direction. A corpus without a valid split is refused.
+TEST_F(CorporaE2E, ValidationScoresEachDirection) {
+  const auto r = run_command(train("valid", "0") +
+                             " --ranks 2 --set train.max_steps=4 --set valid.every_steps=4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("  fw: loss "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" | 40 sentences"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" | 10 sentences"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  mean of 2 directions: BLEU "), std::string::npos) << r.output;
+  nlohmann::json valid;
+  std::istringstream lines(read_text(dir_->file("run-valid/metrics.jsonl")));
+  for (std::string line; std::getline(lines, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record.contains("valid_bleu")) valid = record;
+  }
+  ASSERT_TRUE(valid.contains("valid_fw_bleu")) << valid.dump();
+  const double fw = valid["valid_fw_bleu"], bw = valid["valid_bw_bleu"];
+  EXPECT_DOUBLE_EQ(valid["valid_mean_bleu"].get<double>(), (fw + bw) / 2);
+  EXPECT_TRUE(valid.contains("valid_bw_loss")) << valid.dump();
+  const auto eval = run_command(tool("tandem-eval") + " --checkpoint " +
+                                dir_->file("run-valid/last.h5") + " --split valid --beam 1 --json");
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  const auto scored = nlohmann::json::parse(eval.output.substr(eval.output.rfind("\n{") + 1));
+  EXPECT_DOUBLE_EQ(scored["corpora"]["fw"]["bleu"].get<double>(), fw);
+  EXPECT_DOUBLE_EQ(scored["corpora"]["bw"]["bleu"].get<double>(), bw);
+  EXPECT_NEAR(scored["corpora"]["bw"]["loss"].get<double>(), valid["valid_bw_loss"].get<double>(),
+              1e-4);
+
+  const auto capped = run_command(train("capped", "0") +
+                                  " --set train.max_steps=2 --set valid.every_steps=2 "
+                                  "--set valid.max_sentences=5");
+  ASSERT_EQ(capped.exit_code, 0) << capped.output;
+  EXPECT_NE(capped.output.find("| 10 sentences in"), std::string::npos) << capped.output;
+  EXPECT_EQ(capped.output.find(" | 40 sentences"), std::string::npos) << capped.output;
+
+  write_file(dir_->file("no-valid.yaml"),
+             "corpora:\n"
+             "  - {name: fw, src_lang: a, tgt_lang: b, train: {src: train.src, tgt: train.tgt},\n"
+             "     valid: {src: valid.src, tgt: valid.tgt}}\n"
+             "  - {name: bw, src_lang: b, tgt_lang: a, train: {src: bw.src, tgt: bw.tgt}}\n");
+  const auto prep = run_command(tool("tandem-prep") + " --corpora " + dir_->file("no-valid.yaml") +
+                                " --vocab-size 64 --out " + dir_->file("no-valid.h5"));
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  const auto refused =
+      run_command(train("no-valid") + " --set data.corpus=" + dir_->file("no-valid.h5") +
+                  " --set valid.every_steps=2");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("valid.every_steps is 2 but corpus 'bw' of '" +
+                                dir_->file("no-valid.h5") + "' has no valid split"),
+            std::string::npos)
+      << refused.output;
 }
 
 TEST_F(CorporaE2E, BadWeightsAndTemperaturesAreUsageErrorsNamingTheValue) {

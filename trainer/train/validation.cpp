@@ -52,6 +52,19 @@ void Validation::log(const ValidationOutcome& outcome) const {
       static_cast<long long>(keep_best_.best_step()),
       outcome.verdict.improved ? " (new best)" : "");
   log::info(line);
+  for (const DirectionResult& d : r.directions) {
+    std::snprintf(
+        line, sizeof line,
+        "  %s: loss %.4f | ppl %.2f | acc %.1f%% | BLEU %.2f | chrF2 %.2f | %lld sentences",
+        d.name.c_str(), d.loss, d.perplexity, 100.0 * d.accuracy, d.bleu, d.chrf,
+        static_cast<long long>(d.sentences));
+    log::info(line);
+  }
+  if (!r.directions.empty()) {
+    std::snprintf(line, sizeof line, "  mean of %zu directions: BLEU %.2f | chrF2 %.2f",
+                  r.directions.size(), r.mean_bleu, r.mean_chrf);
+    log::info(line);
+  }
   if (outcome.verdict.stop_early) {
     log::info("early stopping: " + std::to_string(keep_best_.bad_validations()) +
               " validations without improvement of " + metric);
@@ -60,10 +73,24 @@ void Validation::log(const ValidationOutcome& outcome) const {
 
 nlohmann::json Validation::record(const ValidationOutcome& outcome) const {
   const ValidationResult& r = outcome.result;
-  return {{"step", outcome.step},       {"valid_loss", r.loss},
-          {"valid_ppl", r.perplexity},  {"valid_accuracy", r.accuracy},
-          {"valid_bleu", r.bleu},       {"valid_chrf", r.chrf},
-          {"valid_seconds", r.seconds}, {"best_step", keep_best_.best_step()}};
+  nlohmann::json record = {{"step", outcome.step},       {"valid_loss", r.loss},
+                           {"valid_ppl", r.perplexity},  {"valid_accuracy", r.accuracy},
+                           {"valid_bleu", r.bleu},       {"valid_chrf", r.chrf},
+                           {"valid_seconds", r.seconds}, {"best_step", keep_best_.best_step()}};
+  // Each direction's as valid_<name>_<figure> (TensorBoard: valid/<name>_<figure>).
+  for (const DirectionResult& d : r.directions) {
+    const std::string key = "valid_" + d.name + "_";
+    record[key + "loss"] = d.loss;
+    record[key + "ppl"] = d.perplexity;
+    record[key + "accuracy"] = d.accuracy;
+    record[key + "bleu"] = d.bleu;
+    record[key + "chrf"] = d.chrf;
+  }
+  if (!r.directions.empty()) {
+    record["valid_mean_bleu"] = r.mean_bleu;
+    record["valid_mean_chrf"] = r.mean_chrf;
+  }
+  return record;
 }
 
 std::string Validation::samples_markdown(const ValidationOutcome& outcome) {

@@ -22,6 +22,17 @@ struct ValidationSample {
   std::string translation;
 };
 
+// One corpus's figures, in a corpus of several (tandem-prep --corpora).
+struct DirectionResult {
+  std::string name;
+  double loss = 0;
+  double perplexity = 0;
+  double accuracy = 0;
+  double bleu = 0;
+  double chrf = 0;
+  int64_t sentences = 0;
+};
+
 struct ValidationResult {
   double loss = 0;  // mean NLL per target token
   double perplexity = 0;
@@ -31,14 +42,19 @@ struct ValidationResult {
   int64_t sentences = 0;
   double seconds = 0;
   std::vector<ValidationSample> samples;  // rank 0: the first valid.samples pairs
+  // With several corpora: each one's figures, and the mean of their BLEU and chrF2.
+  std::vector<DirectionResult> directions;
+  double mean_bleu = 0;
+  double mean_chrf = 0;
   // The metric as "higher is better" (loss is negated).
   double score(config::ValidMetric metric) const;
 };
 
 class Validator {
  public:
-  // Reads this rank's share of the valid split once. Throws std::invalid_argument when the corpus
-  // has no valid split.
+  // Reads this rank's share of the valid split once: its first valid.max_sentences pairs (0: all),
+  // or with several corpora the first valid.max_sentences of each. Throws std::invalid_argument
+  // when the corpus has no valid split, or one of several corpora has none.
   Validator(const data::Corpus& corpus, const config::ValidConfig& config, int64_t max_tokens,
             parallel::Communicator& comm);
 
@@ -46,7 +62,7 @@ class Validator {
   ValidationResult run(model::Transformer& model);
 
  private:
-  // Teacher-forced loss, perplexity and accuracy over all ranks' shares.
+  // Teacher-forced loss, perplexity and accuracy over all ranks' shares (and per direction).
   void measure_loss(model::Transformer& model, ValidationResult& result);
   // BLEU and chrF2 of all ranks' translations, scored on rank 0 and sent to every rank.
   void score_translations(model::Transformer& model, ValidationResult& result);
@@ -57,8 +73,14 @@ class Validator {
   config::ValidConfig config_;
   int64_t max_tokens_;
   parallel::Communicator& comm_;
+  // A corpus of several: its name and its pairs' positions [begin, end) among those validated.
+  struct Direction {
+    std::string name;
+    int64_t begin = 0, end = 0;
+  };
   int64_t total_ = 0;                        // pairs validated, all ranks
-  std::vector<data::SentencePair> pairs_;    // this rank's: global index rank, rank + N, ...
+  std::vector<Direction> directions_;        // empty for a corpus of one
+  std::vector<data::SentencePair> pairs_;    // this rank's: positions rank, rank + N, ...
   std::vector<std::string> references_;      // rank 0: all, in global order
   std::vector<std::string> sample_sources_;  // rank 0: the first valid.samples sources
 };
