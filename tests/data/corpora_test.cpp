@@ -3,6 +3,7 @@
 // sampled across languages; the manifest read and refused key by key; bad corpora named.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -224,6 +225,36 @@ TEST_F(Corpora, AGivenVocabularyMustHaveTheTags) {
   EXPECT_EQ(again.tags, summary_->tags);
   EXPECT_EQ(Corpus(options.out).read("train", {300}).at(0).src,
             Corpus(dir_->file("corpora.h5")).read("train", {300}).at(0).src);
+}
+
+// An imported multilingual MarianMT (OPUS-MT) vocabulary: a paired one whose id table lists the
+// tags, as its vocab.json does. Its corpora prepare with it, each source led by its tag's id in
+// that table, as MarianTokenizer would tokenize ">>de<< ..." (the paired encode of the tagged
+// line).
+TEST_F(Corpora, AnImportedMultilingualVocabularyKeepsItsTags) {
+  const Vocab source = Vocab::train(forward_.src, testing::small_vocab());
+  const Vocab target = Vocab::train(forward_.tgt, testing::small_vocab());
+  std::set<std::string> rest;
+  for (const Vocab* side : {&source, &target}) {
+    for (int32_t id = kEosId + 1; id < side->size(); ++id) rest.insert(side->piece(id));
+  }
+  std::vector<std::string> pieces = {"<pad>", "<unk>", "<s>", "</s>", ">>de<<", ">>en<<", ">>fr<<"};
+  pieces.insert(pieces.end(), rest.begin(), rest.end());
+  const Vocab paired = Vocab::from_pair(source.bytes(), target.bytes(), pieces);
+  EXPECT_EQ(paired.language_tags(), (std::vector<std::string>{">>de<<", ">>en<<", ">>fr<<"}));
+  PrepOptions options = this->options();
+  options.vocab_bytes = paired.bytes();
+  options.vocab_from = "opus-mt-mul.h5";
+  options.out = dir_->file("imported.h5");
+  const PrepSummary summary = prepare_corpus(options);
+  EXPECT_EQ(summary.tags,
+            (std::vector<std::pair<std::string, int32_t>>{{">>en<<", 5}, {">>de<<", 4}}));
+  const Corpus corpus(options.out);
+  EXPECT_EQ(corpus.vocab().bytes(), paired.bytes());
+  EXPECT_EQ(corpus.read("train", {7}).at(0).src,
+            paired.encode(">>en<< " + forward_.src[7], Side::kSource));
+  EXPECT_EQ(corpus.read("train", {301}).at(0).src,
+            paired.encode(">>de<< " + backward_.tgt[1], Side::kSource));
 }
 
 // ---- the manifest
