@@ -56,7 +56,7 @@ uint64_t parameter_hash(const model::Transformer& model) {
 // global target count, clipped, Adam.
 struct Reference {
   Reference(const config::Config& c, const data::Corpus& corpus, int world)
-      : loader(corpus, "train", {c.data.max_tokens, c.data.seed, c.data.pool_batches}, 0, 1),
+      : loader(corpus, "train", {c.data.max_tokens, c.data.seed, c.data.pool_batches, {}}, 0, 1),
         world(world),
         clip(c.train.clip_norm),
         lr(c.train.lr) {

@@ -104,14 +104,14 @@ void Validator::measure_loss(model::Transformer& model, ValidationResult& result
   }
   auto all = torch::tensor(sums, torch::kFloat64);
   comm_.all_reduce_sum(all);
-  const auto figures = [&all](int64_t at, double& loss, double& perplexity, double& accuracy) {
+  const auto figures = [&all](int64_t at, ValidationFigures& f) {
     const double tokens = std::max(1.0, all[at + 2].item<double>());
-    loss = all[at].item<double>() / tokens;
-    perplexity = std::exp(std::min(loss, 100.0));
-    accuracy = all[at + 1].item<double>() / tokens;
+    f.loss = all[at].item<double>() / tokens;
+    f.perplexity = std::exp(std::min(f.loss, 100.0));
+    f.accuracy = all[at + 1].item<double>() / tokens;
   };
   if (directions_.empty()) {
-    figures(0, result.loss, result.perplexity, result.accuracy);
+    figures(0, result);
     return;
   }
   auto total = all.view({-1, 3}).sum(0);
@@ -119,11 +119,11 @@ void Validator::measure_loss(model::Transformer& model, ValidationResult& result
     DirectionResult r;
     r.name = directions_[d].name;
     r.sentences = directions_[d].end - directions_[d].begin;
-    figures(static_cast<int64_t>(3 * d), r.loss, r.perplexity, r.accuracy);
+    figures(static_cast<int64_t>(3 * d), r);
     result.directions.push_back(r);
   }
   all = total;
-  figures(0, result.loss, result.perplexity, result.accuracy);
+  figures(0, result);
 }
 
 void Validator::score_translations(model::Transformer& model, ValidationResult& result) {

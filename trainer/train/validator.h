@@ -22,10 +22,9 @@ struct ValidationSample {
   std::string translation;
 };
 
-// One corpus's figures, in a corpus of several (tandem-prep --corpora).
-struct DirectionResult {
-  std::string name;
-  double loss = 0;
+// What validation measures on a set of valid pairs.
+struct ValidationFigures {
+  double loss = 0;  // mean NLL per target token
   double perplexity = 0;
   double accuracy = 0;
   double bleu = 0;
@@ -33,13 +32,13 @@ struct DirectionResult {
   int64_t sentences = 0;
 };
 
-struct ValidationResult {
-  double loss = 0;  // mean NLL per target token
-  double perplexity = 0;
-  double accuracy = 0;
-  double bleu = 0;
-  double chrf = 0;
-  int64_t sentences = 0;
+// One corpus's figures, in a corpus of several (tandem-prep --corpora).
+struct DirectionResult : ValidationFigures {
+  std::string name;
+};
+
+// The whole valid split's figures, and what goes with them.
+struct ValidationResult : ValidationFigures {
   double seconds = 0;
   std::vector<ValidationSample> samples;  // rank 0: the first valid.samples pairs
   // With several corpora: each one's figures, and the mean of their BLEU and chrF2.
