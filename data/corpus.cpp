@@ -114,6 +114,8 @@ struct Corpus::Impl {
     }
   }
   SideData open_side(const std::string& split, const std::string& side);
+  int64_t pairs_in(const std::string& split);
+  std::vector<CorpusPart> read_corpora();
   const std::pair<SideData, SideData>& split(const std::string& name);
 };
 
@@ -224,49 +226,59 @@ bool Corpus::has_split(const std::string& split) const {
       [&] { return H5Lexists(impl_->file.get(), split.c_str(), H5P_DEFAULT) > 0; });
 }
 
+// Pairs in a split, from its offsets' length alone: without reading the split (a split's sizes are
+// read when it is first used, and tandem-eval on the test split never uses train).
+int64_t Corpus::Impl::pairs_in(const std::string& split) {
+  h5::Handle offsets(H5Dopen2(file.get(), ("/" + split + "/src/offsets").c_str(), H5P_DEFAULT));
+  if (!offsets.valid()) throw bad("missing /" + split + "/src/offsets");
+  const uint64_t entries = h5::dataset_length(offsets.get());
+  if (entries == 0) throw bad("/" + split + "/src/offsets is empty");
+  return static_cast<int64_t>(entries - 1);
+}
+
+// /corpora/<name> as written, in creation order; none for a file of one corpus.
+std::vector<CorpusPart> Corpus::Impl::read_corpora() {
+  std::vector<CorpusPart> found;
+  h5::Handle all = h5::open_group(file.get(), "corpora");
+  if (!all.valid()) return found;
+  for (const std::string& name : h5::link_names(all.get())) {
+    h5::Handle group = h5::open_group(all.get(), name);
+    if (!group.valid()) throw bad("/corpora/" + name + " is not a group");
+    CorpusPart part;
+    part.name = name;
+    part.src_lang = h5::read_string_attribute(group.get(), "src_lang").value_or("");
+    part.tgt_lang = h5::read_string_attribute(group.get(), "tgt_lang").value_or("");
+    part.tag = h5::read_string_attribute(group.get(), "tag").value_or("");
+    for (const char* split : {"train", "valid", "test"}) {
+      h5::Handle range = h5::open_group(group.get(), split);
+      if (!range.valid()) continue;
+      const auto first = h5::read_int_attribute(range.get(), "first");
+      const auto count = h5::read_int_attribute(range.get(), "count");
+      if (!first || !count) {
+        throw bad("/corpora/" + name + "/" + split + " lacks its first or count");
+      }
+      part.ranges[split] = {*first, *count};
+    }
+    found.push_back(std::move(part));
+  }
+  return found;
+}
+
 std::vector<CorpusPart> Corpus::corpora() const {
   h5::QuietErrors quiet;
-  // Pairs in a split, from its offsets' length alone: without reading the split (a split's sizes
-  // are read when it is first used, and tandem-eval on the test split never uses train).
+  std::vector<CorpusPart> parts = impl_->reading([&] { return impl_->read_corpora(); });
   const auto pairs_in = [this](const char* split) {
-    return impl_->reading([&] {
-      h5::Handle offsets(H5Dopen2(
-          impl_->file.get(), ("/" + std::string(split) + "/src/offsets").c_str(), H5P_DEFAULT));
-      if (!offsets.valid()) throw impl_->bad("missing /" + std::string(split) + "/src/offsets");
-      const uint64_t entries = h5::dataset_length(offsets.get());
-      if (entries == 0) throw impl_->bad("/" + std::string(split) + "/src/offsets is empty");
-      return static_cast<int64_t>(entries - 1);
-    });
+    return impl_->reading([&] { return impl_->pairs_in(split); });
   };
-  std::vector<CorpusPart> parts = impl_->reading([&] {
-    std::vector<CorpusPart> found;
-    h5::Handle all = h5::open_group(impl_->file.get(), "corpora");
-    if (!all.valid()) return found;
-    for (const std::string& name : h5::link_names(all.get())) {
-      h5::Handle group = h5::open_group(all.get(), name);
-      if (!group.valid()) throw impl_->bad("/corpora/" + name + " is not a group");
-      CorpusPart part;
-      part.name = name;
-      part.src_lang = h5::read_string_attribute(group.get(), "src_lang").value_or("");
-      part.tgt_lang = h5::read_string_attribute(group.get(), "tgt_lang").value_or("");
-      part.tag = h5::read_string_attribute(group.get(), "tag").value_or("");
-      for (const char* split : {"train", "valid", "test"}) {
-        h5::Handle range = h5::open_group(group.get(), split);
-        if (!range.valid()) continue;
-        const auto first = h5::read_int_attribute(range.get(), "first");
-        const auto count = h5::read_int_attribute(range.get(), "count");
-        if (!first || !count) {
-          throw impl_->bad("/corpora/" + name + "/" + split + " lacks its first or count");
-        }
-        part.ranges[split] = {*first, *count};
-      }
-      found.push_back(std::move(part));
+  if (parts.empty()) {  // a file of one corpus: every split whole
+    CorpusPart whole;
+    for (const char* split : {"train", "valid", "test"}) {
+      if (has_split(split)) whole.ranges[split] = {0, pairs_in(split)};
     }
-    return found;
-  });
+    return {whole};
+  }
   for (const char* split : {"train", "valid", "test"}) {
     if (!has_split(split)) continue;
-    if (parts.empty()) break;
     int64_t next = 0;  // each corpus's pairs start where the previous one's end
     for (const CorpusPart& part : parts) {
       const auto range = part.ranges.find(split);
@@ -283,13 +295,6 @@ std::vector<CorpusPart> Corpus::corpora() const {
                        std::to_string(next) + " pairs of " + std::to_string(pairs_in(split)) +
                        " (damaged file?)");
     }
-  }
-  if (parts.empty()) {
-    CorpusPart whole;
-    for (const char* split : {"train", "valid", "test"}) {
-      if (has_split(split)) whole.ranges[split] = {0, pairs_in(split)};
-    }
-    parts.push_back(std::move(whole));
   }
   return parts;
 }
