@@ -5,6 +5,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -51,7 +52,6 @@ TEST(ParseConfig, ClosedSetsNameEveryAllowedValue) {
       {"train.schedule=cosine", "train.schedule: expected constant or inverse_sqrt, got 'cosine'"},
       {"train.device=gpu", "train.device: expected auto, cpu or cuda, got 'gpu'"},
       {"train.precision=fp16", "train.precision: expected fp32 or bf16, got 'fp16'"},
-      {"valid.metric=rouge", "valid.metric: expected bleu, chrf or loss, got 'rouge'"},
       {"model.activation=gelu", "model.activation: expected relu or swish, got 'gelu'"},
       {"model.positions=learned",
        "model.positions: expected interleaved or halves, got 'learned'"},
@@ -76,10 +76,33 @@ TEST(ParseConfig, ClosedSetsReadEverySpelling) {
   EXPECT_EQ(c.train.schedule, Schedule::kInverseSqrt);
   EXPECT_EQ(c.train.device, Device::kCpu);
   EXPECT_EQ(c.train.precision, Precision::kBf16);
-  EXPECT_EQ(c.valid.metric, ValidMetric::kChrf);
+  EXPECT_EQ(c.valid.metric, "chrf");
   EXPECT_EQ(parse_config(kMinimal, "my.yaml", {"train.device=cuda"}).train.device, Device::kCuda);
-  EXPECT_EQ(parse_config(kMinimal, "my.yaml", {"valid.metric=loss"}).valid.metric,
-            ValidMetric::kLoss);
+}
+
+// valid.metric: a figure of the whole split, of the corpora's mean, or of one corpus (whose name
+// may hold '_'); anything else names the key, the forms and the text.
+TEST(ParseConfig, ValidMetricNamesAFigureOfTheSplitTheMeanOrOneCorpus) {
+  const std::vector<std::tuple<std::string, std::string, ValidMetric>> good = {
+      {"bleu", "", ValidMetric::kBleu},
+      {"loss", "", ValidMetric::kLoss},
+      {"mean_chrf", "mean", ValidMetric::kChrf},
+      {"es-en_loss", "es-en", ValidMetric::kLoss},
+      {"web_crawl.v2_bleu", "web_crawl.v2", ValidMetric::kBleu},
+  };
+  for (const auto& [text, over, figure] : good) {
+    const ValidMetricChoice choice = valid_metric(text);
+    EXPECT_EQ(choice.over, over) << text;
+    EXPECT_EQ(choice.figure, figure) << text;
+    EXPECT_EQ(parse_config(kMinimal, "my.yaml", {"valid.metric=" + text}).valid.metric, text);
+  }
+  for (const std::string bad : {"rouge", "_bleu", "es-en_rouge", "es-en", "bleu_"}) {
+    EXPECT_EQ(parse_error(kMinimal, {"valid.metric=" + bad}),
+              "my.yaml: valid.metric: expected bleu, chrf or loss, of the whole valid split, or "
+              "mean_<figure> or <corpus>_<figure> with several corpora, got '" +
+                  bad + "'")
+        << bad;
+  }
 }
 
 TEST(ParseConfig, ReadsEveryFieldType) {

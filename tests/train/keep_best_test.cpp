@@ -22,8 +22,7 @@ ValidationResult result(double loss, double bleu, double chrf) {
 }
 
 TEST(KeepBest, BleuAndChrfImproveUpwardsAndLossDownwards) {
-  KeepBest bleu(config::ValidMetric::kBleu, 0), chrf(config::ValidMetric::kChrf, 0),
-      loss(config::ValidMetric::kLoss, 0);
+  KeepBest bleu("bleu", 0), chrf("chrf", 0), loss("loss", 0);
   for (auto* keep : {&bleu, &chrf, &loss}) {
     EXPECT_EQ(keep->best_step(), -1);
     EXPECT_TRUE(keep->record(100, result(5.0, 10.0, 30.0)).improved);  // the first is the best
@@ -41,8 +40,45 @@ TEST(KeepBest, BleuAndChrfImproveUpwardsAndLossDownwards) {
   EXPECT_EQ(loss.best_step(), 200);
 }
 
+// Two directions whose figures move apart: the whole split's, one direction's and the mean's
+// metrics each follow their own figure.
+ValidationResult with_directions(double whole_bleu, double a_bleu, double b_bleu, double a_loss,
+                                 double b_loss) {
+  ValidationResult r = result(3.0, whole_bleu, 40.0);
+  DirectionResult a, b;
+  a.name = "en-es";
+  a.bleu = a_bleu;
+  a.loss = a_loss;
+  b.name = "es-en";
+  b.bleu = b_bleu;
+  b.loss = b_loss;
+  r.directions = {a, b};
+  return r;
+}
+
+TEST(KeepBest, FollowsOneDirectionOrTheMeanOfThem) {
+  KeepBest whole("bleu", 0), es_en("es-en_bleu", 0), mean("mean_bleu", 0),
+      mean_loss("mean_loss", 0), en_es_loss("en-es_loss", 0);
+  for (auto* keep : {&whole, &es_en, &mean, &mean_loss, &en_es_loss}) {
+    EXPECT_TRUE(keep->record(100, with_directions(20.0, 20.0, 20.0, 3.0, 3.0)).improved);
+  }
+  // Whole BLEU up; es-en down 2, en-es up 1 (mean down 0.5); losses: en-es up 0.2, es-en down
+  // 0.6 (mean down 0.2).
+  const auto next = with_directions(21.0, 21.0, 18.0, 3.2, 2.4);
+  EXPECT_TRUE(whole.record(200, next).improved);
+  EXPECT_FALSE(es_en.record(200, next).improved);
+  EXPECT_FALSE(mean.record(200, next).improved);
+  EXPECT_TRUE(mean_loss.record(200, next).improved);
+  EXPECT_FALSE(en_es_loss.record(200, next).improved);
+  // A direction the results lack is an error naming it, not a silent zero.
+  KeepBest missing("fr-en_bleu", 0);
+  EXPECT_THROW(missing.record(100, next), std::invalid_argument);
+  // The record names the metric as given.
+  EXPECT_NE(es_en.to_json().find("\"metric\":\"es-en_bleu\""), std::string::npos);
+}
+
 TEST(KeepBest, StopsEarlyAfterPatienceValidationsWithoutImprovement) {
-  KeepBest keep(config::ValidMetric::kBleu, 2);
+  KeepBest keep("bleu", 2);
   EXPECT_FALSE(keep.record(1, result(5, 10, 0)).stop_early);
   EXPECT_FALSE(keep.record(2, result(5, 9, 0)).stop_early);
   EXPECT_EQ(keep.bad_validations(), 1);
@@ -57,14 +93,14 @@ TEST(KeepBest, StopsEarlyAfterPatienceValidationsWithoutImprovement) {
 }
 
 TEST(KeepBest, PatienceZeroNeverStops) {
-  KeepBest keep(config::ValidMetric::kLoss, 0);
+  KeepBest keep("loss", 0);
   keep.record(1, result(1.0, 0, 0));
   for (int64_t step = 2; step < 50; ++step)
     EXPECT_FALSE(keep.record(step, result(2.0, 0, 0)).stop_early);
 }
 
 TEST(KeepBest, TheCheckpointStateRestoresTheRecordAndTheHistory) {
-  KeepBest keep(config::ValidMetric::kChrf, 3);
+  KeepBest keep("chrf", 3);
   EXPECT_EQ(keep.to_json(), "");  // nothing to store before the first validation
   keep.record(10, result(6.0, 1.0, 20.0));
   keep.record(20, result(5.0, 2.0, 25.0));
@@ -75,7 +111,7 @@ TEST(KeepBest, TheCheckpointStateRestoresTheRecordAndTheHistory) {
   ASSERT_EQ(state.at("history").size(), 3u);
   EXPECT_EQ(state.at("history")[1].at("bleu"), 2.0);
 
-  KeepBest resumed(config::ValidMetric::kChrf, 3);
+  KeepBest resumed("chrf", 3);
   resumed.restore(saved, "saved");
   EXPECT_EQ(resumed.best_step(), 20);
   EXPECT_EQ(resumed.last_step(), 30);
@@ -86,15 +122,15 @@ TEST(KeepBest, TheCheckpointStateRestoresTheRecordAndTheHistory) {
             keep.record(40, result(5, 2, 24.5)).stop_early);
   EXPECT_EQ(resumed.to_json(), keep.to_json());
 
-  KeepBest untouched(config::ValidMetric::kChrf, 3);
+  KeepBest untouched("chrf", 3);
   untouched.restore("", "nothing");
   EXPECT_EQ(untouched.to_json(), "");
 }
 
 TEST(KeepBest, AnotherMetricKeepsTheHistoryButStartsTheRecordAnew) {
-  KeepBest bleu(config::ValidMetric::kBleu, 0);
+  KeepBest bleu("bleu", 0);
   bleu.record(10, result(6.0, 3.0, 20.0));
-  KeepBest loss(config::ValidMetric::kLoss, 0);
+  KeepBest loss("loss", 0);
   loss.restore(bleu.to_json(), "bleu's");
   EXPECT_EQ(loss.best_step(), -1);
   EXPECT_EQ(loss.last_step(), 10);
@@ -106,7 +142,7 @@ TEST(KeepBest, AnotherMetricKeepsTheHistoryButStartsTheRecordAnew) {
 // A damaged or hand-edited checkpoint's /validation (found by tests/fuzz/checkpoint_fuzz.cpp: it
 // escaped as nlohmann's own exception, which names neither the file nor the dataset).
 TEST(KeepBest, RefusesARecordThatIsNotItsOwnNamingTheSourceAndKeepsItsState) {
-  KeepBest keep(config::ValidMetric::kBleu, 2);
+  KeepBest keep("bleu", 2);
   keep.record(10, result(6.0, 3.0, 20.0));
   const std::string before = keep.to_json();
   auto without_last_step = nlohmann::json::parse(before);

@@ -132,8 +132,9 @@ struct ValidConfig {
   int64_t every_steps = 0;      // validate on the corpus's valid split this often (and at the end); 0 disables
   int64_t max_sentences = 0;    // use the first this many valid pairs; 0 = all
   int64_t beam = 1;             // beam size of validation translations; 1 = greedy (fastest)
-  // what keep-best (best.h5) and early stopping follow: bleu | chrf | loss
-  ValidMetric metric = ValidMetric::kBleu;
+  // what keep-best (best.h5) and early stopping follow: bleu | chrf | loss of the whole valid
+  // split; with several corpora also mean_bleu ... (their mean) or <corpus>_bleu ... (one of them)
+  std::string metric = "bleu";
   int64_t patience = 0;         // stop after this many validations without improvement; 0 disables
   int64_t samples = 3;          // translations of the first valid pairs shown in TensorBoard's text
 };
@@ -178,6 +179,16 @@ void validate(const Config& config);
 // std::invalid_argument naming data.weights and the entry when one is not name:weight with a
 // positive weight, or a name comes twice.
 std::vector<std::pair<std::string, double>> corpus_weights(const std::string& text);
+
+// valid.metric read: a figure, of the whole valid split, of the mean over the corpora of a file
+// of several ("mean_bleu"), or of one of them ("es-en_chrf"), as metrics.jsonl names the figures
+// (valid_mean_bleu, valid_es-en_chrf). Whether the corpus exists is for the trainer to check.
+struct ValidMetricChoice {
+  std::string over;  // "": the whole split; "mean": the mean over the corpora; else a corpus name
+  ValidMetric figure = ValidMetric::kBleu;
+};
+// std::invalid_argument naming valid.metric and the text when it is none of those forms.
+ValidMetricChoice valid_metric(const std::string& text);
 
 // The resolved config as YAML, every key present; parse_config(to_yaml(c)) == c.
 std::string to_yaml(const Config& config);

@@ -154,6 +154,22 @@ std::vector<std::pair<std::string, double>> corpus_weights(const std::string& te
   return weights;
 }
 
+ValidMetricChoice valid_metric(const std::string& text) {
+  ValidMetricChoice choice;
+  const size_t underscore = text.rfind('_');
+  const std::string figure = underscore == std::string::npos ? text : text.substr(underscore + 1);
+  if (underscore != std::string::npos) choice.over = text.substr(0, underscore);
+  if (!detail::resolve(figure, &choice.figure) ||
+      (underscore != std::string::npos && choice.over.empty())) {
+    throw std::invalid_argument(
+        "valid.metric: expected " + detail::one_of<ValidMetric>() +
+        ", of the whole valid split, or mean_<figure> or <corpus>_<figure> with several corpora, "
+        "got '" +
+        text + "'");
+  }
+  return choice;
+}
+
 void validate(const Config& config) {
   validate_model(config.model);
   validate_data(config.data);
@@ -167,6 +183,7 @@ void validate(const Config& config) {
           config.checkpoint.every_minutes, ">= 0 (0 disables)");
   const ValidConfig& v = config.valid;
   require(v.every_steps >= 0, "valid.every_steps", v.every_steps, ">= 0 (0 disables)");
+  valid_metric(v.metric);  // std::invalid_argument naming the key
   require(v.max_sentences >= 0, "valid.max_sentences", v.max_sentences, ">= 0 (0 = all)");
   require(v.beam >= 1, "valid.beam", v.beam, ">= 1");
   require(v.patience >= 0, "valid.patience", v.patience, ">= 0 (0 disables)");

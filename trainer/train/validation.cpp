@@ -1,7 +1,9 @@
 #include "trainer/train/validation.h"
 
 #include <cstdio>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "trainer/common/log.h"
 
@@ -21,12 +23,35 @@ std::string cell(const std::string& text) {
   return out;
 }
 
+// valid.metric's corpus, when it names one or the mean, must be among the file's several corpora;
+// std::invalid_argument naming the key, the corpus and the file's corpora otherwise.
+void check_metric_corpus(const std::string& metric, const data::Corpus& corpus) {
+  const std::string over = config::valid_metric(metric).over;
+  if (over.empty()) return;
+  const std::vector<data::CorpusPart> parts = corpus.corpora();
+  std::string names;
+  bool known = false;
+  for (const data::CorpusPart& part : parts) {
+    names += (names.empty() ? "" : ", ") + part.name;
+    known = known || part.name == over;
+  }
+  if (parts.size() < 2) {
+    throw std::invalid_argument("valid.metric: '" + metric + "' needs several corpora, and '" +
+                                corpus.path() + "' holds one (use bleu, chrf or loss)");
+  }
+  if (over != "mean" && !known) {
+    throw std::invalid_argument("valid.metric: '" + metric + "': no corpus '" + over + "' in '" +
+                                corpus.path() + "' (its corpora: " + names + ")");
+  }
+}
+
 }  // namespace
 
 Validation::Validation(const data::Corpus& corpus, const config::Config& config,
                        parallel::Communicator& comm)
     : keep_best_(config.valid.metric, config.valid.patience) {
   if (config.valid.every_steps > 0) {
+    check_metric_corpus(config.valid.metric, corpus);
     validator_ = std::make_unique<Validator>(corpus, config.valid, config.data.max_tokens, comm);
   }
 }
@@ -41,7 +66,7 @@ ValidationOutcome Validation::run(model::Transformer& model, int64_t step) {
 
 void Validation::log(const ValidationOutcome& outcome) const {
   const ValidationResult& r = outcome.result;
-  const char* metric = config::name_of(keep_best_.metric());
+  const char* metric = keep_best_.metric().c_str();
   char line[256];
   std::snprintf(
       line, sizeof line,

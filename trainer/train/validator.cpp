@@ -14,16 +14,29 @@
 
 namespace tandem::train {
 
-double ValidationResult::score(config::ValidMetric metric) const {
-  switch (metric) {
-    case config::ValidMetric::kLoss:
-      return -loss;
-    case config::ValidMetric::kChrf:
-      return chrf;
-    case config::ValidMetric::kBleu:
-      return bleu;
+double ValidationResult::score(const config::ValidMetricChoice& metric) const {
+  const auto figure = [&](const ValidationFigures& f) {
+    switch (metric.figure) {
+      case config::ValidMetric::kLoss:
+        return -f.loss;
+      case config::ValidMetric::kChrf:
+        return f.chrf;
+      case config::ValidMetric::kBleu:
+        break;
+    }
+    return f.bleu;
+  };
+  if (metric.over.empty()) return figure(*this);
+  if (metric.over == "mean") {
+    double sum = 0;
+    for (const DirectionResult& d : directions) sum += figure(d);
+    return directions.empty() ? figure(*this) : sum / static_cast<double>(directions.size());
   }
-  return bleu;
+  for (const DirectionResult& d : directions) {
+    if (d.name == metric.over) return figure(d);
+  }
+  throw std::invalid_argument("valid.metric: no corpus '" + metric.over +
+                              "' among those validated");
 }
 
 Validator::Validator(const data::Corpus& corpus, const config::ValidConfig& config,

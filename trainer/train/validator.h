@@ -45,8 +45,9 @@ struct ValidationResult : ValidationFigures {
   std::vector<DirectionResult> directions;
   double mean_bleu = 0;
   double mean_chrf = 0;
-  // The metric as "higher is better" (loss is negated).
-  double score(config::ValidMetric metric) const;
+  // valid.metric's figure as "higher is better" (loss is negated): the whole split's, the mean
+  // of the directions', or one direction's (std::invalid_argument when it has none of that name).
+  double score(const config::ValidMetricChoice& metric) const;
 };
 
 class Validator {
