@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -25,6 +26,29 @@ void pin(Batch& batch) {
   batch.src = batch.src.pin_memory();
   batch.tgt_in = batch.tgt_in.pin_memory();
   batch.tgt_out = batch.tgt_out.pin_memory();
+  if (batch.corpus.defined()) batch.corpus = batch.corpus.pin_memory();
+}
+
+// Where each corpus of `split` begins in it, when the split holds several; else empty.
+std::vector<int64_t> corpus_starts(const Corpus& corpus, const std::string& split) {
+  const std::vector<CorpusPart> parts = corpus.corpora();
+  std::vector<int64_t> starts;
+  if (parts.size() < 2) return starts;
+  for (const CorpusPart& part : parts) {
+    const auto range = part.ranges.find(split);
+    starts.push_back(range == part.ranges.end() ? 0 : range->second.first);
+  }
+  return starts;
+}
+
+// [pairs] int64: the corpus of each pair index, the last corpus starting at or before it.
+torch::Tensor corpus_of(const std::vector<int64_t>& pairs, const std::vector<int64_t>& starts) {
+  auto out = torch::empty({static_cast<int64_t>(pairs.size())}, torch::kInt64);
+  auto* at = out.data_ptr<int64_t>();
+  for (const int64_t pair : pairs) {
+    *at++ = std::upper_bound(starts.begin(), starts.end(), pair) - starts.begin() - 1;
+  }
+  return out;
 }
 
 // One step as handed out: its micro-batches and the position after it.
@@ -41,7 +65,8 @@ class StepReader {
         split_(std::move(split)),
         options_(options),
         rank_(rank),
-        world_size_(world_size) {}
+        world_size_(world_size),
+        corpus_starts_(corpus_starts(corpus, split_)) {}
 
   // The step that starts at `at` (or at the next epoch's start if `at` used its epoch up).
   Step read(DataPosition at, int64_t accum_steps) {
@@ -50,9 +75,13 @@ class StepReader {
     Step step;
     for (int64_t m = 0; m < accum_steps; ++m) {
       const int64_t index = at.next_batch + m * world_size_ + rank_;
-      step.batches.push_back(index < batches.size()
-                                 ? make_batch(corpus_.read(split_, batches.batch(index)))
-                                 : make_batch({}));
+      if (index < batches.size()) {
+        const std::vector<int64_t> pairs = batches.batch(index);
+        step.batches.push_back(make_batch(corpus_.read(split_, pairs)));
+        if (!corpus_starts_.empty()) step.batches.back().corpus = corpus_of(pairs, corpus_starts_);
+      } else {
+        step.batches.push_back(make_batch({}));
+      }
       if (pinned_ && !step.batches.back().empty()) pin(step.batches.back());
     }
     step.after = DataPosition{at.epoch, at.next_batch + accum_steps * world_size_};
@@ -94,6 +123,7 @@ class StepReader {
   BatchPlanOptions options_;
   int rank_;
   int world_size_;
+  std::vector<int64_t> corpus_starts_;  // of the split's corpora when it holds several
   bool pinned_ = false;
   int64_t plan_epoch_ = -1, plan_first_ = 0;
   BatchPlan plan_;

@@ -190,21 +190,37 @@ TEST_F(CorporaE2E, EvalScoresEachDirectionAndTheirMean) {
 
 // Validation during training: the whole valid split's figures, then each direction's and their
 // mean, in the log and in metrics.jsonl; a direction's BLEU equals tandem-eval's on the same
-// checkpoint. valid.max_sentences caps each direction. A corpus without a valid split is refused.
+// checkpoint. valid.max_sentences caps each direction; valid.metric follows one of them. A corpus
+// without a valid split is refused. Training reports each direction's loss, over both ranks.
 TEST_F(CorporaE2E, ValidationScoresEachDirection) {
   const auto r = run_command(train("valid", "0") +
-                             " --ranks 2 --set train.max_steps=4 --set valid.every_steps=4");
+                             " --ranks 2 --set train.max_steps=4 --set valid.every_steps=4"
+                             " --set valid.metric=bw_loss");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("| best bw_loss at step 4"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" | by corpus: fw "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("  fw: loss "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" | 40 sentences"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" | 10 sentences"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("  mean of 2 directions: BLEU "), std::string::npos) << r.output;
   nlohmann::json valid;
   std::istringstream lines(read_text(dir_->file("run-valid/metrics.jsonl")));
+  int progress_records = 0;
   for (std::string line; std::getline(lines, line);) {
     const auto record = nlohmann::json::parse(line);
     if (record.contains("valid_bleu")) valid = record;
+    if (!record.contains("loss")) continue;
+    // The directions' losses, weighted by their target tokens, make the whole loss.
+    ++progress_records;
+    const double fw_tokens = record.at("tgt_tokens_fw"), bw_tokens = record.at("tgt_tokens_bw");
+    const double fw_loss = record.at("loss_fw"), bw_loss = record.at("loss_bw");
+    EXPECT_GT(fw_tokens, 0.0);
+    EXPECT_NEAR((fw_loss * fw_tokens + bw_loss * bw_tokens) / (fw_tokens + bw_tokens),
+                record.at("loss").get<double>(), 1e-6)
+        << line;
+    EXPECT_LE(record.at("accuracy_bw").get<double>(), 1.0) << line;
   }
+  EXPECT_EQ(progress_records, 4);
   ASSERT_TRUE(valid.contains("valid_fw_bleu")) << valid.dump();
   const double fw = valid["valid_fw_bleu"], bw = valid["valid_bw_bleu"];
   EXPECT_DOUBLE_EQ(valid["valid_mean_bleu"].get<double>(), (fw + bw) / 2);
@@ -243,7 +259,7 @@ TEST_F(CorporaE2E, ValidationScoresEachDirection) {
       << refused.output;
 }
 
-TEST_F(CorporaE2E, BadWeightsAndTemperaturesAreUsageErrorsNamingTheValue) {
+TEST_F(CorporaE2E, BadWeightsTemperaturesAndMetricsAreUsageErrorsNamingTheValue) {
   const std::string base = train("bad");
   const auto unknown =
       run_command(base + " --set data.temperature=1 --set 'data.weights=fw:1,xx:2'");
@@ -262,6 +278,12 @@ TEST_F(CorporaE2E, BadWeightsAndTemperaturesAreUsageErrorsNamingTheValue) {
   EXPECT_NE(negative.output.find("data.weights: 'bw:-2': the weight is not a positive number"),
             std::string::npos)
       << negative.output;
+  const auto metric = run_command(base + " --set valid.every_steps=2 --set valid.metric=xx_bleu");
+  EXPECT_EQ(metric.exit_code, 2) << metric.output;
+  EXPECT_NE(metric.output.find("valid.metric: 'xx_bleu': no corpus 'xx' in '" +
+                               dir_->file("corpora.h5") + "' (its corpora: fw, bw)"),
+            std::string::npos)
+      << metric.output;
   const auto zero = run_command(base + " --set data.temperature=0");
   EXPECT_EQ(zero.exit_code, 2) << zero.output;
   EXPECT_NE(zero.output.find("data.temperature"), std::string::npos) << zero.output;

@@ -187,6 +187,48 @@ TEST_F(ProgressEnv, ARecordSumsTheRanksLossFiguresAndCountsSkippedUpdates) {
   EXPECT_DOUBLE_EQ(next.loss, 2.0);
 }
 
+// Several corpora: each one's sums travel in the same collective as the totals, and the record
+// gives each its loss, accuracy and token count, in the line and in the JSON.
+TEST_F(ProgressEnv, ARecordGivesEachCorpusItsLossSummedOverRanks) {
+  int collectives = 0;
+  ProgressMeter meter(config_with_steps(40), 0,
+                      [&](torch::Tensor& t) {
+                        ++collectives;
+                        t.mul_(2);  // a second rank that saw the same
+                      },
+                      {"en-es", "es-en"});
+  // Per corpus [nll, targets, correct]; the totals are their sums.
+  StepStats first = step_stats(2 * 50, 30 + 40, 10 + 20, 1.0, 1e-3, 1);
+  first.corpus_sums = torch::tensor({{30.0, 20.0, 10.0}, {40.0, 30.0, 20.0}}, torch::kFloat64);
+  StepStats second = step_stats(2 * 30, 90, 0, 1.0, 1e-3, 2);
+  second.corpus_sums = torch::tensor({{90.0, 30.0, 0.0}, {0.0, 0.0, 0.0}}, torch::kFloat64);
+  meter.add(first);
+  meter.add(second);
+  const ProgressRecord r = meter.take(2, 0.1);
+  EXPECT_EQ(collectives, 1);
+  ASSERT_EQ(r.corpora.size(), 2u);
+  EXPECT_EQ(r.corpora[0].name, "en-es");
+  EXPECT_DOUBLE_EQ(r.corpora[0].loss, (30.0 + 90.0) / (20.0 + 30.0));
+  EXPECT_DOUBLE_EQ(r.corpora[0].accuracy, 10.0 / 50.0);
+  EXPECT_DOUBLE_EQ(r.corpora[0].tokens, 2 * 50.0);
+  EXPECT_DOUBLE_EQ(r.corpora[1].loss, 40.0 / 30.0);
+  EXPECT_DOUBLE_EQ(r.corpora[1].tokens, 2 * 30.0);
+  EXPECT_DOUBLE_EQ(r.loss, 2 * 160.0 / 160.0);
+  const std::string line = r.line();
+  EXPECT_NE(line.find(" | by corpus: en-es 2.4000, es-en 1.3333"), std::string::npos) << line;
+  const auto json = r.json();
+  EXPECT_DOUBLE_EQ(json["loss_en-es"].get<double>(), 2.4);
+  EXPECT_DOUBLE_EQ(json["accuracy_es-en"].get<double>(), 20.0 / 30.0);
+  EXPECT_DOUBLE_EQ(json["tgt_tokens_es-en"].get<double>(), 60.0);
+  // A window without any of a corpus's targets gives it 0, not NaN.
+  StepStats third = step_stats(10, 5, 1, 1.0, 1e-3, 3);
+  third.corpus_sums = torch::tensor({{5.0, 5.0, 1.0}, {0.0, 0.0, 0.0}}, torch::kFloat64);
+  meter.add(third);
+  const ProgressRecord next = meter.take(3, 0.2);
+  EXPECT_DOUBLE_EQ(next.corpora[1].loss, 0.0);
+  EXPECT_DOUBLE_EQ(next.corpora[0].loss, 1.0);
+}
+
 TEST_F(ProgressEnv, EpochLimitAloneGivesTheFraction) {
   config::Config config = config_with_steps(0);
   config.train.max_epochs = 4;

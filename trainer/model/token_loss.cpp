@@ -78,19 +78,22 @@ void loss_gradient_(torch::Tensor& x, const torch::Tensor& lse, const torch::Ten
   x.scatter_add_(1, targets.unsqueeze(1), weight * -(1.0 - smoothing));
 }
 
-// The smoothed loss sum and [nll sum, tokens, correct] (float64) from the row statistics.
+// The smoothed loss sum, [nll sum, tokens, correct] (float64), and per target its nll and
+// whether the argmax is the target, from the row statistics.
 variable_list loss_outputs(AutogradContext* ctx, const RowStats& s, const torch::Tensor& targets,
                            const torch::Tensor& real, double smoothing) {
-  const auto nll = (s.lse - s.target_logit).masked_fill_(~real, 0.0);
+  auto nll = (s.lse - s.target_logit).masked_fill_(~real, 0.0);
   auto loss = (1.0 - smoothing) * nll;
   if (smoothing > 0) loss += smoothing * (s.lse - s.mean_logit).masked_fill_(~real, 0.0);
+  auto correct = s.argmax.eq(targets) & real;
   auto stats = torch::stack({nll.sum().to(torch::kFloat64), real.sum().to(torch::kFloat64),
-                             (s.argmax.eq(targets) & real).sum().to(torch::kFloat64)});
-  ctx->mark_non_differentiable({stats});
-  return {loss.sum(), stats};
+                             correct.sum().to(torch::kFloat64)});
+  ctx->mark_non_differentiable({stats, nll, correct});
+  return {loss.sum(), stats, nll, correct};
 }
 
-// Outputs: the smoothed loss sum (differentiable) and [nll sum, tokens, correct] (float64).
+// Outputs: the smoothed loss sum (differentiable), [nll sum, tokens, correct] (float64), and
+// per target its nll and whether the argmax is the target.
 class TokenLossFunction : public torch::autograd::Function<TokenLossFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& logits,
@@ -204,7 +207,9 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
   }
 };
 
-TokenLoss token_loss_from(const variable_list& outputs) { return {outputs[0], outputs[1]}; }
+TokenLoss token_loss_from(const variable_list& outputs) {
+  return {outputs[0], outputs[1], outputs[2], outputs[3]};
+}
 
 }  // namespace
 

@@ -22,6 +22,10 @@ struct TokenLoss {
   // [nll sum, tokens, correct] in float64 on the logits' device, computed without waiting for it:
   // training adds these up on the device and reads them once a step.
   torch::Tensor stats;
+  // Per target, in the order of the flattened targets: -log p(target) (no smoothing; 0 at
+  // padding) and whether the argmax prediction is the target (false at padding). Figures per
+  // sentence or per corpus add these up.
+  torch::Tensor target_nll, target_correct;
   TokenCounts counts() const { return read_token_counts(stats); }  // on a GPU, waits for it
 };
 

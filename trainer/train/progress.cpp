@@ -45,6 +45,10 @@ std::string ProgressRecord::line() const {
                 grad_norm, tokens_per_s, format_duration(elapsed_s).c_str());
   std::string out = buf;
   if (eta_s >= 0) out += " | ETA " + format_duration(eta_s);
+  for (size_t k = 0; k < corpora.size(); ++k) {
+    std::snprintf(buf, sizeof buf, "%.4f", corpora[k].loss);
+    out += (k == 0 ? " | by corpus: " : ", ") + corpora[k].name + " " + buf;
+  }
   return out;
 }
 
@@ -71,27 +75,34 @@ std::string LiveView::line(size_t width) const {
 }
 
 nlohmann::json ProgressRecord::json() const {
-  return {{"step", step},
-          {"epoch", epoch},
-          {"loss", loss},
-          {"ppl", perplexity},
-          {"accuracy", accuracy},
-          {"lr", lr},
-          {"grad_norm", grad_norm},
-          {"skipped_updates", skipped},
-          {"tgt_tokens_per_s", tokens_per_s},
-          {"elapsed_s", elapsed_s}};
+  nlohmann::json record = {{"step", step},
+                           {"epoch", epoch},
+                           {"loss", loss},
+                           {"ppl", perplexity},
+                           {"accuracy", accuracy},
+                           {"lr", lr},
+                           {"grad_norm", grad_norm},
+                           {"skipped_updates", skipped},
+                           {"tgt_tokens_per_s", tokens_per_s},
+                           {"elapsed_s", elapsed_s}};
+  for (const CorpusProgress& corpus : corpora) {
+    record["loss_" + corpus.name] = corpus.loss;
+    record["accuracy_" + corpus.name] = corpus.accuracy;
+    record["tgt_tokens_" + corpus.name] = corpus.tokens;
+  }
+  return record;
 }
 
 ProgressMeter::ProgressMeter(const config::Config& config, int64_t start_step,
-                             SumOverRanks sum_over_ranks)
+                             SumOverRanks sum_over_ranks, std::vector<std::string> corpora)
     : max_steps_(static_cast<double>(config.train.max_steps)),
       max_minutes_(config.train.max_minutes),
       start_step_(start_step),
       started_(Clock::now()),
       window_start_(started_),
       max_epochs_(static_cast<double>(config.train.max_epochs)),
-      sum_over_ranks_(std::move(sum_over_ranks)) {
+      sum_over_ranks_(std::move(sum_over_ranks)),
+      corpora_(std::move(corpora)) {
   log::progress_mode_from_env();  // a bad value fails here, on every rank, before any step
   live_ = log::live_status_enabled();
 }
@@ -103,10 +114,12 @@ void ProgressMeter::add(const StepStats& stats) {
   const torch::Tensor skipped_at = stats.update.select(0, 1) * static_cast<double>(stats.step);
   if (window_steps_ == 0) {
     window_token_sums_ = stats.token_sums.clone();
+    if (stats.corpus_sums.defined()) window_corpus_sums_ = stats.corpus_sums.clone();
     window_update_ = stats.update.clone();
     last_skipped_ = skipped_at;
   } else {
     window_token_sums_.add_(stats.token_sums);
+    if (stats.corpus_sums.defined()) window_corpus_sums_.add_(stats.corpus_sums);
     window_update_.add_(stats.update);
     last_skipped_ = torch::maximum(last_skipped_, skipped_at);
   }
@@ -118,15 +131,23 @@ void ProgressMeter::add(const StepStats& stats) {
 }
 
 ProgressRecord ProgressMeter::take(int64_t step, double epoch) {
-  // The window's device figures, the ranks' loss sums added up, in one read.
+  // The window's device figures, the ranks' loss sums added up (one collective), in one read.
   double nll = 0, correct = 0, norm_sum = 0, skipped = 0, last_skipped = 0;
+  std::vector<double> by_corpus;  // [nll, targets, correct] per corpus
   if (window_steps_ > 0) {
     torch::NoGradGuard no_grad;
-    if (sum_over_ranks_) sum_over_ranks_(window_token_sums_);
+    const bool per_corpus = !corpora_.empty() && window_corpus_sums_.defined();
+    torch::Tensor sums = per_corpus
+                             ? torch::cat({window_token_sums_, window_corpus_sums_.flatten()})
+                             : window_token_sums_;
+    if (sum_over_ranks_) sum_over_ranks_(sums);
     const torch::Tensor all =
-        torch::cat({window_token_sums_, window_update_, last_skipped_.reshape({1})}).cpu();
+        torch::cat({sums, window_update_, last_skipped_.reshape({1})}).cpu().contiguous();
     const auto v = all.accessor<double, 1>();
-    nll = v[0], correct = v[1], norm_sum = v[2], skipped = v[3], last_skipped = v[4];
+    nll = v[0], correct = v[1];
+    const int64_t after = sums.numel();
+    norm_sum = v[after], skipped = v[after + 1], last_skipped = v[after + 2];
+    by_corpus.assign(all.data_ptr<double>() + 2, all.data_ptr<double>() + after);
   }
   const auto now = Clock::now();
   const double window_s = std::chrono::duration<double>(now - window_start_).count();
@@ -144,6 +165,12 @@ ProgressRecord ProgressMeter::take(int64_t step, double epoch) {
   r.tokens_per_s = window_s > 0 ? window_tokens_ / window_s : 0;
   r.elapsed_s = std::chrono::duration<double>(now - started_).count();
   r.eta_s = eta(step, r.elapsed_s);
+  for (size_t k = 0; k < corpora_.size() && 3 * k + 2 < by_corpus.size(); ++k) {
+    const double corpus_tokens = by_corpus[3 * k + 1];
+    const double per_token = corpus_tokens > 0 ? 1.0 / corpus_tokens : 0.0;
+    r.corpora.push_back({corpora_[k], by_corpus[3 * k] * per_token,
+                         by_corpus[3 * k + 2] * per_token, corpus_tokens});
+  }
   window_tokens_ = window_rank_tokens_ = 0;
   window_steps_ = 0;
   window_start_ = now;

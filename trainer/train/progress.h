@@ -10,6 +10,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "trainer/config/config.h"
 
@@ -23,8 +24,19 @@ struct StepStats {
   double rank_tokens = 0;  // this rank's
   double lr = 0;
   torch::Tensor token_sums;  // float64 [summed NLL, correct predictions] over this rank's targets
+  // float64 [corpora, 3]: per corpus [summed NLL, targets, correct] over this rank's targets;
+  // undefined for a file of one corpus
+  torch::Tensor corpus_sums;
   torch::Tensor update;      // float64 [gradient norm, 1 where the update was skipped (a
                              // non-finite norm: no update on any rank) else 0]
+};
+
+// One corpus's training figures over a log window (a file of several corpora).
+struct CorpusProgress {
+  std::string name;
+  double loss = 0;      // mean NLL per target token (nats); 0 when the window had none of it
+  double accuracy = 0;  // target-token accuracy
+  double tokens = 0;    // target tokens, all ranks
 };
 
 struct ProgressRecord {
@@ -40,7 +52,11 @@ struct ProgressRecord {
   double tokens_per_s = 0;   // target tokens, all ranks
   double elapsed_s = 0;      // since this process started training
   double eta_s = -1;         // -1 when no step/time limit is set
+  std::vector<CorpusProgress> corpora;  // per corpus when the file holds several, else empty
+  // "... | ETA 1m02s | by corpus: en-es 3.2143, es-en 3.4012" (the last part with corpora)
   std::string line() const;
+  // With corpora also loss_<name>, accuracy_<name> and tgt_tokens_<name> (TensorBoard:
+  // train/loss_<name>, ...).
   nlohmann::json json() const;
 };
 
@@ -67,7 +83,10 @@ class ProgressMeter {
   using SumOverRanks = std::function<void(torch::Tensor&)>;
 
   // Throws std::invalid_argument for a bad TANDEM_PROGRESS (see log::progress_mode_from_env).
-  ProgressMeter(const config::Config& config, int64_t start_step, SumOverRanks sum_over_ranks = {});
+  // `corpora`: the corpus file's corpus names when it holds several (the steps then carry
+  // StepStats::corpus_sums in that order), else empty.
+  ProgressMeter(const config::Config& config, int64_t start_step, SumOverRanks sum_over_ranks = {},
+                std::vector<std::string> corpora = {});
   ~ProgressMeter();  // erases the live line, e.g. when training ends by an exception
   // Adds the step's device figures to the window's on the device, without reading them.
   void add(const StepStats& stats);
@@ -101,6 +120,7 @@ class ProgressMeter {
 
   double max_epochs_;
   SumOverRanks sum_over_ranks_;
+  std::vector<std::string> corpora_;
   bool live_;                // show() draws
   Clock::time_point last_shown_;
   double first_epoch_ = -1;  // at the first show(), for the epoch-limit ETA
@@ -109,6 +129,7 @@ class ProgressMeter {
   double window_rank_tokens_ = 0;    // this rank's
   double window_lr_ = 0;             // the latest step's
   torch::Tensor window_token_sums_;  // Σ StepStats::token_sums
+  torch::Tensor window_corpus_sums_;  // Σ StepStats::corpus_sums (with corpora)
   torch::Tensor window_update_;      // Σ StepStats::update
   torch::Tensor last_skipped_;       // max over the window of step × skipped
   int64_t window_steps_ = 0;

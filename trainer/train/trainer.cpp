@@ -113,12 +113,22 @@ optim::AdamOptions adam_options(const config::TrainConfig& train) {
   return optim::AdamOptions{train.adam_beta1, train.adam_beta2, train.adam_eps};
 }
 
+// The names of the file's corpora when it holds several: training reports each one's loss.
+std::vector<std::string> corpus_names(const data::Corpus& corpus) {
+  std::vector<std::string> names;
+  const std::vector<data::CorpusPart> parts = corpus.corpora();
+  if (parts.size() < 2) return names;
+  for (const data::CorpusPart& part : parts) names.push_back(part.name);
+  return names;
+}
+
 }  // namespace
 
 Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const ResumeOptions& resume)
     : config_(std::move(config)),
       group_(group),
       corpus_(config_.data.corpus),
+      corpus_names_(corpus_names(corpus_)),
       schedule_{config_.train.schedule, config_.train.lr, config_.train.warmup_steps},
       cadence_(config_, group.rank()) {
   const MetricsOutputs outputs = metrics_outputs(config_);
@@ -221,7 +231,8 @@ StepStats Trainer::train_step() {
   if (poison) poison_gradient(adam_->parameters().front());
   // Forward and backward; gradient buckets are all-reduced while the last backward runs.
   const RankStep local =
-      forward_backward(model_, batches, *reducer_, device_, config_.train.label_smoothing);
+      forward_backward(model_, batches, *reducer_, device_, config_.train.label_smoothing,
+                       static_cast<int64_t>(corpus_names_.size()));
   // Agree across ranks: the global target count, and every rank's votes to stop or to save.
   const Agreement agreed =
       agree_across_ranks(local.tgt_tokens, cadence_.local_votes(), group_.cpu());
@@ -235,6 +246,7 @@ StepStats Trainer::train_step() {
   stats.tgt_tokens = agreed.tgt_tokens;
   stats.rank_tokens = local.tgt_tokens;
   stats.token_sums = local.token_sums;
+  stats.corpus_sums = local.corpus_sums;
   // Clip, update, and move the weights' average.
   update(stats);
   return stats;
@@ -269,8 +281,8 @@ int Trainer::run() {
   log::info(banner());
   model_->train();
   // The loss figures of a log window are summed over ranks where they are, on the device.
-  ProgressMeter meter(config_, step_,
-                      [this](torch::Tensor& t) { tensor_comm().all_reduce_sum(t); });
+  ProgressMeter meter(
+      config_, step_, [this](torch::Tensor& t) { tensor_comm().all_reduce_sum(t); }, corpus_names_);
   while (!cadence_.should_stop(step_, completed_epochs(), validation_->keep_best().stop_early())) {
     meter.add(train_step());
     after_step(meter);

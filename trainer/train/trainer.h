@@ -81,6 +81,7 @@ class Trainer {
   runtime::DeviceChoice device_;
   std::unique_ptr<parallel::Communicator> gpu_comm_;  // NCCL, when training on GPUs
   data::Corpus corpus_;
+  std::vector<std::string> corpus_names_;  // the file's corpora when it holds several, else none
   std::unique_ptr<data::ShardedLoader> loader_;  // these three once data.max_tokens is a number
   model::Transformer model_{nullptr};
   std::unique_ptr<optim::Adam> adam_;
