@@ -15,6 +15,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "data/corpus.h"
 #include "data/vocab.h"
 #include "tests/common/synthetic_corpus.h"
 #include "tests/e2e/run_command.h"
@@ -239,6 +240,72 @@ TEST_F(Import, FineTunesOnTwoRanksResumesBitwiseEvaluatesAndDecodes) {
                                   " < " + file("test.src") + " 2>/dev/null");
   ASSERT_EQ(decode.exit_code, 0) << decode.output;
   EXPECT_EQ(lines_of(decode.output).size(), lines_of(read_text(file("test.src"))).size());
+}
+
+// A multilingual OPUS-MT layout (>>a<< and >>b<< in vocab.json): a tagged line tokenizes as
+// MarianTokenizer's; the model fine-tunes on both directions of a tandem-prep --corpora file made
+// with its vocabulary, whose sources start with the tags' own ids; the fine-tuned checkpoint keeps
+// the vocabulary, and tandem-decode --target-lang gives what the typed tag gives.
+TEST_F(Import, AMultilingualLayoutFineTunesOnTaggedTextAndKeepsItsTags) {
+  const std::string vocab_bytes = checkpoint::load_description(imported()).vocab;
+  const auto vocab = data::Vocab::from_bytes(vocab_bytes);
+  EXPECT_EQ(vocab.language_tags(), (std::vector<std::string>{">>a<<", ">>b<<"}));
+  const auto to_marian = marian_ids(vocab);
+  const auto src = lines_of(read_text(file("test.src")));
+  ASSERT_EQ(src.size(), (*ref_)["tagged_src_ids"].size());
+  for (size_t i = 0; i < src.size(); ++i) {
+    std::vector<int64_t> ids;
+    for (const int32_t id : vocab.encode(">>a<< " + src[i], data::Side::kSource)) {
+      ids.push_back(to_marian[id]);
+    }
+    ids.push_back(to_marian[kEosId]);
+    EXPECT_EQ(ids, (*ref_)["tagged_src_ids"][i].get<std::vector<int64_t>>()) << "line " << i;
+  }
+
+  write_file(file("multi.yaml"),
+             "corpora:\n"
+             "  - {name: fw, src_lang: a, tgt_lang: b, train: {src: train.src, tgt: train.tgt},\n"
+             "     test: {src: test.src, tgt: test.tgt}}\n"
+             "  - {name: bw, src_lang: b, tgt_lang: a, train: {src: train.tgt, tgt: train.src},\n"
+             "     test: {src: test.tgt, tgt: test.src}}\n");
+  const auto prep = run_command(tool("tandem-prep") + " --corpora " + file("multi.yaml") +
+                                " --vocab-from " + imported() + " --out " + file("multi.h5"));
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  const data::Corpus multi(file("multi.h5"));
+  const auto pairs = multi.read("test", {0, static_cast<int64_t>(src.size())});
+  EXPECT_EQ(pairs[0].src.front(), vocab.tag_id(">>b<<"));  // fw: into b
+  EXPECT_EQ(pairs[1].src.front(), vocab.tag_id(">>a<<"));  // bw: into a
+
+  write_file(file("multi-ft.yaml"),
+             "model: {d_model: 32, heads: 4, encoder_layers: 2, decoder_layers: 2, d_ff: 64, "
+             "dropout: 0.1, tie_embeddings: true, activation: swish, positions: halves, "
+             "max_positions: 128}\n"
+             "data: {corpus: " +
+                 file("multi.h5") +
+                 ", max_tokens: 512, seed: 3}\n"
+                 "train: {max_steps: 6, lr: 0.001, seed: 5, threads: 1}\n"
+                 "checkpoint: {dir: " +
+                 file("multi-ft") +
+                 ", every_steps: 6}\n"
+                 "log: {every_steps: 3}\n");
+  const auto train = run_command(mpirun(2) + tool("tandem-train") + " --config " +
+                                 file("multi-ft.yaml") + " --resume " + imported() +
+                                 " --reset-optimizer --reset-data");
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  EXPECT_NE(train.output.find("by corpus: fw "), std::string::npos) << train.output;
+  const std::string tuned = file("multi-ft/last.h5");
+  EXPECT_EQ(checkpoint::load_description(tuned).vocab, vocab_bytes);
+
+  write_file(file("tagged-b.txt"), ">>b<< " + src[0] + "\n>>b<< " + src[1] + "\n");
+  write_file(file("plain.txt"), src[0] + "\n" + src[1] + "\n");
+  const std::string decode = tool("tandem-decode") + " --checkpoint " + tuned + " --beam 2";
+  const auto chosen =
+      run_command(decode + " --target-lang b < " + file("plain.txt") + " 2>/dev/null");
+  const auto typed = run_command(decode + " < " + file("tagged-b.txt") + " 2>/dev/null");
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.output;
+  ASSERT_EQ(typed.exit_code, 0) << typed.output;
+  EXPECT_EQ(lines_of(chosen.output).size(), 2u);
+  EXPECT_EQ(chosen.output, typed.output);
 }
 
 // A copy of the safetensors folder with `change` applied to it.

@@ -5,11 +5,13 @@ transformers: what tandem-import's test imports and compares with (tests/e2e/imp
   marian_reference.py OUT SRC_TRAIN TGT_TRAIN SRC_TEST TGT_TEST MAX_NEW_TOKENS
 
 Trains a SentencePiece model per side, joins their pieces into one vocab.json as Marian's
-conversion does (</s> 0, <unk> 1, ..., <pad> last), saves the model folder into OUT/model
+conversion does (</s> 0, <unk> 1, ..., <pad> last), with the language tokens >>a<< and >>b<< of a
+multilingual OPUS-MT model (ids 2 and 3), saves the model folder into OUT/model
 (model.safetensors) and again into OUT/model-bin (pytorch_model.bin, torch.save's format), and
 writes OUT/reference.json: per test line
 the MarianTokenizer ids of source and target, the teacher-forced log-probability of every target
-token, and the greedy translation (MAX_NEW_TOKENS at most).
+token, and the greedy translation (MAX_NEW_TOKENS at most); and the ids of each test source with
+">>a<< " before it (tagged_src_ids), which MarianTokenizer gives the tag's id.
 """
 import json, os, sys
 
@@ -36,7 +38,7 @@ def main():
     tgt_model = train_spm(tgt_train, os.path.join(out, "tgt"), 170)
 
     # The joint vocabulary: Marian's specials first, the two sides' pieces in order, pad last.
-    pieces = ["</s>", "<unk>"]
+    pieces = ["</s>", "<unk>", ">>a<<", ">>b<<"]
     for path in (src_model, tgt_model):
         sp = spm.SentencePieceProcessor(model_file=path)
         for i in range(sp.get_piece_size()):
@@ -74,6 +76,7 @@ def main():
     src = [line.rstrip("\n") for line in open(src_test, encoding="utf-8")]
     tgt = [line.rstrip("\n") for line in open(tgt_test, encoding="utf-8")]
     src_ids = [tokenizer(line).input_ids for line in src]
+    tagged_src_ids = [tokenizer(">>a<< " + line).input_ids for line in src]
     tgt_ids = [tokenizer(text_target=line).input_ids for line in tgt]
     logprobs, greedy = [], []
     with torch.no_grad():
@@ -84,12 +87,14 @@ def main():
             lp = torch.log_softmax(logits.double(), -1)[0].gather(1, labels[0].unsqueeze(1))
             logprobs.append(lp.squeeze(1).tolist())
         for s in src_ids:
+            # bad_words_ids given here too: transformers 5 leaves the config's out of generation,
+            # and OPUS-MT models never emit <pad> (Marian's decoder cannot).
             generated = model.generate(input_ids=torch.tensor([s]), num_beams=1, do_sample=False,
-                                       max_new_tokens=max_new)
+                                       max_new_tokens=max_new, bad_words_ids=[[pad]])
             greedy.append(tokenizer.decode(generated[0], skip_special_tokens=True))
     with open(os.path.join(out, "reference.json"), "w") as f:
         json.dump({"src_ids": src_ids, "tgt_ids": tgt_ids, "logprobs": logprobs,
-                   "greedy": greedy}, f, ensure_ascii=False)
+                   "greedy": greedy, "tagged_src_ids": tagged_src_ids}, f, ensure_ascii=False)
 
 
 if __name__ == "__main__":
