@@ -1,6 +1,6 @@
 // prepare_corpus: check that every input opens, sample the train split and train the vocabulary on
-// the sample, then stream every split through the encoder into the HDF5 corpus (layout in
-// data/corpus.h), written as "<out>.tmp" and renamed.
+// the sample (data/vocab_sample.h), then stream every split (data/pair_reader.h) through the
+// encoder into the HDF5 corpus (layout in data/corpus.h), written as "<out>.tmp" and renamed.
 #include "data/prep.h"
 
 #include <unistd.h>
@@ -12,16 +12,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <functional>
 #include <future>
 #include <iomanip>
-#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
+#include "data/pair_reader.h"
 #include "data/text_input.h"
+#include "data/vocab_sample.h"
 #include "trainer/common/error.h"
 #include "trainer/common/hdf5.h"
 
@@ -31,110 +31,9 @@ namespace {
 constexpr const char* kFormat = "tandem-corpus";
 constexpr int64_t kFormatVersion = 1;
 constexpr int64_t kCorporaFormatVersion = 2;  // a file of several corpora (/corpora)
-constexpr const char* kReasons[] = {"empty", "invalid_utf8", "too_long"};
 constexpr size_t kSpillBlock = size_t{1} << 20;  // elements copied from a spill per HDF5 write
                                                  // (16 compressed chunks)
 constexpr size_t kShownSkips = 5;                // skipped pairs whose position is reported
-
-struct RawPair {
-  std::string src, tgt;
-};
-
-bool is_blank(const std::string& text) {
-  return text.find_first_not_of(" \t\r\v\f") == std::string::npos;
-}
-
-// Continuation bytes after a UTF-8 lead byte, or -1 when it cannot start a character.
-int utf8_extra_bytes(uint8_t lead) {
-  if (lead < 0x80) return 0;
-  if ((lead & 0xE0) == 0xC0) return 1;
-  if ((lead & 0xF0) == 0xE0) return 2;
-  if ((lead & 0xF8) == 0xF0) return 3;
-  return -1;
-}
-
-// Strict UTF-8: no overlong forms, surrogates or code points past U+10FFFF.
-bool is_valid_utf8(const std::string& text) {
-  static const uint32_t kMinCodePoint[] = {0, 0x80, 0x800, 0x10000};
-  static const uint8_t kLeadMask[] = {0x7F, 0x1F, 0x0F, 0x07};
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto lead = static_cast<uint8_t>(text[i]);
-    const int extra = utf8_extra_bytes(lead);
-    if (extra < 0 || i + extra >= text.size()) return false;
-    uint32_t code = lead & kLeadMask[extra];
-    for (int k = 1; k <= extra; ++k) {
-      const auto next = static_cast<uint8_t>(text[i + k]);
-      if ((next & 0xC0) != 0x80) return false;
-      code = (code << 6) | (next & 0x3Fu);
-    }
-    if (code < kMinCodePoint[extra] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
-      return false;
-    }
-    i += extra + 1;
-  }
-  return true;
-}
-
-// Why a pair is skipped (an index into kReasons), or kKept.
-enum Verdict : int8_t { kKept = -1, kEmpty = 0, kInvalidUtf8 = 1, kTooLong = 2 };
-
-// The checks that need no vocabulary.
-Verdict raw_verdict(const std::string& src, const std::string& tgt) {
-  if (is_blank(src) || is_blank(tgt)) return kEmpty;
-  if (!is_valid_utf8(src) || !is_valid_utf8(tgt)) return kInvalidUtf8;
-  return kKept;
-}
-
-// The two sides of a split read in step, checked to have the same number of lines.
-class PairReader {
- public:
-  // `label` names the split in messages ("train", "corpus 'en-es' train").
-  PairReader(const SplitFiles& files, const std::string& label)
-      : label_(label),
-        files_(files),
-        src_(files.src, label + " source"),
-        tgt_(files.tgt, label + " target") {}
-
-  // The next pair; false after the last. Throws std::invalid_argument, with both line counts,
-  // when one side has lines left over.
-  bool next(std::string& src, std::string& tgt) {
-    const bool has_src = src_.next(src);
-    const bool has_tgt = tgt_.next(tgt);
-    if (has_src && has_tgt) return true;
-    if (has_src || has_tgt) throw_mismatch();
-    return false;
-  }
-  int64_t pairs() const { return src_.lines(); }
-  // "line 7 of 'a.de' / 'a.en'", or both positions when the sides' files are cut differently.
-  std::string position_of(int64_t index) const {
-    const std::string src = src_.position_of(index);
-    const std::string tgt = tgt_.position_of(index);
-    const size_t src_of = src.find(" of ");
-    const size_t tgt_of = tgt.find(" of ");
-    if (src.compare(0, src_of, tgt, 0, tgt_of) == 0) return src + " / " + tgt.substr(tgt_of + 4);
-    return src + " / " + tgt;
-  }
-  uint32_t src_checksum() const { return src_.checksum(); }
-  uint32_t tgt_checksum() const { return tgt_.checksum(); }
-
- private:
-  [[noreturn]] void throw_mismatch() {
-    std::string line;
-    while (src_.next(line)) {
-    }
-    while (tgt_.next(line)) {
-    }
-    throw std::invalid_argument(label_ + " split: '" + join_paths(files_.src) + "' has " +
-                                std::to_string(src_.lines()) + " lines but '" +
-                                join_paths(files_.tgt) + "' has " + std::to_string(tgt_.lines()) +
-                                "; expected one target line per source line");
-  }
-
-  std::string label_;
-  SplitFiles files_;
-  TextReader src_, tgt_;
-};
 
 // One corpus's part of a split, as written: its files, the label its messages use, and the tag
 // its source sentences start with (-1: none).
@@ -143,112 +42,6 @@ struct SplitPart {
   std::string label;
   int32_t tag = -1;
 };
-
-// "train" for the one corpus of a file without corpora, else "corpus 'en-es' train".
-std::string label_of(const CorpusFiles& corpus, const std::string& split) {
-  return corpus.name.empty() ? split : "corpus '" + corpus.name + "' " + split;
-}
-
-// All the sentences offered, in order, while they are at most `capacity` (or it is 0), else a
-// seeded uniform sample of that many (reservoir sampling, so memory is the sample's).
-class Reservoir {
- public:
-  Reservoir(uint64_t capacity, uint64_t seed) : capacity_(capacity), random_(seed) {}
-  void offer(const std::string& sentence) {
-    ++seen_;
-    if (capacity_ == 0 || sample_.size() < capacity_) {
-      sample_.push_back(sentence);
-    } else if (const uint64_t slot = random_() % seen_; slot < capacity_) {
-      sample_[slot] = sentence;  // kept with probability capacity / seen
-    }
-  }
-  std::vector<std::string>& sample() { return sample_; }
-
- private:
-  uint64_t capacity_;
-  std::mt19937_64 random_;
-  std::vector<std::string> sample_;
-  uint64_t seen_ = 0;
-};
-
-// Pass 1 over one corpus's train split: `offer(src, tgt)` for each pair that passes the raw
-// checks.
-template <class Offer>
-void read_usable_pairs(const SplitFiles& files, const std::string& label, Offer&& offer) {
-  PairReader reader(files, label);
-  std::string src, tgt;
-  while (reader.next(src, tgt)) {
-    if (raw_verdict(src, tgt) == kKept) offer(src, tgt);
-  }
-}
-
-std::invalid_argument no_usable_pairs(const SplitFiles& files, const std::string& label) {
-  return std::invalid_argument(label + " split ('" + join_paths(files.src) + "', '" +
-                               join_paths(files.tgt) + "') has no usable sentence pairs");
-}
-
-// The vocabulary's sample from one corpus: its train split's sentences, both sides, in one
-// reservoir of input_sentence_size.
-std::vector<std::string> sample_sentences(const SplitFiles& files, const VocabTrainOptions& vocab) {
-  Reservoir reservoir(static_cast<uint64_t>(vocab.input_sentence_size), vocab.seed);
-  read_usable_pairs(files, "train", [&](const std::string& src, const std::string& tgt) {
-    reservoir.offer(src);
-    reservoir.offer(tgt);
-  });
-  if (reservoir.sample().empty()) throw no_usable_pairs(files, "train");
-  return std::move(reservoir.sample());
-}
-
-const SplitFiles* find_split(const CorpusFiles& corpus, const std::string& name) {
-  for (const SplitFiles& files : corpus.splits) {
-    if (files.name == name) return &files;
-  }
-  return nullptr;
-}
-
-// The vocabulary's sample from several corpora, balanced across languages: each language (a
-// corpus's source side is in its source language, its target side in its target language) has a
-// reservoir of its own, an equal share of input_sentence_size, so that a language with little
-// text still gets its pieces. The languages' samples follow each other in order of appearance.
-std::vector<std::string> sample_by_language(const std::vector<CorpusFiles>& corpora,
-                                            const VocabTrainOptions& vocab) {
-  std::vector<std::string> languages;
-  const auto index_of = [&languages](const std::string& language) {
-    const auto found = std::find(languages.begin(), languages.end(), language);
-    if (found != languages.end()) return static_cast<size_t>(found - languages.begin());
-    languages.push_back(language);
-    return languages.size() - 1;
-  };
-  for (const CorpusFiles& corpus : corpora) {
-    index_of(corpus.src_lang);
-    index_of(corpus.tgt_lang);
-  }
-  const auto share = vocab.input_sentence_size == 0
-                         ? uint64_t{0}
-                         : std::max<uint64_t>(1, vocab.input_sentence_size / languages.size());
-  std::vector<Reservoir> reservoirs;
-  for (size_t k = 0; k < languages.size(); ++k) {
-    reservoirs.emplace_back(share, vocab.seed + 0x9E3779B97F4A7C15ull * k);
-  }
-  for (const CorpusFiles& corpus : corpora) {
-    Reservoir& src_side = reservoirs[index_of(corpus.src_lang)];
-    Reservoir& tgt_side = reservoirs[index_of(corpus.tgt_lang)];
-    const SplitFiles& train = *find_split(corpus, "train");
-    int64_t usable = 0;
-    read_usable_pairs(train, label_of(corpus, "train"),
-                      [&](const std::string& src, const std::string& tgt) {
-                        src_side.offer(src);
-                        tgt_side.offer(tgt);
-                        ++usable;
-                      });
-    if (usable == 0) throw no_usable_pairs(train, label_of(corpus, "train"));
-  }
-  std::vector<std::string> sample;
-  for (Reservoir& reservoir : reservoirs) {
-    for (std::string& sentence : reservoir.sample()) sample.push_back(std::move(sentence));
-  }
-  return sample;
-}
 
 // What encoding decided for a slice of a chunk of pairs: a verdict per pair, and the kept pairs'
 // tokens (flat) and lengths.
@@ -392,9 +185,9 @@ class SpilledSide {
 };
 
 void count_skip(SplitSummary& summary, Verdict verdict, const PairReader& reader, int64_t index) {
-  ++summary.dropped[kReasons[verdict]];
+  ++summary.dropped[kSkipReasons[verdict]];
   if (summary.first_skipped.size() < kShownSkips) {
-    summary.first_skipped.push_back(reader.position_of(index) + ": " + kReasons[verdict]);
+    summary.first_skipped.push_back(reader.position_of(index) + ": " + kSkipReasons[verdict]);
   }
 }
 
@@ -422,7 +215,7 @@ void write_provenance(hid_t group, const SplitFiles& files, const PairReader& re
 SplitSummary empty_summary(const std::string& name) {
   SplitSummary summary;
   summary.name = name;
-  for (const char* reason : kReasons) summary.dropped[reason] = 0;
+  for (const char* reason : kSkipReasons) summary.dropped[reason] = 0;
   return summary;
 }
 
@@ -750,7 +543,7 @@ namespace {
 void print_header(std::ostream& out, int width) {
   out << std::left << std::setw(width) << "split" << std::right << std::setw(12) << "pairs read"
       << std::setw(12) << "kept";
-  for (const char* reason : kReasons) out << std::setw(14) << reason;
+  for (const char* reason : kSkipReasons) out << std::setw(14) << reason;
   out << std::setw(14) << "src tokens" << std::setw(14) << "tgt tokens"
       << "\n";
 }
@@ -758,7 +551,7 @@ void print_header(std::ostream& out, int width) {
 void print_row(std::ostream& out, int width, const std::string& name, const SplitSummary& split) {
   out << std::left << std::setw(width) << name << std::right << std::setw(12) << split.lines
       << std::setw(12) << split.kept;
-  for (const char* reason : kReasons) {
+  for (const char* reason : kSkipReasons) {
     const auto it = split.dropped.find(reason);
     out << std::setw(14) << (it == split.dropped.end() ? 0 : it->second);
   }
