@@ -3,15 +3,15 @@
 alone: what the export test (tests/e2e/export_test.cpp) and tandem-bench-decode --ctranslate2 run.
 
   PYTHONPATH=$(launch/ctranslate2.sh) python3 launch/ctranslate2-decode.py MODEL_DIR INPUT OUTPUT \\
-      [--beam 4] [--lenpen 0.6] [--min-len 0] [--max-len 256] [--compute-type default] \\
+      [--beam 4] [--lenpen 0.6] [--min-len N] [--max-len 256] [--compute-type default] \\
       [--threads 1] [--batch-tokens 2048] [--repeat 1] [--pieces] [--device cpu]
 
 INPUT has one sentence per line: raw text, tokenized with the folder's sentencepiece.model, or with
 --pieces SentencePiece pieces separated by spaces (as the benchmark hands them over). OUTPUT gets
 one translation per line: detokenized, or with --pieces the pieces. --threads: batches translated
 at once, one thread each (CTranslate2's inter_threads, intra_threads 1), as tandem-decode's
---threads. --min-len 0 (CTranslate2's own default is 1) lets EOS end a translation at its first
-step, as tandem-decode does. Prints one JSON line: wall_s, user_s and sys_s of the run with the
+--threads. --min-len sets min_decoding_length; without it CTranslate2's own default holds (1, as
+tandem-decode's --min-len). Prints one JSON line: wall_s, user_s and sys_s of the run with the
 median wall time (of --repeat runs of translate_batch alone, without loading or tokenizing; the
 upper one of an even count), every run's wall time, sentences and target pieces. A model whose
 vocabulary has language tags (">>es<<", a multilingual model) gets a line's leading tag as a piece
@@ -33,8 +33,8 @@ def arguments():
     parser.add_argument("output")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--lenpen", type=float, default=0.6)
-    parser.add_argument("--min-len", type=int, default=0,
-                        help="min_decoding_length; 0 as tandem-decode (CTranslate2's default: 1)")
+    parser.add_argument("--min-len", type=int, default=None,
+                        help="min_decoding_length; unset: CTranslate2's default (1, as tandem-decode)")
     parser.add_argument("--max-len", type=int, default=256,
                         help="max_decoding_length; at most the model's max_positions")
     parser.add_argument("--max-input-len", type=int, default=1024,
@@ -83,15 +83,15 @@ def main():
     translator = ctranslate2.Translator(args.model_dir, device=args.device,
                                         compute_type=args.compute_type,
                                         inter_threads=args.threads, intra_threads=1)
+    min_length = {} if args.min_len is None else {"min_decoding_length": args.min_len}
     runs = []  # (wall, user, sys) seconds
     for _ in range(args.repeat):
         before = resource.getrusage(resource.RUSAGE_SELF)
         start = time.perf_counter()
         results = translator.translate_batch(
             sources, beam_size=args.beam, length_penalty=args.lenpen,
-            min_decoding_length=args.min_len, max_decoding_length=args.max_len,
-            max_input_length=args.max_input_len,
-            max_batch_size=args.batch_tokens, batch_type="tokens")
+            max_decoding_length=args.max_len, max_input_length=args.max_input_len,
+            max_batch_size=args.batch_tokens, batch_type="tokens", **min_length)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_SELF)
         runs.append((wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime))

@@ -93,6 +93,25 @@ TEST(BeamSearch, EqualsNaiveFullDecoderBeamSearchOnARandomModel) {
   EXPECT_GE(at_limit, 1);
 }
 
+// A model whose EOS is likely from the first step: at min_len 0 empty translations take finished
+// places; at min_len 1 and 2 none is shorter, and every n-best list equals the naive search's.
+TEST(BeamSearch, MinLenKeepsShorterHypothesesOutOfTheFinishedOnes) {
+  auto model = tiny_model(4.0);
+  torch::manual_seed(6);
+  auto sentences = random_sentences({3, 7, 1, 5});
+  for (const int64_t min_len : {0, 1, 2}) {
+    auto options = beam_options(4, 4, 0.6);
+    options.min_len = min_len;
+    expect_equals_naive(model, sentences, options);
+    auto lists = beam_search(model, source_batch(sentences), options);
+    size_t shortest = 1000;
+    for (const auto& list : lists) {
+      for (const auto& h : list) shortest = std::min(shortest, h.tokens.size());
+    }
+    EXPECT_EQ(shortest, static_cast<size_t>(min_len)) << "min_len " << min_len;
+  }
+}
+
 TEST(BeamSearch, EqualsNaiveFullDecoderBeamSearchOnATrainedModel) {
   torch::manual_seed(3);
   auto sentences = random_sentences({2, 8, 5, 3, 6, 4});

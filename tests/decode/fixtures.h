@@ -142,10 +142,10 @@ inline torch::Tensor ensemble_next_logp(const Ensemble& ensemble, const torch::T
 // Whether decoding may emit `token`: never <pad> or <s> (DecodeOptions).
 inline bool emittable(int64_t token) { return token != kPadId && token != kBosId; }
 
-// The obvious greedy algorithm: argmax of the last position (over the emittable tokens) until EOS
-// or max_steps steps.
+// The obvious greedy algorithm: argmax of the last position (over the emittable tokens, EOS
+// among them once min_len tokens are out) until EOS or max_steps steps.
 inline Hypothesis naive_greedy(model::Transformer& model, const std::vector<int32_t>& sentence,
-                               int64_t max_steps) {
+                               int64_t max_steps, int64_t min_len = DecodeOptions().min_len) {
   torch::NoGradGuard no_grad;
   auto src = source_row(sentence);
   Hypothesis hyp;
@@ -153,7 +153,9 @@ inline Hypothesis naive_greedy(model::Transformer& model, const std::vector<int3
     auto logp = next_logp(model, src, hyp.tokens);
     int64_t best = -1;
     for (int64_t token = 0; token < logp.size(0); ++token) {
-      if (emittable(token) && (best < 0 || logp[token].item<double>() > logp[best].item<double>())) {
+      const bool banned = token == kEosId && static_cast<int64_t>(hyp.tokens.size()) < min_len;
+      if (emittable(token) && !banned &&
+          (best < 0 || logp[token].item<double>() > logp[best].item<double>())) {
         best = token;
       }
     }
@@ -206,7 +208,8 @@ inline ProbeBatch probe_batch(uint64_t seed) {
 }
 
 // Beam search as DecodeOptions documents it, for one sentence, written for clarity: every
-// (hypothesis, emittable token) pair is scored and sorted; EOS among the first K finish (up to K in all),
+// (hypothesis, emittable token) pair is scored and sorted (EOS emittable once a hypothesis has
+// min_len tokens); EOS among the first K finish (up to K in all),
 // the first K others live on; done at K finished or at max_steps, where the live ones finish
 // unterminated; the n best by score / length^alpha. An ensemble scores a token by the weighted sum
 // of its models' log-probabilities.
@@ -223,6 +226,7 @@ inline std::vector<Hypothesis> naive_beam(const Ensemble& ensemble,
       auto logp = ensemble_next_logp(ensemble, src, hyp.tokens);
       for (int64_t token = 0; token < logp.size(0); ++token) {
         if (!emittable(token)) continue;
+        if (token == kEosId && static_cast<int64_t>(hyp.tokens.size()) < options.min_len) continue;
         Hypothesis c = hyp;
         c.score += logp[token].item<double>();
         c.ended = token == kEosId;

@@ -55,6 +55,29 @@ TEST(GreedyDecode, StopsAtTheLengthLimitWithoutEos) {
   expect_same(hyps[1], naive_greedy(model, sentences[1], 4), "row 1");
 }
 
+// A model that would end every sentence at once (EOS far likelier than any word): with --min-len
+// N each translation has exactly N tokens, as the naive loop gives them; with 0 it is empty.
+TEST(GreedyDecode, MinLenForbidsEosUntilThatManyTokens) {
+  auto model = tiny_model(100.0);
+  torch::manual_seed(5);
+  std::vector<std::vector<int32_t>> sentences = {random_sentence(3), random_sentence(6)};
+  for (const int64_t min_len : {0, 1, 3}) {
+    DecodeOptions options;
+    options.min_len = min_len;
+    auto hyps = greedy_decode(model, source_batch(sentences), options);
+    for (size_t i = 0; i < sentences.size(); ++i) {
+      const auto what = "min_len " + std::to_string(min_len) + ", row " + std::to_string(i);
+      EXPECT_EQ(static_cast<int64_t>(hyps[i].tokens.size()), min_len) << what;
+      EXPECT_TRUE(hyps[i].ended) << what;
+      const auto limit = step_limit(sentences[i].size(), options, model->options().max_positions);
+      expect_same(hyps[i], naive_greedy(model, sentences[i], limit, min_len), what);
+    }
+  }
+  DecodeOptions negative;
+  negative.min_len = -1;
+  EXPECT_THROW(greedy_decode(model, source_batch(sentences), negative), std::invalid_argument);
+}
+
 TEST(GreedyDecode, EmptyBatchGivesNoHypotheses) {
   auto model = tiny_model(0.0);
   auto hyps = greedy_decode(model, torch::zeros({0, 5}, torch::kLong), DecodeOptions());

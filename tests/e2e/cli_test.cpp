@@ -93,6 +93,12 @@ TEST_F(ToolErrors, DecodeNamesTheMissingRequiredFlag) {
   expect_one_line({tool("tandem-decode") + " < /dev/null", "--checkpoint"});
 }
 
+TEST_F(ToolErrors, DecodeNamesANegativeMinLength) {
+  expect_one_line(
+      {tool("tandem-decode") + " --checkpoint " + file("absent.h5") + " --min-len -1 < /dev/null",
+       "--min-len"});
+}
+
 TEST_F(ToolErrors, PrepNamesTheMissingInputFile) {
   expect_one_line({tool("tandem-prep") + " --train-src " + file("absent.src") + " --train-tgt " +
                        file("absent.tgt") + " --out " + file("out.h5"),

@@ -104,8 +104,8 @@ class Export : public ::testing::Test {
   }
 
   // CTranslate2's translations of the test sources (raw text in, detokenized text out), with the
-  // length limits the model's position table allows and EOS allowed at the first step, as in
-  // tandem-decode. `env` goes before the command.
+  // length limits the model's position table allows and its own default minimum length (1, as
+  // tandem-decode's). `env` goes before the command.
   static std::vector<std::string> ct2_translate(const std::string& model_dir, int beam,
                                                 const std::string& flags = "",
                                                 const std::string& env = "") {
@@ -114,7 +114,7 @@ class Export : public ::testing::Test {
     const auto r = run_command(
         env + " PYTHONPATH=" + *python_path_ + " " + (python != nullptr ? python : "python3") + " " +
         TANDEM_LAUNCH_DIR + "/ctranslate2-decode.py " + model_dir + " " + file("test.src") + " " +
-        out + " --beam " + std::to_string(beam) + " --lenpen 0.6 --min-len 0 --max-len 128 " +
+        out + " --beam " + std::to_string(beam) + " --lenpen 0.6 --max-len 128 " +
         "--max-input-len 128 " + flags);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return lines_of(read_text(out));
@@ -232,7 +232,7 @@ TEST_F(Export, AMultilingualModelTranslatesTaggedInputAsTandemDecodes) {
   const auto r = run_command(
       "PYTHONPATH=" + *python_path_ + " " + (python != nullptr ? python : "python3") + " " +
       TANDEM_LAUNCH_DIR + "/ctranslate2-decode.py " + out + " " + file("tagged.src") + " " +
-      file("tagged.hyp") + " --beam 1 --min-len 0 --max-len 128 " + "--max-input-len 128");
+      file("tagged.hyp") + " --beam 1 --max-len 128 --max-input-len 128");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto ct2 = lines_of(read_text(file("tagged.hyp")));
   const auto tandem = tandem_greedy(checkpoint("multi"), checkpoint::Weights::kAverage, tagged);

@@ -50,15 +50,19 @@ struct Beams {
 // summed score, best first, as [sentences, 3, 2K] double on the CPU holding (score, token, row of
 // the parent within its sentence). One transfer, so the host waits once per step.
 torch::Tensor best_candidates(const std::vector<torch::Tensor>& logits,
-                              const std::vector<double>& weights, const Beams& beams,
-                              int64_t beam) {
+                              const std::vector<double>& weights, const Beams& beams, int64_t beam,
+                              bool ban_eos) {
   const auto sentences = static_cast<int64_t>(beams.sentence.size());
   // Only a row's own 2K best tokens can be among its sentence's 2K best candidates, <pad> and <s>
   // aside: never a continuation (as a MarianMT model's bad_words_ids bans its pad, which is an
-  // imported model's <s>), so two more are taken and those two put out of reach.
-  const int64_t per_row = std::min<int64_t>(2 * beam + 2, logits.front().size(1));
-  auto [row_logp, row_token] = top_log_probs(logits, weights, per_row);  // [sentences * width, 2K+2]
-  row_logp.masked_fill_(row_token.eq(kPadId).logical_or(row_token.eq(kBosId)), -INFINITY);
+  // imported model's <s>), so two more are taken and those two put out of reach; and EOS too
+  // before the minimum length, with one more.
+  const int64_t banned = ban_eos ? 3 : 2;
+  const int64_t per_row = std::min<int64_t>(2 * beam + banned, logits.front().size(1));
+  auto [row_logp, row_token] = top_log_probs(logits, weights, per_row);  // [rows, 2K + banned]
+  auto out_of_reach = row_token.eq(kPadId).logical_or(row_token.eq(kBosId));
+  if (ban_eos) out_of_reach.logical_or_(row_token.eq(kEosId));
+  row_logp.masked_fill_(out_of_reach, -INFINITY);
   auto prior = torch::tensor(beams.scores, torch::kDouble).to(row_logp.device()).unsqueeze(1);
   // Scores are sums of per-step float log-probabilities, added in double in step order.
   auto total = (prior + row_logp.to(torch::kDouble)).view({sentences, -1});
@@ -111,8 +115,10 @@ void advance_sentence(const Beams& beams, int64_t index,
     const auto token = static_cast<int64_t>(choice[1][r]);
     const auto parent = index * beams.width + static_cast<int64_t>(choice[2][r]);
     if (token == kEosId) {
-      // An EOS ranked past K would not have taken a beam slot, so it is not a result either.
-      if (r < beam && static_cast<int64_t>(finished.size()) < beam) {
+      // An EOS ranked past K would not have taken a beam slot, so it is not a result either; nor
+      // is one banned before the minimum length (ranked last, where the vocabulary has no 2K
+      // others).
+      if (r < beam && std::isfinite(choice[0][r]) && static_cast<int64_t>(finished.size()) < beam) {
         finished.push_back({beams.tokens[parent], choice[0][r], true});
       }
       continue;
@@ -168,6 +174,7 @@ void rank(std::vector<Hypothesis>& hyps, const DecodeOptions& options) {
 
 void validate(const DecodeOptions& options, int64_t vocab_size) {
   require(options.max_len_a >= 0, "max_len_a", options.max_len_a, ">= 0");
+  require(options.min_len >= 0, "min_len", options.min_len, ">= 0");
   require(options.batch_tokens > 0, "batch_tokens", options.batch_tokens, "> 0");
   // Each row's 2K + 2 best tokens, <pad> and <s> among them at worst (best_candidates).
   require(options.beam_size >= 1 && 2 * options.beam_size + 2 <= vocab_size, "beam_size",
@@ -210,7 +217,9 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
     for (size_t i = 0; i < models.size(); ++i) {
       logits.push_back(models[i]->decode_step(tokens, states[i]));
     }
-    auto choice = best_candidates(logits, ensemble.weights(), beams, options.beam_size);
+    // Step s adds a hypothesis' s-th token: EOS may end it there once s - 1 >= min_len.
+    auto choice = best_candidates(logits, ensemble.weights(), beams, options.beam_size,
+                                  step <= options.min_len);
     auto rows = advance(beams, choice, step, limits, options, finished);
     if (beams.sentence.empty()) break;
     for (auto& state : states) state.select(rows, beams.width);

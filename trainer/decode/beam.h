@@ -20,6 +20,10 @@ struct DecodeOptions {
   // length counts non-pad tokens (EOS included); at least 1, at most the model's max_positions.
   double max_len_a = 1.2;
   int64_t max_len_b = 10;
+  // Tokens a translation has at least before EOS may end it (fairseq's --min-len, CTranslate2's
+  // min_decoding_length, both 1 by default): 1 forbids the empty translation, which could
+  // otherwise take one of beam search's finished places; 0 lets EOS end one at its first step.
+  int64_t min_len = 1;
   // Source tokens per batch when translating many sentences. On one CPU core 2048 decoded the
   // Bible test split ~6 % faster than 4096 at beam 4 (the batch's caches stay in cache); a GPU
   // wants far larger batches (tandem-decode --batch-tokens).

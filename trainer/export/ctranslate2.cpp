@@ -210,7 +210,8 @@ nlohmann::json provenance_json(const Ct2Provenance& p, Ct2Quantization quantizat
            {{"beam_size", defaults.beam_size},
             {"length_penalty", defaults.length_penalty},
             {"max_len_a", defaults.max_len_a},
-            {"max_len_b", defaults.max_len_b}}}};
+            {"max_len_b", defaults.max_len_b},
+            {"min_decoding_length", defaults.min_len}}}};
 }
 
 }  // namespace

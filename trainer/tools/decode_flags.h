@@ -35,6 +35,11 @@ inline void add_decode_flags(CLI::App& app, decode::DecodeOptions& options) {
                  "length counts its EOS)")
       ->capture_default_str();
   app.add_option("--max-len-b", options.max_len_b, "see --max-len-a")->capture_default_str();
+  app.add_option("--min-len", options.min_len,
+                 "tokens a translation has at least before EOS may end it (fairseq's --min-len, "
+                 "CTranslate2's min_decoding_length); 0 allows the empty translation")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 }
 
 // --raw-weights: the checkpoint's weights as training left them rather than their moving average.

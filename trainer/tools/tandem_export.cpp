@@ -21,12 +21,12 @@ constexpr const char* kExamples = R"(Examples:
   sp = spm.SentencePieceProcessor(model_file="runs/tiny/ct2/sentencepiece.model")
   tr = ctranslate2.Translator("runs/tiny/ct2")
   out = tr.translate_batch([sp.encode("In the beginning", out_type=str)], beam_size=4,
-                           length_penalty=0.6, min_decoding_length=0)
+                           length_penalty=0.6)
   print(sp.decode(out[0].hypotheses[0]))'
 The folder holds model.bin, config.json, shared_vocabulary.json, sentencepiece.model and
 tandem.json (the checkpoint, step and weights it came from). CTranslate2 adds the source's EOS
-itself; tokenize with sentencepiece.model and pass the pieces. beam_size=4, length_penalty=0.6,
-min_decoding_length=0 is tandem-decode's own search (docs/serving.md).)";
+itself; tokenize with sentencepiece.model and pass the pieces. beam_size=4, length_penalty=0.6
+(and CTranslate2's default min_decoding_length=1) is tandem-decode's own search (docs/serving.md).)";
 
 struct Args {
   std::string checkpoint, to, out, quantization = "float32";

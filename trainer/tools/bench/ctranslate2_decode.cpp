@@ -85,7 +85,7 @@ Ct2Run run_ctranslate2(const Ct2DecodeOptions& options, const data::Vocab& vocab
   const int code = run_process(
       {options.python, options.script, options.model_dir, input, output, "--pieces",
        "--beam", std::to_string(decode.beam_size), "--lenpen", std::to_string(decode.length_penalty),
-       "--min-len", "0", "--max-len", std::to_string(decode.max_len_b),
+       "--min-len", std::to_string(decode.min_len), "--max-len", std::to_string(decode.max_len_b),
        "--max-input-len", std::to_string(max_positions),
        "--compute-type", precision == "int8" ? "int8" : "float32", "--threads",
        std::to_string(threads), "--batch-tokens", std::to_string(decode.batch_tokens),
