@@ -7,6 +7,7 @@
 
 #include "tests/e2e/run_command.h"
 #include "trainer/common/temp_dir.h"
+#include "trainer/kernels/cpu/cpu_path.h"
 
 namespace tandem::test {
 namespace {
@@ -97,6 +98,30 @@ TEST_F(ToolErrors, DecodeNamesANegativeMinLength) {
   expect_one_line(
       {tool("tandem-decode") + " --checkpoint " + file("absent.h5") + " --min-len -1 < /dev/null",
        "--min-len"});
+}
+
+// TANDEM_CPU_KERNELS: an unknown path, and a path this CPU cannot execute (where there is one),
+// before anything is loaded or trained.
+TEST_F(ToolErrors, EveryToolThatRunsKernelsNamesAForcedPathTheCpuLacks) {
+  std::vector<std::string> values = {"avx3"};
+  for (const auto path : {model::CpuPath::kAvx512Vnni, model::CpuPath::kAvx512,
+                          model::CpuPath::kAvxVnni, model::CpuPath::kAvx2}) {
+    if (!model::cpu_executes(path)) {
+      values.push_back(model::cpu_path_name(path));
+      break;
+    }
+  }
+  for (const auto& value : values) {
+    const std::string env = "TANDEM_CPU_KERNELS=" + value + " ";
+    expect_one_line(
+        {env + tool("tandem-decode") + " --checkpoint " + file("absent.h5") + " < /dev/null",
+         "TANDEM_CPU_KERNELS=" + value});
+    expect_one_line(
+        {env + tool("tandem-eval") + " --checkpoint " + file("absent.h5") + " --split test",
+         "TANDEM_CPU_KERNELS=" + value});
+    expect_one_line({env + tool("tandem-train") + " --config " + file("no-corpus.yaml"),
+                     "TANDEM_CPU_KERNELS=" + value});
+  }
 }
 
 TEST_F(ToolErrors, PrepNamesTheMissingInputFile) {

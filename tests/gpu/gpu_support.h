@@ -6,7 +6,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include "trainer/model/gpu_ops.h"
+#include "trainer/kernels/cuda/gpu_ops.h"
 #include "trainer/parallel/process_group.h"
 
 #define SKIP_WITHOUT_GPU()                                                     \

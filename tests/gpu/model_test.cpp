@@ -19,9 +19,9 @@
 #include "trainer/common/token_ids.h"
 #include "trainer/model/autocast.h"
 #include "trainer/model/bf16_linear.h"
-#include "trainer/model/gpu_ops.h"
-#include "trainer/model/kernels.h"
-#include "trainer/model/philox.h"
+#include "trainer/kernels/cuda/gpu_ops.h"
+#include "trainer/kernels/fused/ops.h"
+#include "trainer/kernels/cuda/philox.h"
 #include "trainer/model/token_loss.h"
 #include "trainer/model/transformer.h"
 

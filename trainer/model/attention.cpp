@@ -1,6 +1,6 @@
 #include "trainer/model/attention.h"
 
-#include "trainer/model/step_attention.h"
+#include "trainer/kernels/cpu/step_attention.h"
 
 namespace tandem::model {
 

@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "trainer/model/bf16_linear.h"
-#include "trainer/model/frozen_linear.h"
-#include "trainer/model/kernels.h"
+#include "trainer/kernels/cpu/frozen_linear.h"
+#include "trainer/kernels/fused/ops.h"
 
 namespace tandem::model {
 

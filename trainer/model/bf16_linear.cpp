@@ -5,7 +5,7 @@
 #include <tuple>
 #include <vector>
 
-#include "trainer/model/gpu_ops.h"
+#include "trainer/kernels/cuda/gpu_ops.h"
 
 namespace tandem::model {
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "trainer/model/decoder_state.h"
-#include "trainer/model/gpu_ops.h"
+#include "trainer/kernels/cuda/gpu_ops.h"
 
 namespace tandem::model {
 namespace {

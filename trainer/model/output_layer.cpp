@@ -1,6 +1,6 @@
 #include "trainer/model/output_layer.h"
 
-#include "trainer/model/kernels.h"
+#include "trainer/kernels/fused/ops.h"
 
 namespace tandem::model {
 

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "trainer/model/frozen_linear.h"
+#include "trainer/kernels/cpu/frozen_linear.h"
 #include "trainer/model/token_loss.h"
 
 namespace tandem::model {

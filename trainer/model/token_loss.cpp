@@ -7,7 +7,7 @@
 
 #include "trainer/common/token_ids.h"
 #include "trainer/model/autocast.h"
-#include "trainer/model/gpu_ops.h"
+#include "trainer/kernels/cuda/gpu_ops.h"
 
 namespace tandem::model {
 namespace {

@@ -14,6 +14,7 @@
 #include "trainer/runtime/cpu_runtime.h"
 #include "trainer/runtime/device.h"
 #include "trainer/checkpoint/model_io.h"
+#include "trainer/kernels/cpu/cpu_path.h"
 
 namespace tandem::tools {
 
@@ -88,17 +89,17 @@ inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags) {
   app.add_option(
          "--precision", flags.precision,
          "fp32: on the CPU the matrix products' weights are packed once at load for Tandem's "
-         "AVX2 loop; or int8: quantized once at load (one scale per row) and run by "
-         "Tandem's AVX-512 VNNI loop (LibTorch's int8 kernels on CPUs without VNNI); close to "
-         "fp32 in quality, in speed it depends on the CPU (slower than fp32 on AVX2 without "
-         "VNNI: see docs/configs.md)")
+         "AVX2 or AVX-512 loops; or int8: quantized once at load (one scale per row) and run "
+         "by Tandem's AVX2, AVX-VNNI or AVX-512 VNNI loops (LibTorch's int8 kernels without "
+         "AVX2); close to fp32 in quality, 1.8x (AVX2) to 2.2x (AVX-512 VNNI) its speed in "
+         "docs/configs.md's runs (TANDEM_CPU_KERNELS forces a lower path)")
       ->check(CLI::IsMember({"fp32", "int8"}))
       ->capture_default_str();
   add_device_flag(app, flags.device);
   return checkpoint;
 }
 
-// int8 runs on the CPU only (Tandem's VNNI loop or LibTorch's quantized CPU kernels).
+// int8 runs on the CPU only (Tandem's own loops or LibTorch's quantized CPU kernels).
 inline void check_precision_on(const std::string& precision, const torch::Device& device) {
   if (precision == "int8" && !device.is_cpu()) {
     throw std::invalid_argument(
@@ -128,6 +129,7 @@ inline checkpoint::InferenceEnsemble load_models(const ModelFlags& flags,
                                 " values for " + std::to_string(flags.checkpoints.size()) +
                                 " --checkpoint; give one per checkpoint");
   }
+  model::cpu_path();  // TANDEM_CPU_KERNELS: a path this CPU executes, or exit 2
   const torch::Device device = runtime::inference_device(flags.device);
   check_precision_on(flags.precision, device);
   options.threads = flags.threads > 0 ? flags.threads : device.is_cpu() ? cpu_count() : 1;

@@ -11,6 +11,7 @@
 #include "trainer/common/error.h"
 #include "trainer/common/log.h"
 #include "trainer/config/config.h"
+#include "trainer/kernels/cpu/cpu_path.h"
 #include "trainer/parallel/process_group.h"
 #include "trainer/tools/launcher.h"
 #include "trainer/tools/process.h"
@@ -184,6 +185,16 @@ void declare_options(CLI::App& app, Args& args) {
   app.footer(kExamples);
 }
 
+// TANDEM_CPU_KERNELS, when set, names a kernel path this CPU executes (docs/configs.md), or it is a
+// usage error: validation's decoding would meet it only at its first step.
+void check_cpu_kernels() {
+  try {
+    tandem::model::cpu_path();
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError(e.what());
+  }
+}
+
 // The options that go together: the restart options need a launcher, and a launcher has either
 // --ranks or --hostfile. CLI::ValidationError (a usage error) otherwise.
 void check_launcher_options(const Args& args) {
@@ -204,8 +215,10 @@ int main(int argc, char** argv) {
   CLI::App app{"Train an encoder-decoder Transformer (data parallel, N ranks)."};
   Args args;
   declare_options(app, args);
-  if (const auto done = tools::parse_command_line(app, "tandem-train", argc, argv,
-                                                  [&] { check_launcher_options(args); })) {
+  if (const auto done = tools::parse_command_line(app, "tandem-train", argc, argv, [&] {
+        check_launcher_options(args);
+        check_cpu_kernels();
+      })) {
     return *done;
   }
 

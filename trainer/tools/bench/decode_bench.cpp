@@ -14,6 +14,7 @@
 #include "trainer/common/temp_dir.h"
 #include "trainer/common/token_ids.h"
 #include "trainer/eval/bleu_chrf.h"
+#include "trainer/kernels/cpu/cpu_path.h"
 #include "trainer/runtime/cpu_runtime.h"
 #include "trainer/runtime/device.h"
 #include "trainer/tools/decode_flags.h"
@@ -234,7 +235,10 @@ std::vector<Row> measure_rows(DecodeBenchOptions& o, const torch::Device& device
 void print_rows(const std::vector<Row>& rows, nlohmann::json& record) {
   std::printf("%-22s %8s %8s %7s %9s %10s %7s\n", "decoder", "wall s", "user s", "sys s", "words/s",
               "tokens/s", "BLEU");
-  std::printf("on %s\n", record["device"].get<std::string>().c_str());
+  std::printf("on %s (CPU kernels: fp32 %s, int8 %s)\n",
+              record["device"].get<std::string>().c_str(),
+              record["cpu_kernels"]["fp32"].get<std::string>().c_str(),
+              record["cpu_kernels"]["int8"].get<std::string>().c_str());
   for (const auto& row : rows) {
     char bleu[16] = "-";
     if (row.bleu >= 0) std::snprintf(bleu, sizeof bleu, "%.2f", row.bleu);
@@ -322,6 +326,7 @@ int run_decode_bench(DecodeBenchOptions o) {
     }
     check_ctranslate2(o.ctranslate2);
   }
+  model::cpu_path();  // TANDEM_CPU_KERNELS: a path this CPU executes, or exit 2
   runtime::configure_cpu_runtime({1, 0, runtime::Workload::kDecoding});
   auto m = checkpoint::load_for_inference(o.checkpoint);
   if (!o.ctranslate2.model_dir.empty()) same_length_limit(o, m.model->options().max_positions);
@@ -332,6 +337,9 @@ int run_decode_bench(DecodeBenchOptions o) {
   nlohmann::json record{{"sentences", in.sources.size()},
                         {"repeat", o.repeat},
                         {"device", device.str()},
+                        {"cpu_kernels",
+                         {{"fp32", model::cpu_path_name(model::fp32_path())},
+                          {"int8", model::cpu_path_name(model::int8_path())}}},
                         {"rows", {}}};
   print_rows(rows, record);
   std::vector<Row> own;  // Tandem's rows alone, for the ratios between them

@@ -1,5 +1,5 @@
-// Linear layers in int8 for decoding on CPUs without AVX-512 VNNI, through LibTorch's dynamically
-// quantized matrix product (FrozenLinear's packed loop serves CPUs with VNNI).
+// Linear layers in int8 for decoding on the generic path (cpu_path.h: CPUs without AVX2, or
+// TANDEM_CPU_KERNELS=generic), through LibTorch's dynamically quantized matrix product.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -9,10 +9,10 @@
 
 namespace tandem::model {
 
-// Linear layers in int8 for decoding on CPUs without AVX-512 VNNI (FrozenLinear's own packed int8
-// loop serves those with it): the weight is quantized once, symmetrically with one scale per
-// output row, and applied by LibTorch's
-// dynamically quantized matrix product (its oneDNN or FBGEMM kernels), which quantizes the input
+// Linear layers in int8 for decoding on the generic path (FrozenLinear's own packed int8 loops
+// serve the others): the weight is quantized once, symmetrically with one scale per output row,
+// and applied by LibTorch's dynamically quantized matrix product (its oneDNN or FBGEMM kernels),
+// which quantizes the input
 // rows at every call with one scale and zero point per product, to 8 bits on CPUs with VNNI
 // instructions and to 7 bits on the others (whose u8 x s8 instruction sums pairs into 16 bits,
 // which 8-bit inputs can overflow).

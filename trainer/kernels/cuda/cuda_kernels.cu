@@ -11,8 +11,8 @@
 #include <string>
 #include <type_traits>
 
-#include "trainer/model/cuda_kernels.h"
-#include "trainer/model/philox.h"
+#include "trainer/kernels/cuda/cuda_kernels.h"
+#include "trainer/kernels/cuda/philox.h"
 
 namespace tandem::model::cuda {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainer/model/step_attention.h"
+#include "trainer/kernels/cpu/step_attention.h"
 
 #include <ATen/Parallel.h>
 #include <immintrin.h>
@@ -8,8 +8,8 @@
 #include <limits>
 #include <vector>
 
-#include "trainer/model/frozen_linear.h"
-#include "trainer/model/kernels.h"
+#include "trainer/kernels/cpu/frozen_linear.h"
+#include "trainer/kernels/fused/ops.h"
 
 namespace tandem::model {
 namespace {
@@ -112,7 +112,7 @@ bool loop_applies(const torch::Tensor& q, const torch::Tensor& kv, int64_t heads
          (q.size(1) / heads) % 8 == 0;
 }
 
-// The same through the attention kernels of kernels.h, where the packed loop does not apply.
+// The same through the attention kernels of fused/ops.h, where the packed loop does not apply.
 torch::Tensor step_attention_with_tensor_ops(const torch::Tensor& q, const torch::Tensor& kv,
                                              int64_t len, int64_t width,
                                              const torch::Tensor& pad_in, int64_t heads,

@@ -1,4 +1,4 @@
-#include "trainer/model/gpu_ops.h"
+#include "trainer/kernels/cuda/gpu_ops.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -14,8 +14,8 @@
 #include <mutex>
 #include <tuple>
 
-#include "trainer/model/cuda_kernels.h"
-#include "trainer/model/philox.h"
+#include "trainer/kernels/cuda/cuda_kernels.h"
+#include "trainer/kernels/cuda/philox.h"
 #endif
 
 namespace tandem::model {

@@ -1,10 +1,10 @@
-// Attention on a GPU through LibTorch >= 2's fused kernels, for fused_attention (kernels.h) and
+// Attention on a GPU through LibTorch >= 2's fused kernels, for fused_attention (ops.h) and
 // with its contract; its tensor-op path serves everything else.
 #pragma once
 
 #include <torch/torch.h>
 
-#include "trainer/model/kernels.h"
+#include "trainer/kernels/fused/attention_mask.h"
 
 namespace tandem::model {
 

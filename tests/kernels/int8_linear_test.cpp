@@ -1,7 +1,7 @@
 // Int8Linear against the exact product in double: every output within the error that int8
 // weights with one scale per row and int8 (or 7-bit) inputs with one scale per product allow, which
 // a single scale for the whole weight would exceed on its small rows.
-#include "trainer/model/int8_linear.h"
+#include "trainer/kernels/cpu/int8_linear.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

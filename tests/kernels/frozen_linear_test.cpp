@@ -1,9 +1,10 @@
-// FrozenLinear in fp32 against a naive loop: with AVX2/FMA every output is, bit for bit, the
-// in-order FMA chain over its row started from the bias (what the packed tiles compute), for row,
-// column and depth counts on and off the tiles' and blocks' edges; without them it is BLAS, within
-// float rounding. In int8 with AVX-512 VNNI, bit for bit the quantized product computed by hand.
+// FrozenLinear on every kernel path this CPU executes, against naive loops. fp32: on avx2 and
+// avx512 every output is, bit for bit, the in-order FMA chain over its row started from the bias
+// (what the packed tiles compute), for row, column and depth counts on and off the tiles' and
+// blocks' edges; on the generic path it is BLAS, within float rounding. int8 (avx2, avx_vnni,
+// avx512_vnni): bit for bit the quantized product computed by hand with integers.
 // The weight is copied at construction, and leading dimensions are kept.
-#include "trainer/model/frozen_linear.h"
+#include "trainer/kernels/cpu/frozen_linear.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -12,8 +13,6 @@
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include "trainer/model/layers.h"
 
 namespace tandem::model {
 namespace {
@@ -37,22 +36,49 @@ torch::Tensor fma_chain(const torch::Tensor& x, const torch::Tensor& weight,
   return y;
 }
 
-TEST(FrozenLinear, Fp32IsTheInOrderProductForEveryShape) {
+// One test per kernel path (cpu_path.h), run where this CPU executes it and skipped with the reason
+// where it does not.
+class EveryPath : public ::testing::TestWithParam<CpuPath> {
+ protected:
+  void SetUp() override {
+    if (!cpu_executes(GetParam())) {
+      GTEST_SKIP() << "this CPU cannot execute " << cpu_path_name(GetParam()) << " (its highest is "
+                   << cpu_path_name(cpu_best_path()) << ")";
+    }
+  }
+};
+
+std::string path_name(const ::testing::TestParamInfo<CpuPath>& info) {
+  return cpu_path_name(info.param);
+}
+
+class Fp32Path : public EveryPath {};
+class Int8Path : public EveryPath {};
+
+INSTANTIATE_TEST_SUITE_P(FrozenLinear, Fp32Path,
+                         ::testing::Values(CpuPath::kGeneric, CpuPath::kAvx2, CpuPath::kAvx512),
+                         path_name);
+INSTANTIATE_TEST_SUITE_P(FrozenLinear, Int8Path,
+                         ::testing::Values(CpuPath::kAvx2, CpuPath::kAvxVnni, CpuPath::kAvx512Vnni),
+                         path_name);
+
+TEST_P(Fp32Path, IsTheInOrderProductForEveryShape) {
   torch::manual_seed(41);
-  // Rows: one, a tile's 6 and either side, past one block of rows (384 at in = 256, 90 at 1030).
-  // Columns: under, at and past a 16-column panel. Depth: tiny, odd, the model's.
+  // Rows: one, a tile's 6 and either side, past one block of rows (384 at in = 256, 84 at 1030).
+  // Columns: under, at and past a 16- and a 32-column panel. Depth: tiny, odd, the model's.
   for (const int64_t in : {1, 3, 64, 256, 1030}) {
-    for (const int64_t out : {1, 15, 16, 17, 40}) {
+    for (const int64_t out : {1, 15, 16, 17, 33, 40}) {
       for (const int64_t rows : {1, 5, 6, 7, 13, 100, 197, 400}) {
         const auto what =
             std::to_string(rows) + " x " + std::to_string(in) + " -> " + std::to_string(out);
         auto weight = torch::randn({out, in}), bias = torch::randn({out});
         auto x = torch::randn({rows, in});
-        const FrozenLinear linear(weight, bias, InferencePrecision::kFp32);
+        const FrozenLinear linear(weight, bias, InferencePrecision::kFp32, GetParam());
+        ASSERT_EQ(linear.path(), GetParam());
         const auto y = linear(x);
         ASSERT_EQ(y.sizes(), (std::vector<int64_t>{rows, out})) << what;
         const auto expected = fma_chain(x, weight, bias);
-        if (cpu_has_packed_fp32()) {
+        if (GetParam() != CpuPath::kGeneric) {
           ASSERT_TRUE(torch::equal(y, expected))
               << what << ": largest difference " << (y - expected).abs().max().item<double>();
         } else {
@@ -65,16 +91,17 @@ TEST(FrozenLinear, Fp32IsTheInOrderProductForEveryShape) {
   }
 }
 
-// The int8 scheme by hand: input row r scaled by 127 / max|x_r| and rounded to nearest even,
-// weight row o by 127 / max|w_o| (each all-zero row: scale 1), the integer products summed
-// exactly, then y = (sum · w scale_o) · x scale_r + bias_o, in float.
+// The int8 scheme by hand: input row r scaled by L / max|x_r| (L = `levels`: 127, or 63 on avx2)
+// and rounded to nearest even, weight row o by 127 / max|w_o| (each all-zero row: scale 1), the
+// integer products summed exactly, then y = (sum · w scale_o) · x scale_r + bias_o, in float.
 torch::Tensor int8_by_hand(const torch::Tensor& x, const torch::Tensor& weight,
-                           const torch::Tensor& bias) {
+                           const torch::Tensor& bias, float levels) {
   const int64_t rows = x.size(0), in = x.size(1), out = weight.size(0);
-  auto quantize = [&](const float* row, int64_t n, std::vector<int64_t>& q, bool divide) {
+  auto quantize = [&](const float* row, int64_t n, std::vector<int64_t>& q, bool divide,
+                      float steps) {
     float top = 0;
     for (int64_t k = 0; k < n; ++k) top = std::max(top, std::fabs(row[k]));
-    const float inv = top > 0 ? 127.0F / top : 1.0F, scale = top > 0 ? top / 127.0F : 1.0F;
+    const float inv = top > 0 ? steps / top : 1.0F, scale = top > 0 ? top / steps : 1.0F;
     q.resize(n);
     for (int64_t k = 0; k < n; ++k) {
       q[k] = static_cast<int64_t>(std::nearbyint(divide ? row[k] / scale : row[k] * inv));
@@ -86,9 +113,9 @@ torch::Tensor int8_by_hand(const torch::Tensor& x, const torch::Tensor& weight,
   const auto xc = x.contiguous(), wc = weight.contiguous();
   std::vector<int64_t> qx, qw;
   for (int64_t o = 0; o < out; ++o) {
-    const float ws = quantize(wc.data_ptr<float>() + o * in, in, qw, true);
+    const float ws = quantize(wc.data_ptr<float>() + o * in, in, qw, true, 127.0F);
     for (int64_t r = 0; r < rows; ++r) {
-      const float xs = quantize(xc.data_ptr<float>() + r * in, in, qx, false);
+      const float xs = quantize(xc.data_ptr<float>() + r * in, in, qx, false, levels);
       int64_t sum = 0;
       for (int64_t k = 0; k < in; ++k) sum += qx[k] * qw[k];
       ya[r][o] = std::fma(static_cast<float>(sum) * ws, xs, bias[o].item<float>());
@@ -97,30 +124,31 @@ torch::Tensor int8_by_hand(const torch::Tensor& x, const torch::Tensor& weight,
   return y;
 }
 
-TEST(FrozenLinear, Int8IsTheQuantizedProductForEveryShape) {
-  if (!cpu_has_packed_int8()) GTEST_SKIP() << "no AVX-512 VNNI: int8 is Int8Linear (its own test)";
+TEST_P(Int8Path, IsTheQuantizedProductForEveryShape) {
   torch::manual_seed(43);
-  // Rows past a tile and past a block (384 at in = 256 and 1030 bytes); columns under, at and
-  // past a 32-column panel; depth not a multiple of 4 or 16.
+  // Rows past a tile of 4 or 6 and past a block (384 at in = 256, 84 at 1030); columns under, at
+  // and past a 16- and a 32-column panel; depth not a multiple of 4 or 32.
   for (const int64_t in : {1, 3, 64, 256, 1030}) {
-    for (const int64_t out : {1, 31, 32, 33, 70}) {
-      for (const int64_t rows : {1, 5, 7, 13, 100, 400}) {
+    for (const int64_t out : {1, 15, 17, 31, 32, 33, 70}) {
+      for (const int64_t rows : {1, 3, 5, 7, 13, 100, 400}) {
         const auto what =
             std::to_string(rows) + " x " + std::to_string(in) + " -> " + std::to_string(out);
         auto weight = torch::randn({out, in}), bias = torch::randn({out});
         auto x = torch::randn({rows, in});
         weight[out / 2].zero_();  // an all-zero weight row and input row: scale 1
         x[rows / 2].zero_();
-        const FrozenLinear linear(weight, bias, InferencePrecision::kInt8);
+        const FrozenLinear linear(weight, bias, InferencePrecision::kInt8, GetParam());
+        ASSERT_EQ(linear.path(), GetParam());
         const auto y = linear(x);
         ASSERT_EQ(y.sizes(), (std::vector<int64_t>{rows, out})) << what;
-        const auto expected = int8_by_hand(x, weight, bias);
+        const auto expected = int8_by_hand(x, weight, bias, linear.input_levels());
         ASSERT_TRUE(torch::equal(y, expected))
             << what << ": largest difference " << (y - expected).abs().max().item<double>();
         // And near the float product: each of the `in` terms off by at most half a step of x
         // times |w|, half a step of w times |x| and a quarter of both steps.
         const auto exact = torch::addmm(bias, x, weight.t());
-        const auto x_step = x.abs().amax(1, true) / 127, w_step = weight.abs().amax(1) / 127;
+        const auto x_step = x.abs().amax(1, true) / linear.input_levels();
+        const auto w_step = weight.abs().amax(1) / 127;
         const auto bound = 0.5 * x_step * weight.abs().sum(1) +
                            0.5 * x.abs().sum(1, true) * w_step + 0.25 * in * x_step * w_step +
                            1e-5 * (torch::mm(x.abs(), weight.abs().t()) + bias.abs()) + 1e-6;
@@ -162,48 +190,6 @@ TEST(FrozenLinear, WritesIntoABlockOfALargerResultAsItReturns) {
     EXPECT_THROW(linear(x, y.narrow(0, 0, 12)), c10::Error);                       // rows
     EXPECT_THROW(linear(x, torch::empty({13, 41}).narrow(1, 0, 40)), c10::Error);  // strided
   }
-}
-
-// The frozen feed-forward runs its rows a block at a time (128) through one hidden buffer: over
-// several blocks and a partial one, each output row is what that row alone gives, bit for bit, and
-// the unfrozen layer's within float rounding.
-TEST(FrozenLinear, FrozenFeedForwardInBlocksIsEachRowAlone) {
-  torch::manual_seed(44);
-  FeedForward ffn(FeedForwardOptions{16, 64});
-  ffn->eval();
-  torch::NoGradGuard no_grad;
-  const auto x = torch::randn({3, 100, 16});  // 300 rows: two whole blocks and 44 rows
-  const auto unfrozen = ffn(x);
-  ffn->freeze(InferencePrecision::kFp32);
-  const auto frozen = ffn(x);
-  ASSERT_EQ(frozen.sizes(), x.sizes());
-  EXPECT_TRUE(torch::allclose(frozen, unfrozen, 1e-5, 1e-5));
-  const auto rows = x.reshape({-1, 16}), out = frozen.reshape({-1, 16});
-  for (const int64_t r : {0, 127, 128, 255, 256, 299}) {
-    EXPECT_TRUE(torch::equal(out[r], ffn(rows.narrow(0, r, 1))[0])) << "row " << r;
-  }
-}
-
-// Swish (Marian's activation): frozen or not, fc2(h * sigmoid(h)) with h = fc1(x), computed here
-// from the weights; and its gradient through the unfrozen layer is autograd's of that formula.
-TEST(FrozenLinear, SwishFeedForwardIsFc2OfHTimesSigmoidH) {
-  torch::manual_seed(45);
-  FeedForward ffn(FeedForwardOptions{16, 64, Activation::kSwish});
-  ffn->eval();
-  const auto x = torch::randn({2, 150, 16}, torch::requires_grad());
-  const auto h = torch::matmul(x, ffn->fc1->weight.t()) + ffn->fc1->bias;
-  const auto expected = torch::matmul(h * torch::sigmoid(h), ffn->fc2->weight.t()) + ffn->fc2->bias;
-  const auto unfrozen = ffn(x);
-  EXPECT_TRUE(torch::allclose(unfrozen, expected, 1e-5, 1e-5));
-  const auto g = torch::randn_like(expected);
-  const auto want = torch::autograd::grad({expected}, {x, ffn->fc1->weight}, {g}, true);
-  const auto got = torch::autograd::grad({unfrozen}, {x, ffn->fc1->weight}, {g});
-  EXPECT_TRUE(torch::allclose(got[0], want[0], 1e-5, 1e-5));
-  EXPECT_TRUE(torch::allclose(got[1], want[1], 1e-4, 1e-5));
-  torch::NoGradGuard no_grad;
-  EXPECT_TRUE(torch::allclose(ffn(x), expected, 1e-5, 1e-5));  // in place without autograd
-  ffn->freeze(InferencePrecision::kFp32);
-  EXPECT_TRUE(torch::allclose(ffn(x), expected, 1e-5, 1e-5));
 }
 
 TEST(FrozenLinear, RefusesInputOfTheWrongWidth) {

@@ -3,7 +3,7 @@
 // with padding, causal masks and a sentence without keys; decoding's step_attention (both of its
 // paths) against the same loop, with the cache-row table gathered by hand; dropout_add's values,
 // mask rate, seeding and gradient.
-#include "trainer/model/kernels.h"
+#include "trainer/kernels/fused/ops.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -11,7 +11,7 @@
 #include <cmath>
 #include <vector>
 
-#include "trainer/model/step_attention.h"
+#include "trainer/kernels/cpu/step_attention.h"
 
 namespace tandem::model {
 namespace {

@@ -5,17 +5,9 @@
 
 #include <torch/torch.h>
 
+#include "trainer/kernels/fused/attention_mask.h"
+
 namespace tandem::model {
-
-// What a query may not attend to, without a [q_len, k_len] tensor.
-struct AttentionMask {
-  torch::Tensor key_pad;  // [batch, k_len] bool, true at padding keys; undefined: no padding
-  bool causal = false;    // query i sees keys j <= i only (q_len == k_len)
-
-  // The same as one bool tensor, true where forbidden, broadcastable to [batch, heads, q_len,
-  // k_len]; undefined when nothing is masked. For the tensor-op path.
-  torch::Tensor dense(int64_t q_len, const torch::Device& device) const;
-};
 
 // x [..., in] · weightᵀ + bias as one matrix product over all rows: LibTorch 1.13's linear() on
 // 3-d input is a matmul plus a separate bias pass, addmm fuses them.

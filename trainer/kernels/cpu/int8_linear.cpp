@@ -1,14 +1,12 @@
-#include "trainer/model/int8_linear.h"
-
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
+#include "trainer/kernels/cpu/int8_linear.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <mutex>
 #include <stdexcept>
 #include <string>
+
+#include "trainer/kernels/cpu/cpu_path.h"
 
 namespace tandem::model {
 namespace {
@@ -42,16 +40,7 @@ void select_int8_engine() {
 }  // namespace
 
 bool cpu_has_vnni() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx512vnni")) return true;
-  // AVX-VNNI, the 256-bit form: CPUID leaf 7 subleaf 1, EAX bit 4, where the OS keeps AVX state (as
-  // avx2's check tells). Asked by hand: clang 16's __builtin_cpu_supports does not know its name.
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __builtin_cpu_supports("avx2") && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 &&
-         (eax & (1u << 4)) != 0;
-#else
-  return false;
-#endif
+  return cpu_executes(CpuPath::kAvx512Vnni) || cpu_executes(CpuPath::kAvxVnni);
 }
 
 Int8Linear::Int8Linear(const torch::Tensor& weight, const torch::Tensor& bias)

@@ -1,7 +1,7 @@
 // The Philox4x32-10 behind the GPU's fused dropout, on the CPU: against ATen's own Philox engine
 // (an independent implementation), the Random123 known-answer block, and the keep decision's
 // bits and rate.
-#include "trainer/model/philox.h"
+#include "trainer/kernels/cuda/philox.h"
 
 #include <ATen/core/PhiloxRNGEngine.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // Attention on a GPU through LibTorch >= 2's fused kernels: SDPA (flash or memory-efficient) for
 // cross-attention, and with LibTorch >= 2.11 the memory-efficient kernels called on the packed
 // q | k | v rows for self-attention.
-#include "trainer/model/gpu_attention.h"
+#include "trainer/kernels/fused/gpu_attention.h"
 
 #include <torch/version.h>
 
@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "trainer/model/gpu_ops.h"
+#include "trainer/kernels/cuda/gpu_ops.h"
 
 namespace tandem::model {
 

@@ -1,7 +1,7 @@
 // CPU kernels: one BLAS call per (sentence, head) instead of LibTorch's batched matmul, which on
 // CPU without MKL loops over the batch with per-item dispatch (most of attention's time), and
 // masks read from the padding vector instead of a materialised [q_len, k_len] tensor.
-#include "trainer/model/kernels.h"
+#include "trainer/kernels/fused/ops.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -14,9 +14,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "trainer/model/gpu_attention.h"
-#include "trainer/model/gpu_ops.h"
-#include "trainer/model/philox.h"
+#include "trainer/kernels/fused/gpu_attention.h"
+#include "trainer/kernels/cuda/gpu_ops.h"
+#include "trainer/kernels/cuda/philox.h"
 
 namespace tandem::model {
 namespace {
@@ -360,19 +360,6 @@ class DropoutAddFunction : public torch::autograd::Function<DropoutAddFunction> 
 };
 
 }  // namespace
-
-torch::Tensor AttentionMask::dense(int64_t q_len, const torch::Device& device) const {
-  torch::Tensor forbidden;
-  if (key_pad.defined()) forbidden = key_pad.view({key_pad.size(0), 1, 1, key_pad.size(1)});
-  if (causal) {
-    auto future =
-        torch::ones({q_len, q_len}, torch::TensorOptions().dtype(torch::kBool).device(device))
-            .triu(1)
-            .view({1, 1, q_len, q_len});
-    forbidden = forbidden.defined() ? forbidden | future : future;
-  }
-  return forbidden;
-}
 
 torch::Tensor linear_rows(const torch::Tensor& x, const torch::Tensor& weight,
                           const torch::Tensor& bias) {
