@@ -91,8 +91,8 @@ inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags) {
          "fp32: on the CPU the matrix products' weights are packed once at load for Tandem's "
          "AVX2 or AVX-512 loops; or int8: quantized once at load (one scale per row) and run "
          "by Tandem's AVX2, AVX-VNNI or AVX-512 VNNI loops (LibTorch's int8 kernels without "
-         "AVX2); close to fp32 in quality, 1.8x (AVX2) to 2.2x (AVX-512 VNNI) its speed in "
-         "docs/configs.md's runs (TANDEM_CPU_KERNELS forces a lower path)")
+         "AVX2); close to fp32 in quality, 1.3-2.2x its speed in docs/configs.md's runs "
+         "(TANDEM_CPU_KERNELS forces a lower path)")
       ->check(CLI::IsMember({"fp32", "int8"}))
       ->capture_default_str();
   add_device_flag(app, flags.device);
