@@ -115,10 +115,9 @@ void advance_sentence(const Beams& beams, int64_t index,
     const auto token = static_cast<int64_t>(choice[1][r]);
     const auto parent = index * beams.width + static_cast<int64_t>(choice[2][r]);
     if (token == kEosId) {
-      // An EOS ranked past K would not have taken a beam slot, so it is not a result either; nor
-      // is one banned before the minimum length (ranked last, where the vocabulary has no 2K
-      // others).
-      if (r < beam && std::isfinite(choice[0][r]) && static_cast<int64_t>(finished.size()) < beam) {
+      // An EOS ranked past K would not have taken a beam slot, so it is not a result either. (One
+      // banned before the minimum length ranks after at least 2K - 1 others, so never among K.)
+      if (r < beam && static_cast<int64_t>(finished.size()) < beam) {
         finished.push_back({beams.tokens[parent], choice[0][r], true});
       }
       continue;

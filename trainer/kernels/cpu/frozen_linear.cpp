@@ -183,6 +183,7 @@ void FrozenLinear::packed_product(const torch::Tensor& rows_in, float* yp) const
   // int8: each input row in 8 bits with a scale of its own, rows a multiple of 16 bytes apart.
   const int64_t ldx = int8 ? (quads * 4 + 15) / 16 * 16 : in_;
   const int64_t panel_bytes = int8 ? quads * 4 * panel : in_ * panel * 4;
+  const float* x_scales = nullptr;  // int8: each input row's scale
   if (int8) {
     thread_local QuantizedRows quantized;
     if (static_cast<int64_t>(quantized.bytes.size()) < rows * ldx) {
@@ -198,29 +199,27 @@ void FrozenLinear::packed_product(const torch::Tensor& rows_in, float* yp) const
       }
     });
     job.x = bytes;
-    job.x_scales = scales;
+    x_scales = scales;
     job.depth = quads;
-    job.w_scales = scales_.data();
-    job.offset_sums = offset_sums_.data();
   } else {
     job.x = rows_in.data_ptr<float>();
     job.depth = in_;
   }
   job.ldx = ldx;
-  const auto* weights = int8 ? static_cast<const char*>(static_cast<const void*>(panels8_.data()))
-                             : static_cast<const char*>(static_cast<const void*>(panels_.data()));
+  const auto* weights = int8 ? reinterpret_cast<const char*>(panels8_.data())
+                             : reinterpret_cast<const char*>(panels_.data());
   const int64_t x_bytes = int8 ? 1 : 4;
   blocks_and_panels(rows, block_rows(in_), panels,
                     [&](int64_t r0, int64_t n, int64_t p, bool next) {
                       PanelJob part = job;
                       part.x = static_cast<const char*>(job.x) + r0 * ldx * x_bytes;
-                      if (int8) part.x_scales = job.x_scales + r0;
                       part.rows = n;
                       part.panel = weights + p * panel_bytes;
                       part.bias = bias_.data() + p * panel;
                       if (int8) {
-                        part.w_scales = job.w_scales + p * panel;
-                        part.offset_sums = job.offset_sums + p * panel;
+                        part.x_scales = x_scales + r0;
+                        part.w_scales = scales_.data() + p * panel;
+                        part.offset_sums = offset_sums_.data() + p * panel;
                       }
                       part.y = yp + r0 * out_ + p * panel;
                       part.cols = std::min(panel, out_ - p * panel);
