@@ -17,11 +17,12 @@
 
 #include "tests/gpu/gpu_support.h"
 #include "trainer/common/token_ids.h"
+#include "trainer/kernels/cuda/gpu_ops.h"
+#include "trainer/kernels/cuda/lt_gradients.h"
+#include "trainer/kernels/cuda/philox.h"
+#include "trainer/kernels/fused/ops.h"
 #include "trainer/model/autocast.h"
 #include "trainer/model/bf16_linear.h"
-#include "trainer/kernels/cuda/gpu_ops.h"
-#include "trainer/kernels/fused/ops.h"
-#include "trainer/kernels/cuda/philox.h"
 #include "trainer/model/token_loss.h"
 #include "trainer/model/transformer.h"
 
@@ -96,10 +97,11 @@ TEST(Gpu, ProjectedTokenLossUnderBf16AutocastStaysNearTheCpuInFp32) {
 
 // The token loss kernel on logits in fp32 and bf16 against the formulas in double on the CPU:
 // row loss (1 − ε)·nll + ε·mean(−log p), gradient softmax − (1 − ε)[j = t] − ε / V, nothing at
-// padding; the argmax is the first largest logit.
-void expect_token_loss_kernel_matches(torch::ScalarType type) {
+// padding; the argmax is the first largest logit. A vocabulary that is a multiple of 8 is read in
+// 16-byte runs, any other an element at a time.
+void expect_token_loss_kernel_matches(torch::ScalarType type, int64_t vocab) {
   torch::manual_seed(31);
-  const int64_t rows = 37, vocab = 1000;
+  const int64_t rows = 37;
   const double eps = 0.1;
   const auto values = (torch::randn({rows, vocab}) * 3).to(type);
   auto targets = torch::randint(1, vocab, {rows}, torch::kLong);
@@ -129,8 +131,10 @@ void expect_token_loss_kernel_matches(torch::ScalarType type) {
 
 TEST(Gpu, TokenLossKernelMatchesTheFormulasInDouble) {
   SKIP_WITHOUT_OWN_KERNELS();
-  expect_token_loss_kernel_matches(torch::kFloat);
-  expect_token_loss_kernel_matches(torch::kBFloat16);
+  for (const int64_t vocab : {1000, 1003}) {
+    expect_token_loss_kernel_matches(torch::kFloat, vocab);
+    expect_token_loss_kernel_matches(torch::kBFloat16, vocab);
+  }
 }
 
 // Column sums over one block of rows, many, more rows than blocks (several per thread), widths
@@ -468,6 +472,28 @@ TEST(Gpu, Bf16LinearMatchesTheCpu) {
       EXPECT_LT(relative_error(gpu.bias_grads[i], cpu.bias_grads[i]), 1e-2) << i;
     }
   }
+}
+
+// The weight and bias gradients from one cuBLASLt product with the bias-gradient epilogue
+// (TANDEM_BIAS_GRADIENTS=epilogue) against sums in double; shapes it does not take are declined.
+TEST(Gpu, EpilogueBiasGradientsMatchDoubleSums) {
+  SKIP_WITHOUT_OWN_KERNELS();
+  torch::manual_seed(17);
+  const auto bf16 = torch::TensorOptions(kGpu).dtype(torch::kBFloat16);
+  const auto g = torch::randn({999, 96}, bf16), x = torch::randn({999, 40}, bf16);
+  torch::Tensor dw, db;
+  ASSERT_TRUE(model::weight_and_bias_gradients(g, x, dw, db))
+      << "no cuBLASLt product with a bias-gradient epilogue for bf16 in, fp32 out here";
+  const auto gd = g.to(torch::kCPU, torch::kDouble), xd = x.to(torch::kCPU, torch::kDouble);
+  EXPECT_EQ(dw.scalar_type(), torch::kFloat);
+  EXPECT_EQ(db.scalar_type(), torch::kFloat);
+  EXPECT_LT(relative_error(dw, gd.t().mm(xd)), 1e-5);
+  EXPECT_LT(relative_error(db, gd.sum(0)), 1e-5);
+  torch::Tensor untouched;
+  EXPECT_FALSE(
+      model::weight_and_bias_gradients(g.narrow(1, 0, 90).contiguous(), x, untouched, untouched));
+  EXPECT_FALSE(untouched.defined());
+  EXPECT_FALSE(model::weight_and_bias_gradients(g.to(torch::kFloat), x, untouched, untouched));
 }
 
 TEST(Gpu, AutocastGuardTurnsBf16OnForItsScopeOnly) {

@@ -84,6 +84,36 @@ TEST(Gpu, EmaOnTheGpuFollowsTheCpu) {
   }
 }
 
+// The list kernels over more parts than one launch takes (64), of sizes 0, 1, odd and large: the
+// bf16 copies equal LibTorch's conversion, and the moving average LibTorch's three passes (a
+// difference, a product, a sum), bit for bit.
+TEST(Gpu, ListKernelsMatchLibTorchBitForBit) {
+  SKIP_WITHOUT_OWN_KERNELS();
+  torch::manual_seed(71);
+  std::vector<torch::Tensor> sources, targets, averages, expected;
+  const auto weight = torch::full({}, 0.0123f, kGpu);
+  for (int i = 0; i < 150; ++i) {
+    const int64_t n = i % 7 == 0 ? 0 : i == 5 ? 300001 : i == 8 ? 1 : (i * 37) % 1001;
+    sources.push_back(torch::randn({n}, kGpu) * 3);
+    targets.push_back(torch::empty({n}, torch::TensorOptions(kGpu).dtype(torch::kBFloat16)));
+    averages.push_back(torch::randn({n}, kGpu));
+    expected.push_back(averages.back() + (sources.back() - averages.back()) * weight);
+  }
+  model::copy_to_bf16(sources, targets);
+  model::moving_average_(averages, sources, weight);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    EXPECT_TRUE(torch::equal(targets[i], sources[i].to(torch::kBFloat16))) << i;
+    EXPECT_TRUE(torch::equal(averages[i], expected[i])) << i;
+  }
+  // A weight of 0 (a skipped update) leaves every average as it was.
+  const auto before = averages[5].clone();
+  model::moving_average_(averages, sources, torch::zeros({}, kGpu));
+  EXPECT_TRUE(torch::equal(averages[5], before));
+  // A target of the wrong type or size is refused, naming it.
+  targets[3] = torch::empty({1}, torch::TensorOptions(kGpu).dtype(torch::kBFloat16));
+  EXPECT_THROW(model::copy_to_bf16(sources, targets), std::invalid_argument);
+}
+
 // Adam gated on the device (fused Adam where LibTorch has it; its clip factor as the gradient
 // scale, a non-finite step as found_inf) against the CPU loop reading the same gate, through a
 // clipped step and a skipped one with NaN gradients; and the masked tensor-op update on the GPU.

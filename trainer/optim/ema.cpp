@@ -4,6 +4,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "trainer/kernels/cuda/gpu_ops.h"
+
 // Multi-tensor arithmetic with a device tensor as the factor (_foreach_mul_.Tensor): LibTorch 2.1 on.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
 #define TANDEM_FOREACH_TENSOR_FACTOR 1
@@ -41,6 +43,10 @@ void Ema::update(int64_t step, const torch::Tensor& take) {
     for (size_t i = 0; i < params_.size(); ++i) {
       averages.push_back(averages_[i].second);
       params.push_back(params_[i].second.detach().to(torch::kFloat32));
+    }
+    if (model::own_list_kernels_for(params) && model::own_list_kernels_for(averages)) {
+      model::moving_average_(averages, params, weight);  // one launch for every parameter
+      return;
     }
     auto moves = at::_foreach_sub(params, averages);
     at::_foreach_mul_(moves, weight);

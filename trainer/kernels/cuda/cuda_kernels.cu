@@ -32,8 +32,6 @@ constexpr int kNormMaxRuns = 8;       // 8-element runs a lane holds: rows of up
 
 __device__ __forceinline__ float load(const float* p) { return *p; }
 __device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
 // What a thread (then a warp, then the block) has seen of a row: the largest logit and its
 // first index, Σ exp(x − top) and Σ x.
@@ -84,44 +82,6 @@ __device__ RowPartial block_merge(RowPartial p) {
   }
   __syncthreads();
   return whole;
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kLossThreads)
-    token_loss_rows_kernel(T* logits, int64_t vocab, const int64_t* targets, const float* weight,
-                           float smoothing, float* lse, float* target_logit, float* mean_logit,
-                           int64_t* argmax) {
-  const int64_t row = blockIdx.x;
-  T* x = logits + row * vocab;
-  RowPartial p{-INFINITY, 0x7fffffffffffffffLL, 0.f, 0.f};
-  for (int64_t j = threadIdx.x; j < vocab; j += kLossThreads) {
-    const float v = load(x + j);
-    p.total += v;
-    if (v > p.top) {
-      p.scale = rescaled(p, v) + 1.f;
-      p.top = v;
-      p.at = j;
-    } else if (v > -INFINITY || v != v) {  // NaN joins the sum (and spoils it, as it should)
-      p.scale += expf(v - p.top);
-    }
-  }
-  const RowPartial whole = block_merge(p);
-  const float row_lse = whole.top + logf(whole.scale);
-  const int64_t target = targets[row];
-  if (threadIdx.x == 0) {
-    if (lse) lse[row] = row_lse;
-    if (mean_logit) mean_logit[row] = whole.total / static_cast<float>(vocab);
-    if (argmax) argmax[row] = whole.at;
-    if (target_logit) target_logit[row] = target >= 0 && target < vocab ? load(x + target) : NAN;
-  }
-  if (!weight) return;
-  __syncthreads();  // the target's logit is read before it is overwritten
-  const float w = weight[row];
-  const float uniform = smoothing / static_cast<float>(vocab), hit = w * (1.f - smoothing);
-  for (int64_t j = threadIdx.x; j < vocab; j += kLossThreads) {
-    const float g = w * (expf(load(x + j) - row_lse) - uniform);
-    store(x + j, j == target ? g - hit : g);
-  }
 }
 
 // V consecutive elements from p as floats: one 16-byte load where V > 1 (p then 16-byte aligned).
@@ -175,6 +135,58 @@ __device__ __forceinline__ void store_run(__nv_bfloat16* p, const float* v) {
   } else {
     static_assert(V == 1, "bf16 runs are 1 or 8 elements");
     *p = __float2bfloat16_rn(v[0]);
+  }
+}
+
+// Element j of a row into a thread's running partial (each thread's elements in ascending order).
+__device__ __forceinline__ void take(RowPartial& p, float v, int64_t j) {
+  p.total += v;
+  if (v > p.top) {
+    p.scale = rescaled(p, v) + 1.f;
+    p.top = v;
+    p.at = j;
+  } else if (v > -INFINITY || v != v) {  // NaN joins the sum (and spoils it, as it should)
+    p.scale += expf(v - p.top);
+  }
+}
+
+// One block a row, read in runs of V elements (one 16-byte load each where V > 1).
+template <typename T, int V>
+__global__ void __launch_bounds__(kLossThreads)
+    token_loss_rows_kernel(T* logits, int64_t vocab, const int64_t* targets, const float* weight,
+                           float smoothing, float* lse, float* target_logit, float* mean_logit,
+                           int64_t* argmax) {
+  const int64_t row = blockIdx.x, runs = vocab / V;
+  T* x = logits + row * vocab;
+  RowPartial p{-INFINITY, 0x7fffffffffffffffLL, 0.f, 0.f};
+  for (int64_t r = threadIdx.x; r < runs; r += kLossThreads) {
+    float v[V];
+    load_run<V>(x + r * V, v);
+#pragma unroll
+    for (int i = 0; i < V; ++i) take(p, v[i], r * V + i);
+  }
+  const RowPartial whole = block_merge(p);
+  const float row_lse = whole.top + logf(whole.scale);
+  const int64_t target = targets[row];
+  if (threadIdx.x == 0) {
+    if (lse) lse[row] = row_lse;
+    if (mean_logit) mean_logit[row] = whole.total / static_cast<float>(vocab);
+    if (argmax) argmax[row] = whole.at;
+    if (target_logit) target_logit[row] = target >= 0 && target < vocab ? load(x + target) : NAN;
+  }
+  if (!weight) return;
+  __syncthreads();  // the target's logit is read before it is overwritten
+  const float w = weight[row];
+  const float uniform = smoothing / static_cast<float>(vocab), hit = w * (1.f - smoothing);
+  for (int64_t r = threadIdx.x; r < runs; r += kLossThreads) {
+    float v[V];
+    load_run<V>(x + r * V, v);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const float g = w * (expf(v[i] - row_lse) - uniform);
+      v[i] = r * V + i == target ? g - hit : g;
+    }
+    store_run<V>(x + r * V, v);
   }
 }
 
@@ -537,14 +549,27 @@ void token_loss_rows(void* logits, Element element, int64_t rows, int64_t vocab,
   if (rows == 0) return;
   const auto s = static_cast<cudaStream_t>(stream);
   const auto grid = static_cast<unsigned>(rows);
+  // 16-byte runs where every row starts on one (vocab a multiple of the run) and logits is aligned.
+  const auto launch = [&](auto* x, auto run) {
+    constexpr int V = decltype(run)::value;
+    using T = std::remove_pointer_t<decltype(x)>;
+    token_loss_rows_kernel<T, V><<<grid, kLossThreads, 0, s>>>(
+        x, vocab, targets, weight, smoothing, lse, target_logit, mean_logit, argmax);
+  };
   if (element == Element::kBFloat16) {
-    token_loss_rows_kernel<<<grid, kLossThreads, 0, s>>>(static_cast<__nv_bfloat16*>(logits), vocab,
-                                                         targets, weight, smoothing, lse,
-                                                         target_logit, mean_logit, argmax);
+    auto* x = static_cast<__nv_bfloat16*>(logits);
+    if (vocab % 8 == 0 && aligned16(logits)) {
+      launch(x, std::integral_constant<int, 8>());
+    } else {
+      launch(x, std::integral_constant<int, 1>());
+    }
   } else {
-    token_loss_rows_kernel<<<grid, kLossThreads, 0, s>>>(static_cast<float*>(logits), vocab,
-                                                         targets, weight, smoothing, lse,
-                                                         target_logit, mean_logit, argmax);
+    auto* x = static_cast<float*>(logits);
+    if (vocab % 4 == 0 && aligned16(logits)) {
+      launch(x, std::integral_constant<int, 4>());
+    } else {
+      launch(x, std::integral_constant<int, 1>());
+    }
   }
   check_launch("token_loss_rows");
 }

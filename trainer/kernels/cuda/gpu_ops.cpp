@@ -16,6 +16,7 @@
 
 #include "trainer/kernels/cuda/cuda_kernels.h"
 #include "trainer/kernels/cuda/philox.h"
+#include "trainer/kernels/cuda/tensor_lists.h"
 #endif
 
 namespace tandem::model {
@@ -258,6 +259,72 @@ torch::Tensor add_layer_norm_own(const torch::Tensor& residual, const torch::Ten
   return AddLayerNormFunction::apply(residual, x, weight, bias, eps, p);
 }
 
+bool own_list_kernels_for(const std::vector<torch::Tensor>& tensors) {
+  for (const auto& t : tensors) {
+    if (!own_kernels_for(t) || t.scalar_type() != torch::kFloat ||
+        t.device() != tensors.front().device()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+// The two lists as the kernels' parts, checked: of one length, each pair of one size, the
+// targets of `target_type`, all contiguous on the sources' GPU.
+class Parts {
+ public:
+  Parts(const std::vector<torch::Tensor>& sources, const std::vector<torch::Tensor>& targets,
+        torch::ScalarType target_type, const char* op) {
+    if (sources.size() != targets.size() || !own_list_kernels_for(sources)) {
+      throw std::invalid_argument(std::string(op) +
+                                  ": expected two lists of one length, the sources contiguous "
+                                  "fp32 on one GPU");
+    }
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const auto& target = targets[i];
+      if (!target.is_contiguous() || target.scalar_type() != target_type ||
+          target.device() != sources[i].device() || target.numel() != sources[i].numel()) {
+        throw std::invalid_argument(std::string(op) + ": target " + std::to_string(i) +
+                                    " is not a contiguous " + c10::toString(target_type) +
+                                    " tensor of its source's size on its GPU");
+      }
+      sources_.push_back(sources[i].data_ptr<float>());
+      targets_.push_back(target.data_ptr());
+      counts_.push_back(sources[i].numel());
+    }
+  }
+  cuda::PartList list() const {
+    return {sources_.data(), targets_.data(), counts_.data(), static_cast<int>(sources_.size())};
+  }
+
+ private:
+  std::vector<const float*> sources_;
+  std::vector<void*> targets_;
+  std::vector<int64_t> counts_;
+};
+
+}  // namespace
+
+void copy_to_bf16(const std::vector<torch::Tensor>& sources,
+                  const std::vector<torch::Tensor>& targets) {
+  if (sources.empty() && targets.empty()) return;
+  const Parts parts(sources, targets, torch::kBFloat16, "copy_to_bf16");
+  cuda::to_bf16(parts.list(), stream_of(sources.front()));
+}
+
+void moving_average_(const std::vector<torch::Tensor>& averages,
+                     const std::vector<torch::Tensor>& values, const torch::Tensor& weight) {
+  if (averages.empty() && values.empty()) return;
+  const Parts parts(values, averages, torch::kFloat, "moving_average_");
+  if (weight.numel() != 1 || weight.scalar_type() != torch::kFloat ||
+      weight.device() != values.front().device()) {
+    throw std::invalid_argument("moving_average_: expected a one-element fp32 weight on the GPU");
+  }
+  cuda::moving_average(parts.list(), weight.data_ptr<float>(), stream_of(values.front()));
+}
+
 #else  // no CUDA kernels in this build
 
 bool own_kernels_for(const torch::Tensor&) { return false; }
@@ -283,6 +350,14 @@ torch::Tensor layer_norm_own(const torch::Tensor&, const torch::Tensor&, const t
   unavailable("layer_norm_own");
 }
 bool add_layer_norm_own_for(const torch::Tensor&, const torch::Tensor&) { return false; }
+bool own_list_kernels_for(const std::vector<torch::Tensor>&) { return false; }
+void copy_to_bf16(const std::vector<torch::Tensor>&, const std::vector<torch::Tensor>&) {
+  unavailable("copy_to_bf16");
+}
+void moving_average_(const std::vector<torch::Tensor>&, const std::vector<torch::Tensor>&,
+                     const torch::Tensor&) {
+  unavailable("moving_average_");
+}
 torch::Tensor add_layer_norm_own(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
                                  const torch::Tensor&, double, double) {
   unavailable("add_layer_norm_own");

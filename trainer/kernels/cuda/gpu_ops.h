@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <utility>
+#include <vector>
 
 namespace tandem::model {
 
@@ -58,5 +59,21 @@ bool add_layer_norm_own_for(const torch::Tensor& residual, const torch::Tensor& 
 torch::Tensor add_layer_norm_own(const torch::Tensor& residual, const torch::Tensor& x,
                                  const torch::Tensor& weight, const torch::Tensor& bias, double eps,
                                  double p);
+
+// Whether the list passes below take these tensors: own_kernels_for each, all fp32 on one GPU.
+bool own_list_kernels_for(const std::vector<torch::Tensor>& tensors);
+
+// targets[i] = sources[i] rounded to bf16, for lists of one length: sources fp32 and targets
+// bf16, each pair of one size, all contiguous on one GPU; one launch per 64 pairs. Requires
+// own_list_kernels_for(sources).
+void copy_to_bf16(const std::vector<torch::Tensor>& sources,
+                  const std::vector<torch::Tensor>& targets);
+
+// The moving average's step over lists of one length, in one launch per 64 pairs: averages[i] +=
+// weight · (values[i] − averages[i]), rounded as three multi-tensor passes would (see
+// cuda::moving_average). All fp32 and contiguous on one GPU, weight a 0-dim fp32 there too.
+// Requires own_list_kernels_for of both lists.
+void moving_average_(const std::vector<torch::Tensor>& averages,
+                     const std::vector<torch::Tensor>& values, const torch::Tensor& weight);
 
 }  // namespace tandem::model
