@@ -18,7 +18,6 @@
 #include "tests/gpu/gpu_support.h"
 #include "trainer/common/token_ids.h"
 #include "trainer/kernels/cuda/gpu_ops.h"
-#include "trainer/kernels/cuda/lt_gradients.h"
 #include "trainer/kernels/cuda/philox.h"
 #include "trainer/kernels/fused/ops.h"
 #include "trainer/model/autocast.h"
@@ -472,28 +471,6 @@ TEST(Gpu, Bf16LinearMatchesTheCpu) {
       EXPECT_LT(relative_error(gpu.bias_grads[i], cpu.bias_grads[i]), 1e-2) << i;
     }
   }
-}
-
-// The weight and bias gradients from one cuBLASLt product with the bias-gradient epilogue
-// (TANDEM_BIAS_GRADIENTS=epilogue) against sums in double; shapes it does not take are declined.
-TEST(Gpu, EpilogueBiasGradientsMatchDoubleSums) {
-  SKIP_WITHOUT_OWN_KERNELS();
-  torch::manual_seed(17);
-  const auto bf16 = torch::TensorOptions(kGpu).dtype(torch::kBFloat16);
-  const auto g = torch::randn({999, 96}, bf16), x = torch::randn({999, 40}, bf16);
-  torch::Tensor dw, db;
-  ASSERT_TRUE(model::weight_and_bias_gradients(g, x, dw, db))
-      << "no cuBLASLt product with a bias-gradient epilogue for bf16 in, fp32 out here";
-  const auto gd = g.to(torch::kCPU, torch::kDouble), xd = x.to(torch::kCPU, torch::kDouble);
-  EXPECT_EQ(dw.scalar_type(), torch::kFloat);
-  EXPECT_EQ(db.scalar_type(), torch::kFloat);
-  EXPECT_LT(relative_error(dw, gd.t().mm(xd)), 1e-5);
-  EXPECT_LT(relative_error(db, gd.sum(0)), 1e-5);
-  torch::Tensor untouched;
-  EXPECT_FALSE(
-      model::weight_and_bias_gradients(g.narrow(1, 0, 90).contiguous(), x, untouched, untouched));
-  EXPECT_FALSE(untouched.defined());
-  EXPECT_FALSE(model::weight_and_bias_gradients(g.to(torch::kFloat), x, untouched, untouched));
 }
 
 TEST(Gpu, AutocastGuardTurnsBf16OnForItsScopeOnly) {

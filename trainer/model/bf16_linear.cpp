@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "trainer/kernels/cuda/gpu_ops.h"
-#include "trainer/kernels/cuda/lt_gradients.h"
 
 namespace tandem::model {
 namespace {
@@ -74,21 +73,16 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &weight16 = saved[1], &y = saved[2];
     auto g = grads[0].contiguous();
-    const bool epilogue = g.is_cuda() && epilogue_bias_gradients_chosen();
     torch::Tensor bias_sums;
-    if (y.defined() && !epilogue && own_kernels_for(g) && own_kernels_for(y)) {
+    if (y.defined() && own_kernels_for(g) && own_kernels_for(y)) {
       std::tie(g, bias_sums) = relu_backward_column_sums(g, y);  // one pass for both
     } else if (y.defined()) {
       g = at::threshold_backward(g, y, 0);
     }
     const auto rows = ctx->saved_data["rows"].toIntVector();
-    torch::Tensor weight_sums;
-    if (!epilogue || !weight_and_bias_gradients(g, x, weight_sums, bias_sums)) {
-      weight_sums = product_fp32(g.t(), x);
-      if (!bias_sums.defined()) bias_sums = bias_gradient(g);
-    }
-    const auto weight_grads = weight_sums.split_with_sizes(rows, 0);
-    const auto bias_grads = bias_sums.split_with_sizes(rows, 0);
+    const auto weight_grads = product_fp32(g.t(), x).split_with_sizes(rows, 0);
+    const auto bias_grads =
+        (bias_sums.defined() ? bias_sums : bias_gradient(g)).split_with_sizes(rows, 0);
     variable_list out{g.mm(weight16)};
     out.insert(out.end(), weight_grads.begin(), weight_grads.end());
     out.insert(out.end(), bias_grads.begin(), bias_grads.end());
@@ -147,12 +141,8 @@ void Bf16Copy::remake() {
   std::vector<torch::Tensor> sources;
   for (const auto& part : parts_) sources.push_back(part.detach());
   bool copied = false;
-  if (own_list_kernels_for(sources)) {
-    copy_to_bf16(sources, slices_);  // every part in one launch
-    copied = true;
-  }
 #if TORCH_VERSION_MAJOR >= 2
-  if (!copied && parts_.front().is_cuda()) {
+  if (parts_.front().is_cuda()) {
     at::_foreach_copy_(slices_, sources);  // fp32 → bf16 in a few launches for all parts
     copied = true;
   }

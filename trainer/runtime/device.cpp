@@ -13,7 +13,6 @@
 #endif
 
 #include "trainer/common/log.h"
-#include "trainer/kernels/cuda/lt_gradients.h"
 #include "trainer/parallel/process_group.h"
 
 namespace tandem::runtime {
@@ -74,10 +73,6 @@ void allow_attention_kernels() {
 void use_gpu(int gpu) {
   parallel::set_current_gpu(gpu);
   allow_attention_kernels();
-  // TANDEM_BIAS_GRADIENTS read (and refused if unknown) here, before any step.
-  if (model::epilogue_bias_gradients_chosen()) {
-    log::info("bias gradients from cuBLASLt's epilogue (TANDEM_BIAS_GRADIENTS=epilogue)");
-  }
 }
 #endif
 
