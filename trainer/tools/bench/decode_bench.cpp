@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/temp_dir.h"
@@ -111,26 +112,35 @@ void count_outputs(Timing& t, const data::Vocab& vocab, const Sentences& outputs
   }
 }
 
+// One run of decode(), timed.
+template <class Decode>
+Timing timed_once(const data::Vocab& vocab, Decode&& decode) {
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  const auto start = Clock::now();
+  const Sentences outputs = decode();
+  Timing t;
+  t.wall = std::chrono::duration<double>(Clock::now() - start).count();
+  getrusage(RUSAGE_SELF, &after);
+  t.user = cpu_seconds(after.ru_utime) - cpu_seconds(before.ru_utime);
+  t.sys = cpu_seconds(after.ru_stime) - cpu_seconds(before.ru_stime);
+  count_outputs(t, vocab, outputs);
+  return t;
+}
+
+// The run with the median wall time (the upper one of an even count).
+Timing median_run(std::vector<Timing> runs) {
+  std::sort(runs.begin(), runs.end(),
+            [](const Timing& a, const Timing& b) { return a.wall < b.wall; });
+  return runs[runs.size() / 2];
+}
+
 // `repeat` runs of decode(); the one with the median wall time.
 template <class Decode>
 Timing timed(const data::Vocab& vocab, int repeat, Decode&& decode) {
   std::vector<Timing> runs;
-  for (int i = 0; i < repeat; ++i) {
-    rusage before{}, after{};
-    getrusage(RUSAGE_SELF, &before);
-    const auto start = Clock::now();
-    const Sentences outputs = decode();
-    Timing t;
-    t.wall = std::chrono::duration<double>(Clock::now() - start).count();
-    getrusage(RUSAGE_SELF, &after);
-    t.user = cpu_seconds(after.ru_utime) - cpu_seconds(before.ru_utime);
-    t.sys = cpu_seconds(after.ru_stime) - cpu_seconds(before.ru_stime);
-    count_outputs(t, vocab, outputs);
-    runs.push_back(t);
-  }
-  std::sort(runs.begin(), runs.end(),
-            [](const Timing& a, const Timing& b) { return a.wall < b.wall; });
-  return runs[runs.size() / 2];
+  for (int i = 0; i < repeat; ++i) runs.push_back(timed_once(vocab, decode));
+  return median_run(std::move(runs));
 }
 
 void print_row(const std::string& name, const Timing& t, const std::string& bleu) {
@@ -201,32 +211,49 @@ void same_length_limit(DecodeBenchOptions& o, int64_t max_positions) {
 }
 
 // Every row: precision-major, then thread counts, then beams; with --ctranslate2 each Tandem row
-// is followed by CTranslate2's.
+// is followed by CTranslate2's. For each thread count and beam the precisions' runs alternate
+// (fp32, int8, fp32, int8, ...), so that a machine that speeds up or slows down meanwhile moves
+// both alike; CTranslate2's runs for them follow.
 std::vector<Row> measure_rows(DecodeBenchOptions& o, const torch::Device& device,
                               const data::Vocab& vocab, const Inputs& in) {
-  std::vector<Row> rows;
   const TempDir work("bench-decode");
+  std::vector<model::Transformer> models;  // per precision
   for (const auto& precision : o.precisions) {
     // Each precision prepares a model of its own (tandem-decode --precision).
-    auto model = checkpoint::load_for_inference(o.checkpoint).model;
-    place_model(model, precision, device);
-    for (const int threads : o.thread_counts) {
-      for (const int64_t beam : o.beams) {
-        Row row;
-        row.precision = precision;
-        row.threads = threads;
-        row.beam = beam;
-        o.decode.threads = threads;
-        o.decode.beam_size = beam;
-        row.timing = timed(vocab, o.repeat, [&] { return cached(model, in.sources, o.decode); });
+    models.push_back(checkpoint::load_for_inference(o.checkpoint).model);
+    place_model(models.back(), precision, device);
+  }
+  const size_t per_precision = o.thread_counts.size() * o.beams.size();
+  std::vector<Row> tandem(o.precisions.size() * per_precision), ct2(tandem.size());
+  for (size_t t = 0; t < o.thread_counts.size(); ++t) {
+    for (size_t b = 0; b < o.beams.size(); ++b) {
+      o.decode.threads = o.thread_counts[t];
+      o.decode.beam_size = o.beams[b];
+      std::vector<std::vector<Timing>> runs(o.precisions.size());
+      for (int r = 0; r < o.repeat; ++r) {
+        for (size_t p = 0; p < o.precisions.size(); ++p) {
+          runs[p].push_back(
+              timed_once(vocab, [&] { return cached(models[p], in.sources, o.decode); }));
+        }
+      }
+      for (size_t p = 0; p < o.precisions.size(); ++p) {
+        Row& row = tandem[p * per_precision + t * o.beams.size() + b];
+        row.precision = o.precisions[p];
+        row.threads = o.thread_counts[t];
+        row.beam = o.beams[b];
+        row.timing = median_run(std::move(runs[p]));
         if (!in.refs.empty()) row.bleu = eval::corpus_bleu(row.timing.text, in.refs).score;
-        rows.push_back(std::move(row));
         if (!o.ctranslate2.model_dir.empty()) {
-          rows.push_back(ctranslate2_row(o, rows.back(), vocab, in,
-                                         model->options().max_positions, work.path()));
+          ct2[p * per_precision + t * o.beams.size() + b] =
+              ctranslate2_row(o, row, vocab, in, models[p]->options().max_positions, work.path());
         }
       }
     }
+  }
+  std::vector<Row> rows;
+  for (size_t i = 0; i < tandem.size(); ++i) {
+    rows.push_back(std::move(tandem[i]));
+    if (!o.ctranslate2.model_dir.empty()) rows.push_back(std::move(ct2[i]));
   }
   return rows;
 }
