@@ -214,6 +214,21 @@ void same_length_limit(DecodeBenchOptions& o, int64_t max_positions) {
 // is followed by CTranslate2's. For each thread count and beam the precisions' runs alternate
 // (fp32, int8, fp32, int8, ...), so that a machine that speeds up or slows down meanwhile moves
 // both alike; CTranslate2's runs for them follow.
+// Each model's median run at o.decode's threads and beam, the models' runs alternating.
+std::vector<Timing> alternating_medians(const DecodeBenchOptions& o,
+                                        const std::vector<model::Transformer>& models,
+                                        const data::Vocab& vocab, const Inputs& in) {
+  std::vector<std::vector<Timing>> runs(models.size());
+  for (int r = 0; r < o.repeat; ++r) {
+    for (size_t p = 0; p < models.size(); ++p) {
+      runs[p].push_back(timed_once(vocab, [&] { return cached(models[p], in.sources, o.decode); }));
+    }
+  }
+  std::vector<Timing> medians;
+  for (auto& one : runs) medians.push_back(median_run(std::move(one)));
+  return medians;
+}
+
 std::vector<Row> measure_rows(DecodeBenchOptions& o, const torch::Device& device,
                               const data::Vocab& vocab, const Inputs& in) {
   const TempDir work("bench-decode");
@@ -229,24 +244,18 @@ std::vector<Row> measure_rows(DecodeBenchOptions& o, const torch::Device& device
     for (size_t b = 0; b < o.beams.size(); ++b) {
       o.decode.threads = o.thread_counts[t];
       o.decode.beam_size = o.beams[b];
-      std::vector<std::vector<Timing>> runs(o.precisions.size());
-      for (int r = 0; r < o.repeat; ++r) {
-        for (size_t p = 0; p < o.precisions.size(); ++p) {
-          runs[p].push_back(
-              timed_once(vocab, [&] { return cached(models[p], in.sources, o.decode); }));
-        }
-      }
+      auto medians = alternating_medians(o, models, vocab, in);
       for (size_t p = 0; p < o.precisions.size(); ++p) {
-        Row& row = tandem[p * per_precision + t * o.beams.size() + b];
+        const size_t i = p * per_precision + t * o.beams.size() + b;
+        Row& row = tandem[i];
         row.precision = o.precisions[p];
         row.threads = o.thread_counts[t];
         row.beam = o.beams[b];
-        row.timing = median_run(std::move(runs[p]));
+        row.timing = std::move(medians[p]);
         if (!in.refs.empty()) row.bleu = eval::corpus_bleu(row.timing.text, in.refs).score;
-        if (!o.ctranslate2.model_dir.empty()) {
-          ct2[p * per_precision + t * o.beams.size() + b] =
-              ctranslate2_row(o, row, vocab, in, models[p]->options().max_positions, work.path());
-        }
+        if (o.ctranslate2.model_dir.empty()) continue;
+        ct2[i] =
+            ctranslate2_row(o, row, vocab, in, models[p]->options().max_positions, work.path());
       }
     }
   }
