@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "trainer/kernels/cpu/frozen_linear.h"
+#include "trainer/kernels/cpu/vector_math.h"
 #include "trainer/kernels/fused/ops.h"
 
 namespace tandem::model {
@@ -65,20 +66,28 @@ TANDEM_AVX2 void weighted_sum(const float* p, const float* const* key, int64_t c
 // makes them uniform.
 void softmax_in_place(float* s, int64_t len, const bool* pad) {
   float top = -std::numeric_limits<float>::infinity();
-  bool any = false;
+  int64_t hidden = 0;
   for (int64_t j = 0; j < len; ++j) {
-    if (pad && pad[j]) continue;
+    if (pad && pad[j]) {
+      ++hidden;
+      continue;
+    }
     top = std::max(top, s[j]);
-    any = true;
   }
-  if (!any) {
+  if (hidden == len) {
     for (int64_t j = 0; j < len; ++j) s[j] = 1.0F / static_cast<float>(len);
     return;
   }
-  float sum = 0;
-  for (int64_t j = 0; j < len; ++j) {
-    s[j] = pad && pad[j] ? 0.0F : std::exp(s[j] - top);
-    sum += s[j];
+  for (int64_t j = 0; hidden > 0 && j < len; ++j) {
+    if (pad[j]) s[j] = top;  // finite until zeroed below
+  }
+  float sum = exp_in_place(s, len, top);
+  if (hidden > 0) {
+    sum = 0;
+    for (int64_t j = 0; j < len; ++j) {
+      if (pad[j]) s[j] = 0.0F;
+      sum += s[j];
+    }
   }
   const float inv = 1.0F / sum;
   for (int64_t j = 0; j < len; ++j) s[j] *= inv;

@@ -1,11 +1,11 @@
 // Built with -ffast-math: see vector_math.h.
-#include "trainer/decode/vector_math.h"
+#include "trainer/kernels/cpu/vector_math.h"
 
 #include <cmath>
 
 #define TANDEM_CLONES __attribute__((target_clones("avx2", "default")))
 
-namespace tandem::decode {
+namespace tandem::model {
 
 TANDEM_CLONES float max_of(const float* x, int64_t n) {
   float top = x[0];
@@ -28,4 +28,19 @@ TANDEM_CLONES float exp_sum(const float* x, int64_t n, float shift) {
   return sum;
 }
 
-}  // namespace tandem::decode
+TANDEM_CLONES float exp_in_place(float* x, int64_t n, float shift) {
+  constexpr int64_t kChunk = 256;  // as exp_sum's
+  float sum = 0;
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    const int64_t end = begin + kChunk < n ? begin + kChunk : n;
+    float part = 0;
+    for (int64_t j = begin; j < end; ++j) {
+      x[j] = std::exp(x[j] - shift);
+      part += x[j];
+    }
+    sum += part;
+  }
+  return sum;
+}
+
+}  // namespace tandem::model
