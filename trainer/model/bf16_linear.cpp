@@ -141,8 +141,12 @@ void Bf16Copy::remake() {
   std::vector<torch::Tensor> sources;
   for (const auto& part : parts_) sources.push_back(part.detach());
   bool copied = false;
+  if (own_list_kernels_for(sources)) {
+    copy_to_bf16(sources, slices_);  // every part in one launch
+    copied = true;
+  }
 #if TORCH_VERSION_MAJOR >= 2
-  if (parts_.front().is_cuda()) {
+  if (!copied && parts_.front().is_cuda()) {
     at::_foreach_copy_(slices_, sources);  // fp32 → bf16 in a few launches for all parts
     copied = true;
   }

@@ -78,8 +78,8 @@ void softmax_in_place(float* s, int64_t len, const bool* pad) {
     for (int64_t j = 0; j < len; ++j) s[j] = 1.0F / static_cast<float>(len);
     return;
   }
-  for (int64_t j = 0; hidden > 0 && j < len; ++j) {
-    if (pad[j]) s[j] = top;  // finite until zeroed below
+  if (hidden > 0) {
+    for (int64_t j = 0; j < len; ++j) s[j] = pad[j] ? top : s[j];  // finite until zeroed below
   }
   float sum = exp_in_place(s, len, top);
   if (hidden > 0) {

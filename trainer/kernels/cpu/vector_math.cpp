@@ -16,8 +16,9 @@ TANDEM_CLONES float max_of(const float* x, int64_t n) {
 // Summed in chunks: where the loop is vectorized the chunk's sum is, and where it is not (clang
 // at -O1, the sanitizer builds) no float accumulator adds more than kChunk terms in a row, which
 // keeps the rounding of 8000-entry rows near a vectorized sum's (2e-6 against 3e-5 in one sum).
+constexpr int64_t kChunk = 256;
+
 TANDEM_CLONES float exp_sum(const float* x, int64_t n, float shift) {
-  constexpr int64_t kChunk = 256;
   float sum = 0;
   for (int64_t begin = 0; begin < n; begin += kChunk) {
     const int64_t end = begin + kChunk < n ? begin + kChunk : n;
@@ -29,7 +30,6 @@ TANDEM_CLONES float exp_sum(const float* x, int64_t n, float shift) {
 }
 
 TANDEM_CLONES float exp_in_place(float* x, int64_t n, float shift) {
-  constexpr int64_t kChunk = 256;  // as exp_sum's
   float sum = 0;
   for (int64_t begin = 0; begin < n; begin += kChunk) {
     const int64_t end = begin + kChunk < n ? begin + kChunk : n;
