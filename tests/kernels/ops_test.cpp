@@ -122,20 +122,24 @@ const StepShape kStepShapes[] = {{128, 2}, {16, 2}, {12, 2}};
 
 TEST(StepAttention, HypothesesOfASentenceAttendToItsPaddedEncoderSide) {
   torch::manual_seed(5);
-  const int64_t sentences = 3, width = 4, len = 11;  // 11 keys: a partial group of 8
-  const auto pad = padding({11, 5, 0}, len);         // sentence 2: every key is padding
-  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
-    for (const auto& [d, heads] : kStepShapes) {
-      const auto q = torch::randn({sentences * width, d}, dtype);
-      const auto kv = torch::randn({sentences, len, 2 * d}, dtype);
-      const auto out = step_attention(q, kv, len, width, pad, heads);
-      const auto kvd = kv.to(torch::kDouble);
-      const auto expected =
-          reference_attention(q.to(torch::kDouble).view({sentences, width, d}), kvd.narrow(2, 0, d),
-                              kvd.narrow(2, d, d), pad, false, heads)
-              .view({sentences * width, d});
-      EXPECT_LT(max_diff(out.to(torch::kDouble), expected), dtype == torch::kFloat ? 2e-6 : 1e-12)
-          << "d " << d << ", heads " << heads << ", " << dtype;
+  const int64_t sentences = 3, len = 11;  // 11 keys: a partial group of 8
+  auto pad = padding({11, 5, 0}, len);    // sentence 2: every key is padding
+  pad[1][2] = true;                       // and sentence 1 a hidden key between visible ones
+  // Widths: one row per sentence (greedy), 4 (the loop's rows at a time) and 7 (4 + 3).
+  for (const int64_t width : {1, 4, 7}) {
+    for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+      for (const auto& [d, heads] : kStepShapes) {
+        const auto q = torch::randn({sentences * width, d}, dtype);
+        const auto kv = torch::randn({sentences, len, 2 * d}, dtype);
+        const auto out = step_attention(q, kv, len, width, pad, heads);
+        const auto kvd = kv.to(torch::kDouble);
+        const auto expected =
+            reference_attention(q.to(torch::kDouble).view({sentences, width, d}),
+                                kvd.narrow(2, 0, d), kvd.narrow(2, d, d), pad, false, heads)
+                .view({sentences * width, d});
+        EXPECT_LT(max_diff(out.to(torch::kDouble), expected), dtype == torch::kFloat ? 2e-6 : 1e-12)
+            << "d " << d << ", heads " << heads << ", " << dtype << ", width " << width;
+      }
     }
   }
 }

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "trainer/kernels/cpu/frozen_linear.h"
@@ -17,12 +16,6 @@ namespace {
 
 #define TANDEM_AVX2 __attribute__((target("avx2,fma"))) inline __attribute__((always_inline))
 
-// Asks for the cache lines of x[0..n) ahead of their use.
-TANDEM_AVX2 void prefetch(const float* x, int64_t n) {
-  for (int64_t c = 0; c < n; c += 16)
-    _mm_prefetch(reinterpret_cast<const char*>(x + c), _MM_HINT_T0);
-}
-
 // The lane sums of a[0..8), as the 8 lanes of one register.
 TANDEM_AVX2 __m256 lane_sums(const __m256* a) {
   const __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
@@ -32,8 +25,9 @@ TANDEM_AVX2 __m256 lane_sums(const __m256* a) {
   return _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31));
 }
 
-// s[0..8) = q · key i for the 8 keys at k[0..8) (plus offset c0); dh a multiple of 8.
-TANDEM_AVX2 void dots8(const float* q, const float* const* k, int64_t c0, int64_t dh, float* s) {
+// s[0..8) = scale · (q · key i) for the 8 keys at k[0..8) (plus offset c0); dh a multiple of 8.
+TANDEM_AVX2 void dots8(const float* q, const float* const* k, int64_t c0, int64_t dh, float scale,
+                       float* s) {
   __m256 acc[8];
   for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t c = 0; c < dh; c += 8) {
@@ -42,74 +36,109 @@ TANDEM_AVX2 void dots8(const float* q, const float* const* k, int64_t c0, int64_
       acc[i] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k[i] + c0 + c), acc[i]);
     }
   }
-  _mm256_storeu_ps(s, lane_sums(acc));
+  _mm256_storeu_ps(s, _mm256_mul_ps(lane_sums(acc), _mm256_set1_ps(scale)));
 }
 
-// out[0..8 N) = Σ_j p[j] v_j[c0..c0 + 8 N), v_j = key[j] + d, over the keys with p[j] != 0, in
-// key order.
-template <int N>
-TANDEM_AVX2 void weighted_sum(const float* p, const float* const* key, int64_t c0, int64_t len,
-                              float* out) {
-  __m256 acc[N];
-  for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
-  for (int64_t j = 0; j < len; ++j) {
-    if (p[j] == 0.0F) continue;  // padding: it adds nothing
-    if (j + 8 < len) prefetch(key[j + 8] + c0, 8 * N);
-    const __m256 w = _mm256_broadcast_ss(p + j);
-    const float* vj = key[j] + c0;
-    for (int i = 0; i < N; ++i) acc[i] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 8 * i), acc[i]);
-  }
-  for (int i = 0; i < N; ++i) _mm256_storeu_ps(out + 8 * i, acc[i]);
-}
-
-// Scores s[0..len) (scaled dot products) → probabilities; padding gets exactly 0, and all padding
-// makes them uniform.
-void softmax_in_place(float* s, int64_t len, const bool* pad) {
-  float top = -std::numeric_limits<float>::infinity();
-  int64_t hidden = 0;
-  for (int64_t j = 0; j < len; ++j) {
-    if (pad && pad[j]) {
-      ++hidden;
-      continue;
+// For R rows that read the same keys: out[r][c0 + c] = scale[r] Σ_j p[r][j] v_j[c] over
+// columns [c_begin, c_end) (a multiple of 8 C apart), v_j = key[j] + c0, keys in order. R x C
+// accumulators: 8 of them keep both FMA units busy through the additions' latency.
+template <int R, int C>
+TANDEM_AVX2 void weighted_sums(const float* const* p, const float* const* key, int64_t c0,
+                               int64_t c_begin, int64_t c_end, int64_t n, const float* scale,
+                               float* const* out) {
+  for (int64_t c = c_begin; c < c_end; c += 8 * C) {
+    __m256 acc[R][C];
+    for (int r = 0; r < R; ++r) {
+      for (int i = 0; i < C; ++i) acc[r][i] = _mm256_setzero_ps();
     }
-    top = std::max(top, s[j]);
-  }
-  if (hidden == len) {
-    for (int64_t j = 0; j < len; ++j) s[j] = 1.0F / static_cast<float>(len);
-    return;
-  }
-  if (hidden > 0) {
-    for (int64_t j = 0; j < len; ++j) s[j] = pad[j] ? top : s[j];  // finite until zeroed below
-  }
-  float sum = exp_in_place(s, len, top);
-  if (hidden > 0) {
-    sum = 0;
-    for (int64_t j = 0; j < len; ++j) {
-      if (pad[j]) s[j] = 0.0F;
-      sum += s[j];
+    for (int64_t j = 0; j < n; ++j) {
+      const float* vj = key[j] + c0 + c;
+      __m256 v[C];
+      for (int i = 0; i < C; ++i) v[i] = _mm256_loadu_ps(vj + 8 * i);
+      for (int r = 0; r < R; ++r) {
+        const __m256 w = _mm256_broadcast_ss(p[r] + j);
+        for (int i = 0; i < C; ++i) acc[r][i] = _mm256_fmadd_ps(w, v[i], acc[r][i]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256 f = _mm256_set1_ps(scale[r]);
+      for (int i = 0; i < C; ++i) {
+        _mm256_storeu_ps(out[r] + c + 8 * i, _mm256_mul_ps(acc[r][i], f));
+      }
     }
   }
-  const float inv = 1.0F / sum;
-  for (int64_t j = 0; j < len; ++j) s[j] *= inv;
 }
 
-// One row and head (columns c0..c0 + dh of d): position j's key | value at key[j] (padded with
-// copies of key[0] to a multiple of 8), the query q [d], the output out [d]; s has room for the
-// padded scores.
-__attribute__((target("avx2,fma"))) void attend(const float* q, const float* const* key,
-                                                int64_t len, const bool* pad, int64_t d, int64_t c0,
-                                                int64_t dh, float* s, float* out) {
-  const float scale = 1.0F / std::sqrt(static_cast<float>(dh));
-  for (int64_t j = 0; j < len; j += 8) {
-    for (int64_t i = j + 8; i < std::min(j + 16, len); ++i) prefetch(key[i] + c0, dh);
-    dots8(q + c0, key + j, c0, dh, s + j);
+// The positions a row attends to, as pointers to their key | value (head h's key at
+// [h dh, (h + 1) dh), its value d further on), padded with copies of the first to a multiple of 8.
+struct Keys {
+  const float* const* at = nullptr;  // the positions not hidden by padding, in order
+  int64_t n = 0;
+  bool uniform = false;  // every position is padding: `at` holds them all, each weighing 1 / n
+};
+
+// R rows with the same keys, every head: scores (head h's of row r at s + (h R + r) ld), the
+// softmax, and the weighted sums of the values into out[r] (row r of the result). A position's
+// keys of every head are read together, then its values: the positions' memory in order, as the
+// hardware's prefetchers expect it. The probabilities are left unnormalized; each output is scaled
+// by its row's 1 / sum instead.
+template <int R>
+__attribute__((target("avx2,fma"))) void attend(const float* const* q, const Keys& keys, int64_t d,
+                                                int64_t heads, float* s, int64_t ld,
+                                                float* const* out) {
+  const int64_t dh = d / heads;
+  if (keys.uniform) std::fill(s, s + keys.n, 1.0F);
+  if (!keys.uniform) {
+    const float scale = 1.0F / std::sqrt(static_cast<float>(dh));
+    for (int64_t j = 0; j < keys.n; j += 8) {
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int r = 0; r < R; ++r) {
+          dots8(q[r] + h * dh, keys.at + j, h * dh, dh, scale, s + (h * R + r) * ld + j);
+        }
+      }
+    }
   }
-  for (int64_t j = 0; j < std::min<int64_t>(len, 8); ++j) prefetch(key[j] + d + c0, dh);
-  for (int64_t j = 0; j < len; ++j) s[j] *= scale;
-  softmax_in_place(s, len, pad);
-  int64_t c = c0;
-  for (; c + 64 <= c0 + dh; c += 64) weighted_sum<8>(s, key, d + c, len, out + c);
-  for (; c < c0 + dh; c += 8) weighted_sum<1>(s, key, d + c, len, out + c);
+  // 8 accumulators a pass where the columns allow (R x C), then 8 columns at a time.
+  constexpr int C = R == 1 ? 8 : R == 2 ? 4 : 2;
+  const int64_t wide = dh / (8 * C) * (8 * C);
+  for (int64_t h = 0; h < heads; ++h) {
+    const float* p[R];
+    float inv[R];
+    float* at[R];
+    for (int r = 0; r < R; ++r) {
+      at[r] = out[r] + h * dh;
+      if (keys.uniform) {
+        p[r] = s;
+        inv[r] = 1.0F / static_cast<float>(keys.n);
+      } else {
+        float* row = s + (h * R + r) * ld;
+        p[r] = row;
+        inv[r] = 1.0F / exp_in_place(row, keys.n, max_of(row, keys.n));
+      }
+    }
+    weighted_sums<R, C>(p, keys.at, d + h * dh, 0, wide, keys.n, inv, at);
+    weighted_sums<R, 1>(p, keys.at, d + h * dh, wide, dh, keys.n, inv, at);
+  }
+}
+
+// Rows [0, rows) with the same keys, up to 4 at a time.
+void attend_rows(const float* const* q, int64_t rows, const Keys& keys, int64_t d, int64_t heads,
+                 float* s, int64_t ld, float* const* out) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) attend<4>(q + r, keys, d, heads, s, ld, out + r);
+  switch (rows - r) {
+    case 3:
+      attend<3>(q + r, keys, d, heads, s, ld, out + r);
+      break;
+    case 2:
+      attend<2>(q + r, keys, d, heads, s, ld, out + r);
+      break;
+    case 1:
+      attend<1>(q + r, keys, d, heads, s, ld, out + r);
+      break;
+    default:
+      break;
+  }
 }
 
 // Self-attention's rows per block: beam search's hypotheses of one sentence are consecutive rows.
@@ -164,30 +193,51 @@ torch::Tensor step_attention(const torch::Tensor& q, const torch::Tensor& kv, in
   const bool* padp = pad.defined() ? pad.data_ptr<bool>() : nullptr;
   const int32_t* tp = table.defined() ? table.data_ptr<int32_t>() : nullptr;
   float* op = out.data_ptr<float>();
-  const int64_t padded = (len + 7) / 8 * 8, dh = d / heads;
+  const int64_t padded = (len + 7) / 8 * 8;
   // Rows a block at a time, head by head: a sentence's rows (a block) read the same keys and
   // values (its encoder side, or on the CPU its shared prefix), one head's of which stay in L1.
+  // Without a table, a group's rows share one list of keys and go through attend() together.
   const int64_t block = width > 1 ? width : kSelfBlock;
   at::parallel_for(0, (rows + block - 1) / block, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(padded);
-    std::vector<const float*> keys(block * padded);
+    std::vector<float> scores(4 * heads * padded);
+    std::vector<const float*> pointers(block * padded);
+    std::vector<Keys> keys(block);
+    std::vector<const float*> queries(block);
+    std::vector<float*> outs(block);
     for (int64_t b = begin; b < end; ++b) {
       const int64_t first = b * block, last = std::min(rows, first + block);
       for (int64_t r = first; r < last; ++r) {
-        const float** key = keys.data() + (r - first) * padded;
+        const int64_t i = r - first, g = r / width;
+        queries[i] = qp + r * q.stride(0);
+        outs[i] = op + r * d;
+        if (!tp && i > 0 && (r - 1) / width == g) {
+          keys[i] = keys[i - 1];  // the same sentence's encoder side
+          continue;
+        }
+        const bool* hidden = padp ? padp + g * pad.stride(0) : nullptr;
+        const float** at = pointers.data() + i * padded;
+        int64_t n = 0;
         for (int64_t j = 0; j < len; ++j) {
-          const int64_t at = tp ? tp[r * table.stride(0) + j] : r / width;
-          key[j] = kvp + at * kv.stride(0) + j * kv.stride(1);
+          if (hidden && hidden[j]) continue;
+          const int64_t row = tp ? tp[r * table.stride(0) + j] : g;
+          at[n++] = kvp + row * kv.stride(0) + j * kv.stride(1);
         }
-        std::fill(key + len, key + padded, key[0]);
+        const bool uniform = n == 0;
+        if (uniform) {
+          for (int64_t j = 0; j < len; ++j) {
+            at[n++] =
+                kvp + (tp ? tp[r * table.stride(0) + j] : g) * kv.stride(0) + j * kv.stride(1);
+          }
+        }
+        std::fill(at + n, at + (n + 7) / 8 * 8, at[0]);
+        keys[i] = Keys{at, n, uniform};
       }
-      for (int64_t h = 0; h < heads; ++h) {
-        for (int64_t r = first; r < last; ++r) {
-          const int64_t g = r / width;
-          attend(qp + r * q.stride(0), keys.data() + (r - first) * padded, len,
-                 padp ? padp + g * pad.stride(0) : nullptr, d, h * dh, dh, scores.data(),
-                 op + r * d);
-        }
+      for (int64_t i = 0, count = last - first; i < count;) {
+        int64_t same = 1;  // rows from i on with i's keys
+        while (i + same < count && keys[i + same].at == keys[i].at) ++same;
+        attend_rows(queries.data() + i, same, keys[i], d, heads, scores.data(), padded,
+                    outs.data() + i);
+        i += same;
       }
     }
   });

@@ -11,9 +11,11 @@ namespace tandem::model {
 // Incremental decoding's attention, forward only: one new position per decoder row attends to
 // keys and values already laid out in memory (the self-attention cache of its own row, or the
 // encoder side of its sentence). On x86 CPUs with AVX2 and FMA, float, heads of a multiple of 8
-// columns: a loop per (row, head) with 8 keys' dot products at a time. A BLAS call per row and
-// head (the other path) costs more in its set-up than in its arithmetic at these sizes: scores of
-// 4-100 keys of 64 columns.
+// columns: a loop over the positions in memory order, every head of a position at once, 8 keys'
+// dot products at a time, the rows that share their keys (a sentence's hypotheses on its encoder
+// side) up to 4 together, and padded positions left out. A BLAS call per row and head (the other
+// path) costs more in its set-up than in its arithmetic at these sizes: scores of 4-100 keys of 64
+// columns.
 
 // Row r of q [rows, d] (heads side by side, rows any stride apart) attends to the first `len`
 // positions of kv [groups, capacity, 2 d] group r / width, each position k | v, except those
