@@ -87,8 +87,9 @@ __attribute__((target("avx2,fma"))) void attend(const float* const* q, const Key
                                                 int64_t heads, float* s, int64_t ld,
                                                 float* const* out) {
   const int64_t dh = d / heads;
-  if (keys.uniform) std::fill(s, s + keys.n, 1.0F);
-  if (!keys.uniform) {
+  if (keys.uniform) {
+    std::fill(s, s + keys.n, 1.0F);
+  } else {
     const float scale = 1.0F / std::sqrt(static_cast<float>(dh));
     for (int64_t j = 0; j < keys.n; j += 8) {
       for (int64_t h = 0; h < heads; ++h) {
@@ -215,19 +216,18 @@ torch::Tensor step_attention(const torch::Tensor& q, const torch::Tensor& kv, in
           continue;
         }
         const bool* hidden = padp ? padp + g * pad.stride(0) : nullptr;
+        auto position = [&](int64_t j) {
+          const int64_t row = tp ? tp[r * table.stride(0) + j] : g;
+          return kvp + row * kv.stride(0) + j * kv.stride(1);
+        };
         const float** at = pointers.data() + i * padded;
         int64_t n = 0;
         for (int64_t j = 0; j < len; ++j) {
-          if (hidden && hidden[j]) continue;
-          const int64_t row = tp ? tp[r * table.stride(0) + j] : g;
-          at[n++] = kvp + row * kv.stride(0) + j * kv.stride(1);
+          if (!hidden || !hidden[j]) at[n++] = position(j);
         }
         const bool uniform = n == 0;
         if (uniform) {
-          for (int64_t j = 0; j < len; ++j) {
-            at[n++] =
-                kvp + (tp ? tp[r * table.stride(0) + j] : g) * kv.stride(0) + j * kv.stride(1);
-          }
+          for (; n < len; ++n) at[n] = position(n);
         }
         std::fill(at + n, at + (n + 7) / 8 * 8, at[0]);
         keys[i] = Keys{at, n, uniform};
