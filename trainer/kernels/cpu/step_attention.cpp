@@ -145,6 +145,38 @@ void attend_rows(const float* const* q, int64_t rows, const Keys& keys, int64_t 
 // Self-attention's rows per block: beam search's hypotheses of one sentence are consecutive rows.
 constexpr int64_t kSelfBlock = 4;
 
+// Where step_attention's rows find their first `len` positions: row r's position j at
+// kv[table[r][j], j] with a table, else at kv[r / width, j]; pad (if any) hides positions of
+// group r / width.
+struct Positions {
+  const float* kv;
+  int64_t kv_row, kv_position;  // kv's strides
+  const int32_t* table;         // or null
+  int64_t table_row;
+  const bool* pad;  // or null
+  int64_t pad_row;
+  int64_t width, len;
+
+  // Row r's keys, written into `at` (room for len rounded up to 8).
+  Keys of_row(int64_t r, const float** at) const {
+    const int64_t g = r / width;
+    const bool* hidden = pad ? pad + g * pad_row : nullptr;
+    auto position = [&](int64_t j) {
+      return kv + (table ? table[r * table_row + j] : g) * kv_row + j * kv_position;
+    };
+    int64_t n = 0;
+    for (int64_t j = 0; j < len; ++j) {
+      if (!hidden || !hidden[j]) at[n++] = position(j);
+    }
+    const bool uniform = n == 0;
+    if (uniform) {
+      for (; n < len; ++n) at[n] = position(n);
+    }
+    std::fill(at + n, at + (n + 7) / 8 * 8, at[0]);
+    return Keys{at, n, uniform};
+  }
+};
+
 bool loop_applies(const torch::Tensor& q, const torch::Tensor& kv, int64_t heads) {
   return cpu_has_packed_fp32() && q.is_cpu() && kv.is_cpu() && q.scalar_type() == torch::kFloat &&
          kv.scalar_type() == torch::kFloat && q.stride(1) == 1 && kv.stride(2) == 1 &&
@@ -188,16 +220,22 @@ torch::Tensor step_attention(const torch::Tensor& q, const torch::Tensor& kv, in
   }
   const auto pad = pad_in.defined() ? pad_in.to(torch::kBool).contiguous() : torch::Tensor();
   const auto table = cache_rows.defined() ? cache_rows.to(torch::kInt).contiguous() : cache_rows;
+  const Positions positions{kv.data_ptr<float>(),
+                            kv.stride(0),
+                            kv.stride(1),
+                            table.defined() ? table.data_ptr<int32_t>() : nullptr,
+                            table.defined() ? table.stride(0) : 0,
+                            pad.defined() ? pad.data_ptr<bool>() : nullptr,
+                            pad.defined() ? pad.stride(0) : 0,
+                            width,
+                            len};
   auto out = torch::empty({rows, d}, q.options());
   const float* qp = q.data_ptr<float>();
-  const float* kvp = kv.data_ptr<float>();
-  const bool* padp = pad.defined() ? pad.data_ptr<bool>() : nullptr;
-  const int32_t* tp = table.defined() ? table.data_ptr<int32_t>() : nullptr;
   float* op = out.data_ptr<float>();
   const int64_t padded = (len + 7) / 8 * 8;
-  // Rows a block at a time, head by head: a sentence's rows (a block) read the same keys and
-  // values (its encoder side, or on the CPU its shared prefix), one head's of which stay in L1.
-  // Without a table, a group's rows share one list of keys and go through attend() together.
+  // Rows a block at a time: a sentence's rows (a block) read the same keys and values (its
+  // encoder side, or on the CPU its shared prefix), which stay in cache between them. Without a
+  // table, a sentence's rows share one list of keys and go through attend() together.
   const int64_t block = width > 1 ? width : kSelfBlock;
   at::parallel_for(0, (rows + block - 1) / block, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(4 * heads * padded);
@@ -206,33 +244,15 @@ torch::Tensor step_attention(const torch::Tensor& q, const torch::Tensor& kv, in
     std::vector<const float*> queries(block);
     std::vector<float*> outs(block);
     for (int64_t b = begin; b < end; ++b) {
-      const int64_t first = b * block, last = std::min(rows, first + block);
-      for (int64_t r = first; r < last; ++r) {
-        const int64_t i = r - first, g = r / width;
+      const int64_t first = b * block, count = std::min(rows, first + block) - first;
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t r = first + i;
         queries[i] = qp + r * q.stride(0);
         outs[i] = op + r * d;
-        if (!tp && i > 0 && (r - 1) / width == g) {
-          keys[i] = keys[i - 1];  // the same sentence's encoder side
-          continue;
-        }
-        const bool* hidden = padp ? padp + g * pad.stride(0) : nullptr;
-        auto position = [&](int64_t j) {
-          const int64_t row = tp ? tp[r * table.stride(0) + j] : g;
-          return kvp + row * kv.stride(0) + j * kv.stride(1);
-        };
-        const float** at = pointers.data() + i * padded;
-        int64_t n = 0;
-        for (int64_t j = 0; j < len; ++j) {
-          if (!hidden || !hidden[j]) at[n++] = position(j);
-        }
-        const bool uniform = n == 0;
-        if (uniform) {
-          for (; n < len; ++n) at[n] = position(n);
-        }
-        std::fill(at + n, at + (n + 7) / 8 * 8, at[0]);
-        keys[i] = Keys{at, n, uniform};
+        const bool same_sentence = !positions.table && i > 0 && (r - 1) / width == r / width;
+        keys[i] = same_sentence ? keys[i - 1] : positions.of_row(r, pointers.data() + i * padded);
       }
-      for (int64_t i = 0, count = last - first; i < count;) {
+      for (int64_t i = 0; i < count;) {
         int64_t same = 1;  // rows from i on with i's keys
         while (i + same < count && keys[i + same].at == keys[i].at) ++same;
         attend_rows(queries.data() + i, same, keys[i], d, heads, scores.data(), padded,

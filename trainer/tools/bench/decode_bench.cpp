@@ -210,10 +210,6 @@ void same_length_limit(DecodeBenchOptions& o, int64_t max_positions) {
               static_cast<long long>(o.decode.max_len_b));
 }
 
-// Every row: precision-major, then thread counts, then beams; with --ctranslate2 each Tandem row
-// is followed by CTranslate2's. For each thread count and beam the precisions' runs alternate
-// (fp32, int8, fp32, int8, ...), so that a machine that speeds up or slows down meanwhile moves
-// both alike; CTranslate2's runs for them follow.
 // Each model's median run at o.decode's threads and beam, the models' runs alternating.
 std::vector<Timing> alternating_medians(const DecodeBenchOptions& o,
                                         const std::vector<model::Transformer>& models,
@@ -229,6 +225,10 @@ std::vector<Timing> alternating_medians(const DecodeBenchOptions& o,
   return medians;
 }
 
+// Every row: precision-major, then thread counts, then beams; with --ctranslate2 each Tandem row
+// is followed by CTranslate2's. For each thread count and beam the precisions' runs alternate
+// (fp32, int8, fp32, int8, ...), so that a machine that speeds up or slows down meanwhile moves
+// both alike; CTranslate2's runs for them follow.
 std::vector<Row> measure_rows(DecodeBenchOptions& o, const torch::Device& device,
                               const data::Vocab& vocab, const Inputs& in) {
   const TempDir work("bench-decode");
