@@ -139,7 +139,9 @@ TEST(Gpu, TokenLossKernelMatchesTheFormulasInDouble) {
 // Column sums over one block of rows, many, more rows than blocks (several per thread), widths
 // that take 16-byte runs and widths that do not, data that starts off a 16-byte boundary, and no
 // rows at all; fp32 and bf16, against double sums of the same values. The same input twice gives
-// the same bits (the blocks' partial sums are added in a fixed order).
+// the same bits (the blocks' partial sums are added in a fixed order). The calls share one set of
+// arrival counters, grown as wider inputs come, which each call leaves at zero: a counter
+// left over would leave a stripe's sums unwritten in the next call.
 TEST(Gpu, ColumnSumsKernelMatchesDoubleSums) {
   SKIP_WITHOUT_OWN_KERNELS();
   torch::manual_seed(32);

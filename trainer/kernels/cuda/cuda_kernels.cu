@@ -306,7 +306,7 @@ __device__ void stripe_totals(const float* work, int64_t cols, float (*lanes)[kC
 
 // Column sums of a stripe of columns over blocks of rows: every block writes its partial sums to
 // work; the last block of a stripe to arrive adds them up in an order fixed by the grid, so the
-// result is the same whichever block finishes last.
+// result is the same whichever block finishes last, and sets the stripe's counter back to zero.
 template <typename T, int V, int kMode>
 __global__ void __launch_bounds__(kColumnThreads)
     column_sums_kernel(const T* a, const T* x, const float* mean, const float* rstd, int64_t rows,
@@ -322,7 +322,10 @@ __global__ void __launch_bounds__(kColumnThreads)
     last = atomicAdd(arrivals + blockIdx.x, 1u) == gridDim.y - 1;
   }
   __syncthreads();
-  if (last) stripe_totals<V, kOut>(work, cols, lanes[0], sums, scaled);
+  if (!last) return;
+  stripe_totals<V, kOut>(work, cols, lanes[0], sums, scaled);
+  // Every block of the stripe has arrived: its counter goes back to zero for the next launch.
+  if (threadIdx.x == 0 && threadIdx.y == 0) arrivals[blockIdx.x] = 0;
 }
 
 void check_launch(const char* kernel) {

@@ -27,7 +27,7 @@ void token_loss_rows(void* logits, Element element, int64_t rows, int64_t vocab,
 // scaled[c] = Σ_r a[r, c] · (x[r, c] − mean[r]) · rstd[r]. Blocks of rows write partial sums to
 // `work` (column_blocks(rows) × cols floats per output); the last block of each stripe of columns
 // adds them up in an order fixed by the grid, so the result is the same from run to run.
-// `arrivals` holds column_stripes(cols) counters, zero before the call.
+// `arrivals` holds column_stripes(cols) counters, zero before the call and zero again after it.
 int64_t column_blocks(int64_t rows);
 int64_t column_stripes(int64_t cols);
 void column_sums(const void* a, const void* x, const float* mean, const float* rstd,

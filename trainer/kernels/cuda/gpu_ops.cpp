@@ -10,9 +10,12 @@
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <tuple>
+#include <utility>
 
 #include "trainer/kernels/cuda/cuda_kernels.h"
 #include "trainer/kernels/cuda/philox.h"
@@ -55,20 +58,37 @@ void require_own(const torch::Tensor& t, const char* op) {
   }
 }
 
+// The column-sum kernel's arrival counters on a GPU and stream: one set each, kept from call to
+// call and grown when a call needs more. The kernel leaves them at zero (each stripe's last block
+// resets its own), so only a new set is zeroed; a fresh zeroed tensor a call was a fill kernel
+// launched for every column sum, about 100 a base-shape step. Launches on one stream run in
+// order, so no two share a counter at once. The sets are never freed: CUDA may be torn down first.
+unsigned* arrival_counters(const torch::Tensor& like, int64_t count) {
+  static std::mutex mutex;
+  static auto* sets = new std::map<std::pair<int, void*>, torch::Tensor>();
+  std::lock_guard<std::mutex> lock(mutex);
+  torch::Tensor& set = (*sets)[{like.device().index(), stream_of(like)}];
+  if (!set.defined() || set.numel() < count) {
+    set = torch::zeros({std::max<int64_t>(count, set.defined() ? 2 * set.numel() : 0)},
+                       like.options().dtype(torch::kInt));
+  }
+  return reinterpret_cast<unsigned*>(set.data_ptr<int32_t>());
+}
+
 // The column-sum kernel's scratch for a [rows, cols]: each block of rows' partial sums, per
-// output, and one arrival counter per stripe of columns, zeroed.
+// output, and one arrival counter per stripe of columns.
 class ColumnScratch {
  public:
   ColumnScratch(const torch::Tensor& a, int64_t outputs)
       : work_(torch::empty({outputs * cuda::column_blocks(a.size(0)) * a.size(1)},
                            a.options().dtype(torch::kFloat))),
-        arrivals_(torch::zeros({cuda::column_stripes(a.size(1))}, a.options().dtype(torch::kInt))) {
-  }
+        arrivals_(arrival_counters(a, cuda::column_stripes(a.size(1)))) {}
   float* work() { return work_.data_ptr<float>(); }
-  unsigned* arrivals() { return reinterpret_cast<unsigned*>(arrivals_.data_ptr<int32_t>()); }
+  unsigned* arrivals() const { return arrivals_; }
 
  private:
-  torch::Tensor work_, arrivals_;
+  torch::Tensor work_;
+  unsigned* arrivals_;
 };
 
 // Column sums of a [rows, cols] into `out` ([outputs, cols] fp32; with x, mean and rstd, out[0]
