@@ -6,8 +6,10 @@
 Prints how busy the GPU was over the traced steps (kernel time over the span from the first to the
 last GPU activity), GPU time by kind of kernel (matrix products, attention, the rest), the TOP
 kernels by total time, the LibTorch operators whose launches took the most GPU time (the innermost
-operator around each launch, with its caller), and the CUDA runtime calls the host made that wait for the device
-(synchronisations, device-to-host copies), which are the host syncs of a step.
+operator around each launch, with its caller), the CUDA runtime calls the host made that wait for the device
+(synchronisations, device-to-host copies), which are the host syncs of a step, and where the GPU's
+idle time went: waiting for the host to launch the next kernel (the host is the bottleneck there,
+which CUDA graphs or fewer launches would remove) or waiting with work already queued.
 """
 import bisect
 import collections
@@ -81,6 +83,32 @@ def gpu_time_by_operator(events, gpu):
     return totals
 
 
+def idle_time(events, gpu):
+    """The GPU's idle gaps (no activity on any stream), split by what ended each: an activity whose
+    launch call returned only after the gap began found the GPU waiting for the host; any other
+    was queued already. Returns (µs waiting for the host, µs other, such launches, launches
+    matched to their runtime call)."""
+    returned = {}
+    for e in events:
+        args = e.get("args", {})
+        if e.get("cat") == "cuda_runtime" and "correlation" in args and "dur" in e:
+            returned[args["correlation"]] = e["ts"] + e["dur"]
+    ordered = sorted(gpu, key=lambda e: e["ts"])
+    host, other, starved, found = 0.0, 0.0, 0, 0
+    end = ordered[0]["ts"] + ordered[0]["dur"]
+    for e in ordered[1:]:
+        launch = returned.get(e.get("args", {}).get("correlation"))
+        found += launch is not None
+        gap = e["ts"] - end
+        if gap > 0 and launch is not None and launch > end:
+            host += gap
+            starved += 1
+        elif gap > 0:
+            other += gap
+        end = max(end, e["ts"] + e["dur"])
+    return host, other, starved, found
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
@@ -119,6 +147,10 @@ def main():
         if e.get("cat") == "cuda_runtime" and "dur" in e:
             runtime[e["name"]][0] += e["dur"]
             runtime[e["name"]][1] += 1
+    host, other, starved, found = idle_time(events, gpu)
+    print(f"GPU idle {(host + other) / 1e3:.2f} ms: {host / 1e3:.2f} ms waiting for the host to "
+          f"launch ({starved} of {found} launches found the GPU idle), {other / 1e3:.2f} ms with "
+          "work queued (the profiler slows the host: the first is an upper bound)")
     print("CUDA runtime calls (host side):")
     for name, (us, count) in sorted(runtime.items(), key=lambda kv: -kv[1][0])[:12]:
         mark = "  <- waits for the device" if any(w in name for w in WAITS) else ""
