@@ -37,20 +37,25 @@ def kind_of(name):
     return "other"
 
 
+def runtime_calls(events):
+    """The host's CUDA runtime calls (launches, copies, memsets) by correlation id, the id that
+    the GPU activity each one started carries too."""
+    return {e["args"]["correlation"]: e for e in events
+            if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+
+
 def gpu_time_by_operator(events, gpu):
     """Kernel time per launching operator. A kernel's "External id" names the operator that
     launched it (else its correlation id names the runtime launch, and the innermost operator
     around that launch on its thread does); the operator around that one names the caller."""
     ops = collections.defaultdict(list)  # tid -> [(ts, end, name)] sorted by start
-    by_external_id, launches = {}, {}
+    by_external_id, launches = {}, runtime_calls(events)
     for e in events:
         args = e.get("args", {})
         if e.get("cat") == "cpu_op" and "dur" in e:
             ops[e.get("tid")].append((e["ts"], e["ts"] + e["dur"], e["name"]))
             if "External id" in args:
                 by_external_id[args["External id"]] = e
-        elif e.get("cat") == "cuda_runtime" and "correlation" in args:
-            launches[args["correlation"]] = e
     starts = {}
     for tid, spans in ops.items():
         spans.sort()
@@ -88,11 +93,7 @@ def idle_time(events, gpu):
     launch call returned only after the gap began found the GPU waiting for the host; any other
     was queued already. Returns (µs waiting for the host, µs other, such launches, launches
     matched to their runtime call)."""
-    returned = {}
-    for e in events:
-        args = e.get("args", {})
-        if e.get("cat") == "cuda_runtime" and "correlation" in args and "dur" in e:
-            returned[args["correlation"]] = e["ts"] + e["dur"]
+    returned = {c: e["ts"] + e["dur"] for c, e in runtime_calls(events).items() if "dur" in e}
     ordered = sorted(gpu, key=lambda e: e["ts"])
     host, other, starved, found = 0.0, 0.0, 0, 0
     end = ordered[0]["ts"] + ordered[0]["dur"]
