@@ -18,8 +18,8 @@ struct Batch {
   int64_t sentences = 0;
   int64_t src_tokens = 0;  // non-pad source tokens (EOS included)
   int64_t tgt_tokens = 0;  // non-pad entries of tgt_out: the targets predicted
-  // [batch] int64: each pair's corpus, its index in the file's corpora (Corpus::corpora()), when
-  // the split holds several (the loader sets it); undefined otherwise.
+  // [batch] int64: each pair's direction, its index in Corpus::directions(), when the file
+  // holds several (the loader sets it); undefined otherwise.
   torch::Tensor corpus;
   bool empty() const { return sentences == 0; }
 };

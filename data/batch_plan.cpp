@@ -88,31 +88,33 @@ void cut(const Index* order, size_t count, const Padded& padded, int64_t max_tok
   }
 }
 
-bool each_pair_once(const std::vector<CorpusDraws>& corpora) {
-  for (const CorpusDraws& corpus : corpora) {
-    if (corpus.draws != corpus.count) return false;
+bool each_pair_once(const std::vector<DirectionDraws>& directions) {
+  for (const DirectionDraws& direction : directions) {
+    if (direction.draws != direction.pairs.count) return false;
   }
   return true;
 }
 
-// That `corpora` tile the split's `pairs` in order, each with some pairs and no negative draws,
-// and draw at most 2^32 - 1 pairs in all; std::invalid_argument otherwise. Returns the total.
-uint64_t check_corpora(const std::vector<CorpusDraws>& corpora, size_t pairs) {
+// That `directions` tile the split's `pairs` in order, each with some pairs and no negative
+// draws, and draw at most 2^32 - 1 pairs in all; std::invalid_argument otherwise. Returns the
+// total.
+uint64_t check_directions(const std::vector<DirectionDraws>& directions, size_t pairs) {
   uint64_t next = 0, total = 0;
-  for (const CorpusDraws& corpus : corpora) {
-    if (corpus.first < 0 || static_cast<uint64_t>(corpus.first) != next || corpus.count < 1 ||
-        corpus.draws < 0) {
-      throw std::invalid_argument("batch plan: corpus at pair " + std::to_string(corpus.first) +
-                                  " (" + std::to_string(corpus.count) + " pairs, " +
-                                  std::to_string(corpus.draws) +
+  for (const DirectionDraws& direction : directions) {
+    const PairRange& range = direction.pairs;
+    if (range.first < 0 || static_cast<uint64_t>(range.first) != next || range.count < 1 ||
+        direction.draws < 0) {
+      throw std::invalid_argument("batch plan: direction at pair " + std::to_string(range.first) +
+                                  " (" + std::to_string(range.count) + " pairs, " +
+                                  std::to_string(direction.draws) +
                                   " draws) does not follow the previous one at pair " +
                                   std::to_string(next));
     }
-    next += static_cast<uint64_t>(corpus.count);
-    total += static_cast<uint64_t>(corpus.draws);
+    next += static_cast<uint64_t>(range.count);
+    total += static_cast<uint64_t>(direction.draws);
   }
   if (next != pairs) {
-    throw std::invalid_argument("batch plan: the corpora cover " + std::to_string(next) +
+    throw std::invalid_argument("batch plan: the directions cover " + std::to_string(next) +
                                 " pairs of the split's " + std::to_string(pairs));
   }
   if (total > std::numeric_limits<uint32_t>::max()) {
@@ -122,20 +124,20 @@ uint64_t check_corpora(const std::vector<CorpusDraws>& corpora, size_t pairs) {
   return total;
 }
 
-// The pairs an epoch draws (options.corpora, checked): each corpus's whole range draws / count
-// times, then draws % count of its pairs by a partial Fisher-Yates shuffle of the range, on a
-// stream of the corpus's own so that the plan's other draws stay as they are.
+// The pairs an epoch draws (options.directions, checked): each direction's whole range
+// draws / count times, then draws % count of its pairs by a partial Fisher-Yates shuffle of the
+// range, on a stream of the direction's own so that the plan's other draws stay as they are.
 std::vector<uint32_t> drawn_pairs(const BatchPlanOptions& options, uint64_t total, int64_t epoch) {
   std::vector<uint32_t> order;
   order.reserve(total);
-  for (size_t k = 0; k < options.corpora.size(); ++k) {
-    const CorpusDraws& corpus = options.corpora[k];
-    const auto first = static_cast<uint32_t>(corpus.first);
-    const auto count = static_cast<uint32_t>(corpus.count);
-    for (int64_t copy = 0; copy < corpus.draws / corpus.count; ++copy) {
+  for (size_t k = 0; k < options.directions.size(); ++k) {
+    const DirectionDraws& direction = options.directions[k];
+    const auto first = static_cast<uint32_t>(direction.pairs.first);
+    const auto count = static_cast<uint32_t>(direction.pairs.count);
+    for (int64_t copy = 0; copy < direction.draws / direction.pairs.count; ++copy) {
       for (uint32_t i = 0; i < count; ++i) order.push_back(first + i);
     }
-    const int64_t rest = corpus.draws % corpus.count;
+    const int64_t rest = direction.draws % direction.pairs.count;
     if (rest == 0) continue;
     SplitMix64 rng = rng_for(options.seed ^ (0xA0761D6478BD642Full * (k + 1)), epoch);
     std::vector<uint32_t> range(count);
@@ -150,51 +152,6 @@ std::vector<uint32_t> drawn_pairs(const BatchPlanOptions& options, uint64_t tota
 }
 
 }  // namespace
-
-std::vector<double> sampling_shares(const std::vector<int64_t>& tokens, double temperature,
-                                    const std::vector<double>& weights) {
-  if (!(std::isfinite(temperature) && temperature > 0)) {
-    throw std::invalid_argument("sampling temperature " + std::to_string(temperature) +
-                                ": expected a positive number");
-  }
-  if (!weights.empty() && weights.size() != tokens.size()) {
-    throw std::invalid_argument("sampling: " + std::to_string(weights.size()) + " weights for " +
-                                std::to_string(tokens.size()) + " corpora");
-  }
-  std::vector<double> shares(tokens.size());
-  double sum = 0;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (!weights.empty() && !(std::isfinite(weights[i]) && weights[i] > 0)) {
-      throw std::invalid_argument("sampling weight " + std::to_string(weights[i]) +
-                                  ": expected a positive number");
-    }
-    shares[i] =
-        weights.empty() ? std::pow(static_cast<double>(tokens[i]), 1.0 / temperature) : weights[i];
-    sum += shares[i];
-  }
-  for (double& share : shares) share /= sum;
-  return shares;
-}
-
-std::vector<CorpusDraws> corpus_draws(const std::vector<std::pair<int64_t, int64_t>>& ranges,
-                                      const std::vector<int64_t>& tokens,
-                                      const std::vector<double>& shares) {
-  int64_t all = 0;
-  for (const int64_t t : tokens) all += t;
-  std::vector<CorpusDraws> corpora;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    const auto [first, count] = ranges[i];
-    if (count < 1 || tokens[i] < 1) {
-      throw std::invalid_argument("sampling: corpus at pair " + std::to_string(first) + " has " +
-                                  std::to_string(count) + " pairs and " +
-                                  std::to_string(tokens[i]) + " target tokens; expected some");
-    }
-    const double mean_length = static_cast<double>(tokens[i]) / static_cast<double>(count);
-    const double draws = shares[i] * static_cast<double>(all) / mean_length;
-    corpora.push_back({first, count, std::max<int64_t>(1, std::llround(draws))});
-  }
-  return corpora;
-}
 
 std::vector<std::vector<int64_t>> cut_batches(const std::vector<int64_t>& order,
                                               const std::vector<int64_t>& padded,
@@ -300,9 +257,10 @@ BatchPlan make_batch_plan(const std::vector<uint16_t>& padded, const BatchPlanOp
   }
   SplitMix64 rng = rng_for(options.seed, epoch);
   std::vector<uint32_t>& order = plan.sentences_;
-  const uint64_t drawn =
-      options.corpora.empty() ? padded.size() : check_corpora(options.corpora, padded.size());
-  if (each_pair_once(options.corpora)) {
+  const uint64_t drawn = options.directions.empty()
+                             ? padded.size()
+                             : check_directions(options.directions, padded.size());
+  if (each_pair_once(options.directions)) {
     order.resize(padded.size());
     std::iota(order.begin(), order.end(), 0u);
   } else {

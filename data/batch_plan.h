@@ -4,43 +4,28 @@
 #pragma once
 
 #include <cstdint>
-#include <utility>
 #include <vector>
+
+#include "data/direction.h"
 
 namespace tandem::data {
 
-// One corpus of a split that holds several (tandem-prep --corpora), as an epoch draws from it:
-// its pairs [first, first + count) of the split, and how many pairs an epoch takes from it.
-struct CorpusDraws {
-  int64_t first = 0;
-  int64_t count = 0;
-  int64_t draws = 0;  // count: each pair once; more: some twice or more; fewer: a subset
+// One direction of a split that holds several (tandem-prep --corpora), as an epoch draws from it:
+// its pairs of the split, and how many pairs an epoch takes from them (sampling.h decides).
+struct DirectionDraws {
+  PairRange pairs;
+  int64_t draws = 0;  // pairs.count: each pair once; more: some twice or more; fewer: a subset
 };
 
 struct BatchPlanOptions {
   int64_t max_tokens = 4096;  // per batch: sentences x padded length must not exceed this
   uint64_t seed = 1;
   int64_t pool_batches = 100;  // sort inside pools of about this many batches' worth of sentences
-  // Empty: each pair of the split once an epoch. Else every corpus of the split, their ranges
-  // tiling it in order: an epoch takes each corpus's pairs draws / count times over, and
+  // Empty: each pair of the split once an epoch. Else every direction of the split, their ranges
+  // tiling it in order: an epoch takes each direction's pairs draws / count times over, and
   // draws % count more of them, chosen by the seed and the epoch without repeats.
-  std::vector<CorpusDraws> corpora;
+  std::vector<DirectionDraws> directions;
 };
-
-// The pairs an epoch draws from each corpus so that corpus i gets `shares[i]` of the epoch's
-// target tokens, the epoch's target tokens being the split's: draws_i = shares_i x (all corpora's
-// target tokens) / (corpus i's mean target length), rounded. `ranges` gives each corpus's first
-// and count, `tokens` its target tokens (> 0); shares sum to 1.
-std::vector<CorpusDraws> corpus_draws(const std::vector<std::pair<int64_t, int64_t>>& ranges,
-                                      const std::vector<int64_t>& tokens,
-                                      const std::vector<double>& shares);
-
-// Each corpus's share of an epoch's target tokens: proportional to weights[i] when weights are
-// given, else to tokens[i]^(1 / temperature), fairseq's and M2M-100's temperature sampling
-// (1: in proportion to size; larger: towards equal shares). std::invalid_argument for a
-// temperature or weight that is not a positive number.
-std::vector<double> sampling_shares(const std::vector<int64_t>& tokens, double temperature,
-                                    const std::vector<double>& weights = {});
 
 // Padded length a sentence pair occupies: max(src + EOS, BOS + tgt) = max(src, tgt) + 1.
 int64_t padded_length(int32_t src_len, int32_t tgt_len);

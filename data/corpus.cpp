@@ -10,14 +10,15 @@
 #include <optional>
 #include <stdexcept>
 
+#include "data/corpus_format.h"
 #include "trainer/common/error.h"
 #include "trainer/common/hdf5.h"
 
 namespace tandem::data {
 namespace {
 
-constexpr const char* kFormat = "tandem-corpus";
-constexpr int64_t kMaxFormatVersion = 2;
+namespace format = corpus_format;
+constexpr int64_t kMaxFormatVersion = format::kCorporaVersion;
 constexpr const char* kHint = "HINT: create a corpus with tandem-prep";
 
 // Sentences between two stored offsets: an offset is found from the one before it and at most
@@ -93,6 +94,7 @@ struct Corpus::Impl {
   h5::Handle file;
   int64_t vocab_size = -1;                                      // read with the first sentences
   std::map<std::string, std::pair<SideData, SideData>> splits;  // (src, tgt), loaded on first use
+  std::optional<Directions> directions;                         // read on first use
   // Every call goes through reading(), one at a time: a loader's prefetch thread and validation
   // on the training thread share one Corpus (HDF5 itself serialises calls anyway).
   std::recursive_mutex mutex;
@@ -103,7 +105,7 @@ struct Corpus::Impl {
   // `read()`, with HDF5's failures to read the file (std::runtime_error) reported as what they
   // are: a damaged input file.
   template <class Read>
-  auto reading(const Read& read) {
+  decltype(auto) reading(const Read& read) {
     const std::lock_guard<std::recursive_mutex> lock(mutex);
     try {
       return read();
@@ -115,17 +117,20 @@ struct Corpus::Impl {
   }
   SideData open_side(const std::string& split, const std::string& side);
   int64_t pairs_in(const std::string& split);
-  std::vector<CorpusPart> read_corpora();
+  std::vector<Direction> read_corpora();
+  Directions read_directions();
   const std::pair<SideData, SideData>& split(const std::string& name);
 };
 
 SideData Corpus::Impl::open_side(const std::string& split, const std::string& side) {
   const std::string prefix = "/" + split + "/" + side + "/";
+  const std::string tokens_path = prefix + format::kTokens;
+  const std::string offsets_path = prefix + format::kOffsets;
   SideData result;
-  result.tokens = h5::Handle(H5Dopen2(file.get(), (prefix + "tokens").c_str(), H5P_DEFAULT));
-  h5::Handle offsets(H5Dopen2(file.get(), (prefix + "offsets").c_str(), H5P_DEFAULT));
+  result.tokens = h5::Handle(H5Dopen2(file.get(), tokens_path.c_str(), H5P_DEFAULT));
+  h5::Handle offsets(H5Dopen2(file.get(), offsets_path.c_str(), H5P_DEFAULT));
   if (!result.tokens.valid() || !offsets.valid()) {
-    throw bad("missing " + prefix + "tokens or " + prefix + "offsets");
+    throw bad("missing " + tokens_path + " or " + offsets_path);
   }
   // Offsets are streamed: they must start at 0, never decrease and end at the token count, or
   // reads go astray.
@@ -174,8 +179,8 @@ const std::pair<SideData, SideData>& Corpus::Impl::split(const std::string& name
   if (H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) <= 0) {
     throw bad("no split '" + name + "'; expected one that tandem-prep wrote (train, valid, test)");
   }
-  SideData src = open_side(name, "src");
-  SideData tgt = open_side(name, "tgt");
+  SideData src = open_side(name, format::kSource);
+  SideData tgt = open_side(name, format::kTarget);
   if (src.count() != tgt.count()) {
     throw bad("split '" + name + "' has different sentence counts on its src and tgt sides");
   }
@@ -191,9 +196,9 @@ Corpus::Corpus(const std::string& path) : impl_(std::make_unique<Impl>()) {
   if (!impl_->file.valid()) throw impl_->bad("HDF5 cannot open it (damaged file?)");
   const std::optional<std::string> format =
       impl_->reading([&] { return h5::read_string_attribute(impl_->file.get(), "format"); });
-  if (format != kFormat) {
-    throw impl_->bad(std::string("not a Tandem corpus (no root attribute format=\"") + kFormat +
-                     "\"); " + kHint);
+  if (format != format::kFormat) {
+    throw impl_->bad(std::string("not a Tandem corpus (no root attribute format=\"") +
+                     format::kFormat + "\"); " + kHint);
   }
   const std::optional<int64_t> version =
       impl_->reading([&] { return h5::read_int_attribute(impl_->file.get(), "format_version"); });
@@ -212,8 +217,8 @@ const std::string& Corpus::path() const { return impl_->path; }
 Vocab Corpus::vocab() const {
   h5::QuietErrors quiet;
   return impl_->reading([&] {
-    h5::Handle dataset(H5Dopen2(impl_->file.get(), "/vocab", H5P_DEFAULT));
-    if (!dataset.valid()) throw impl_->bad("missing /vocab");
+    h5::Handle dataset(H5Dopen2(impl_->file.get(), format::kVocab, H5P_DEFAULT));
+    if (!dataset.valid()) throw impl_->bad(std::string("missing /") + format::kVocab);
     std::string bytes(h5::dataset_length(dataset.get()), '\0');
     h5::read_range(dataset.get(), H5T_NATIVE_UINT8, 0, bytes.size(), bytes.data());
     return Vocab::from_bytes(bytes);
@@ -229,74 +234,84 @@ bool Corpus::has_split(const std::string& split) const {
 // Pairs in a split, from its offsets' length alone: without reading the split (a split's sizes are
 // read when it is first used, and tandem-eval on the test split never uses train).
 int64_t Corpus::Impl::pairs_in(const std::string& split) {
-  h5::Handle offsets(H5Dopen2(file.get(), ("/" + split + "/src/offsets").c_str(), H5P_DEFAULT));
-  if (!offsets.valid()) throw bad("missing /" + split + "/src/offsets");
+  const std::string path = "/" + split + "/" + format::kSource + "/" + format::kOffsets;
+  h5::Handle offsets(H5Dopen2(file.get(), path.c_str(), H5P_DEFAULT));
+  if (!offsets.valid()) throw bad("missing " + path);
   const uint64_t entries = h5::dataset_length(offsets.get());
-  if (entries == 0) throw bad("/" + split + "/src/offsets is empty");
+  if (entries == 0) throw bad(path + " is empty");
   return static_cast<int64_t>(entries - 1);
 }
 
 // /corpora/<name> as written, in creation order; none for a file of one corpus.
-std::vector<CorpusPart> Corpus::Impl::read_corpora() {
-  std::vector<CorpusPart> found;
-  h5::Handle all = h5::open_group(file.get(), "corpora");
+std::vector<Direction> Corpus::Impl::read_corpora() {
+  std::vector<Direction> found;
+  h5::Handle all = h5::open_group(file.get(), format::kCorpora);
   if (!all.valid()) return found;
   for (const std::string& name : h5::link_names(all.get())) {
+    const std::string where = "/" + std::string(format::kCorpora) + "/" + name;
     h5::Handle group = h5::open_group(all.get(), name);
-    if (!group.valid()) throw bad("/corpora/" + name + " is not a group");
-    CorpusPart part;
-    part.name = name;
-    part.src_lang = h5::read_string_attribute(group.get(), "src_lang").value_or("");
-    part.tgt_lang = h5::read_string_attribute(group.get(), "tgt_lang").value_or("");
-    part.tag = h5::read_string_attribute(group.get(), "tag").value_or("");
-    for (const char* split : {"train", "valid", "test"}) {
+    if (!group.valid()) throw bad(where + " is not a group");
+    Direction direction;
+    direction.name = name;
+    direction.src_lang =
+        h5::read_string_attribute(group.get(), format::kSourceLanguage).value_or("");
+    direction.tgt_lang =
+        h5::read_string_attribute(group.get(), format::kTargetLanguage).value_or("");
+    direction.tag = h5::read_string_attribute(group.get(), format::kTag).value_or("");
+    for (const char* split : format::kSplits) {
       h5::Handle range = h5::open_group(group.get(), split);
       if (!range.valid()) continue;
-      const auto first = h5::read_int_attribute(range.get(), "first");
-      const auto count = h5::read_int_attribute(range.get(), "count");
-      if (!first || !count) {
-        throw bad("/corpora/" + name + "/" + split + " lacks its first or count");
-      }
-      part.ranges[split] = {*first, *count};
+      const auto first = h5::read_int_attribute(range.get(), format::kFirst);
+      const auto count = h5::read_int_attribute(range.get(), format::kCount);
+      if (!first || !count) throw bad(where + "/" + split + " lacks its first or count");
+      direction.splits[split] = {*first, *count};
     }
-    found.push_back(std::move(part));
+    found.push_back(std::move(direction));
   }
   return found;
 }
 
-std::vector<CorpusPart> Corpus::corpora() const {
-  h5::QuietErrors quiet;
-  std::vector<CorpusPart> parts = impl_->reading([&] { return impl_->read_corpora(); });
-  const auto pairs_in = [this](const char* split) {
-    return impl_->reading([&] { return impl_->pairs_in(split); });
+// The directions /corpora names, checked to tile each split in order; a file of one corpus is one
+// direction over every split whole.
+Directions Corpus::Impl::read_directions() {
+  std::vector<Direction> directions = read_corpora();
+  const auto has_split = [this](const char* split) {
+    return H5Lexists(file.get(), split, H5P_DEFAULT) > 0;
   };
-  if (parts.empty()) {  // a file of one corpus: every split whole
-    CorpusPart whole;
-    for (const char* split : {"train", "valid", "test"}) {
-      if (has_split(split)) whole.ranges[split] = {0, pairs_in(split)};
+  if (directions.empty()) {
+    Direction whole;
+    for (const char* split : format::kSplits) {
+      if (has_split(split)) whole.splits[split] = {0, pairs_in(split)};
     }
-    return {whole};
+    return Directions({whole});
   }
-  for (const char* split : {"train", "valid", "test"}) {
+  for (const char* split : format::kSplits) {
     if (!has_split(split)) continue;
     int64_t next = 0;  // each corpus's pairs start where the previous one's end
-    for (const CorpusPart& part : parts) {
-      const auto range = part.ranges.find(split);
-      if (range == part.ranges.end()) continue;
-      if (range->second.first != next || range->second.second < 0) {
-        throw impl_->bad("/corpora/" + part.name + "/" + split + " starts at pair " +
-                         std::to_string(range->second.first) + "; expected " +
-                         std::to_string(next) + " (damaged file?)");
+    for (const Direction& direction : directions) {
+      const PairRange* range = direction.range(split);
+      if (range == nullptr) continue;
+      if (range->first != next || range->count < 0) {
+        throw bad("/" + std::string(format::kCorpora) + "/" + direction.name + "/" + split +
+                  " starts at pair " + std::to_string(range->first) + "; expected " +
+                  std::to_string(next) + " (damaged file?)");
       }
-      next += range->second.second;
+      next += range->count;
     }
     if (next != pairs_in(split)) {
-      throw impl_->bad(std::string("the corpora's ") + split + " ranges cover " +
-                       std::to_string(next) + " pairs of " + std::to_string(pairs_in(split)) +
-                       " (damaged file?)");
+      throw bad(std::string("the corpora's ") + split + " ranges cover " + std::to_string(next) +
+                " pairs of " + std::to_string(pairs_in(split)) + " (damaged file?)");
     }
   }
-  return parts;
+  return Directions(std::move(directions));
+}
+
+const Directions& Corpus::directions() const {
+  h5::QuietErrors quiet;
+  return impl_->reading([&]() -> const Directions& {
+    if (!impl_->directions) impl_->directions = impl_->read_directions();
+    return *impl_->directions;
+  });
 }
 
 int64_t Corpus::size(const std::string& split) const {

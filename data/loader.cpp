@@ -29,14 +29,14 @@ void pin(Batch& batch) {
   if (batch.corpus.defined()) batch.corpus = batch.corpus.pin_memory();
 }
 
-// Where each corpus of `split` begins in it, when the split holds several; else empty.
+// Where each direction of `split` begins in it, when the file holds several; else empty.
 std::vector<int64_t> corpus_starts(const Corpus& corpus, const std::string& split) {
-  const std::vector<CorpusPart> parts = corpus.corpora();
+  const Directions& directions = corpus.directions();
   std::vector<int64_t> starts;
-  if (parts.size() < 2) return starts;
-  for (const CorpusPart& part : parts) {
-    const auto range = part.ranges.find(split);
-    starts.push_back(range == part.ranges.end() ? 0 : range->second.first);
+  if (!directions.several()) return starts;
+  for (const Direction& direction : directions) {
+    const PairRange* range = direction.range(split);
+    starts.push_back(range == nullptr ? 0 : range->first);
   }
   return starts;
 }

@@ -1,5 +1,5 @@
 // The corpora manifest of tandem-prep --corpora: several corpora, each a direction with its own
-// files, prepared into one corpus file (prep.h's CorpusFiles). YAML:
+// files, prepared into one corpus file (corpus_files.h's CorpusFiles). YAML:
 //
 //   corpora:
 //     - name: en-es            # letters, digits, '.', '_', '-'
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "data/prep.h"
+#include "data/corpus_files.h"
 
 namespace tandem::data {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "data/prep.h"
+#include "data/corpus_files.h"
 #include "data/text_input.h"
 
 namespace tandem::data {

@@ -3,11 +3,11 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "data/corpus_files.h"
+#include "data/prep_summary.h"
 #include "data/vocab.h"
 
 namespace tandem::data {
@@ -17,21 +17,6 @@ namespace tandem::data {
 // counted reasons, records provenance. Memory is bounded by the sample and the encoding chunks,
 // not by the corpus: the text is streamed twice (sample, then encode), the token arrays go through
 // temporary files next to the output.
-
-struct SplitFiles {
-  std::string name;              // "train", "valid" or "test"
-  std::vector<std::string> src;  // one sentence per line; several files are read in order,
-                                 // each plain or gzip-compressed
-  std::vector<std::string> tgt;  // as many lines as src, together
-};
-
-// One corpus of several in one file: a direction (source and target language) with its splits.
-// Its pairs follow the previous corpus's in each split's arrays; the file records where.
-struct CorpusFiles {
-  std::string name;                // letters, digits, '.', '_', '-'; unique in the file
-  std::string src_lang, tgt_lang;  // language codes, as in the tag ">>es<<"
-  std::vector<SplitFiles> splits;  // train is required
-};
 
 struct PrepOptions {
   // One corpus (the file as Tandem always wrote it: no languages, no tags), or several (corpora;
@@ -50,27 +35,6 @@ struct PrepOptions {
   int threads = 0;                // encoding threads; 0 = one per core. The output is the same
                                   // for every count.
   int64_t chunk_pairs = 1 << 16;  // pairs read, then encoded in parallel, at a time
-};
-
-struct SplitSummary {
-  std::string name;
-  int64_t lines = 0;                       // pairs read
-  int64_t kept = 0;                        // pairs written
-  std::map<std::string, int64_t> dropped;  // reason ("empty", "too_long", "invalid_utf8") → pairs
-  int64_t src_tokens = 0;
-  int64_t tgt_tokens = 0;
-  // Where the first skipped pairs were, with why: "line 7 of 'train.de': invalid_utf8".
-  std::vector<std::string> first_skipped;
-};
-
-struct PrepSummary {
-  int64_t vocab_size = 0;
-  std::vector<SplitSummary> splits;  // each split's totals over the corpora
-  // With several corpora: each one's name and its splits' figures, in the order given.
-  std::vector<std::pair<std::string, std::vector<SplitSummary>>> corpora;
-  // The language tags the source sentences start with, and their ids: (">>es<<", 4), ...
-  std::vector<std::pair<std::string, int32_t>> tags;
-  std::string to_string() const;  // the summary tandem-prep prints
 };
 
 // Throws std::invalid_argument for missing or unreadable files (naming the file and line),

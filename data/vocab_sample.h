@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "data/prep.h"
+#include "data/corpus_files.h"
 #include "data/vocab.h"
 
 namespace tandem::data {

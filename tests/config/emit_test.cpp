@@ -43,6 +43,24 @@ TEST(ToYaml, WritesAutoMaxTokensAsTheWordAndReadsItBack) {
   EXPECT_EQ(parse_config(yaml, "emitted").data.max_tokens, kAutoMaxTokens);
 }
 
+// data.weights and valid.metric are written in their text forms, which read back the same.
+TEST(ToYaml, WritesTheCompoundValuesAsTextThatReadsBack) {
+  Config c;
+  c.data.corpus = "c.h5";
+  c.data.weights = {{"en-es", 1.0}, {"web_crawl.v2", 0.1 + 0.2}};
+  c.valid.metric = {"es-en", ValidMetric::kChrf};
+  const std::string yaml = to_yaml(c);
+  EXPECT_NE(yaml.find("  weights: en-es:1,web_crawl.v2:0.30000000000000004\n"), std::string::npos)
+      << yaml;
+  EXPECT_NE(yaml.find("  metric: es-en_chrf\n"), std::string::npos) << yaml;
+  const Config back = parse_config(yaml, "emitted");
+  ASSERT_EQ(back.data.weights.size(), 2u);
+  EXPECT_EQ(back.data.weights[1].corpus, "web_crawl.v2");
+  EXPECT_TRUE(same_bits(back.data.weights[1].weight, 0.1 + 0.2));
+  EXPECT_EQ(back.valid.metric.over, "es-en");
+  EXPECT_EQ(back.valid.metric.figure, ValidMetric::kChrf);
+}
+
 TEST(ToYaml, RoundTripIsBitExact) {
   Config c;
   c.model.d_model = 96;

@@ -76,7 +76,8 @@ TEST(ParseConfig, ClosedSetsReadEverySpelling) {
   EXPECT_EQ(c.train.schedule, Schedule::kInverseSqrt);
   EXPECT_EQ(c.train.device, Device::kCpu);
   EXPECT_EQ(c.train.precision, Precision::kBf16);
-  EXPECT_EQ(c.valid.metric, "chrf");
+  EXPECT_EQ(c.valid.metric.figure, ValidMetric::kChrf);
+  EXPECT_EQ(c.valid.metric.over, "");
   EXPECT_EQ(parse_config(kMinimal, "my.yaml", {"train.device=cuda"}).train.device, Device::kCuda);
 }
 
@@ -91,18 +92,60 @@ TEST(ParseConfig, ValidMetricNamesAFigureOfTheSplitTheMeanOrOneCorpus) {
       {"web_crawl.v2_bleu", "web_crawl.v2", ValidMetric::kBleu},
   };
   for (const auto& [text, over, figure] : good) {
-    const ValidMetricChoice choice = valid_metric(text);
+    const ValidMetricChoice choice =
+        parse_config(kMinimal, "my.yaml", {"valid.metric=" + text}).valid.metric;
     EXPECT_EQ(choice.over, over) << text;
     EXPECT_EQ(choice.figure, figure) << text;
-    EXPECT_EQ(parse_config(kMinimal, "my.yaml", {"valid.metric=" + text}).valid.metric, text);
+    EXPECT_EQ(to_text(choice), text);
   }
   for (const std::string bad : {"rouge", "_bleu", "es-en_rouge", "es-en", "bleu_"}) {
     EXPECT_EQ(parse_error(kMinimal, {"valid.metric=" + bad}),
-              "my.yaml: valid.metric: expected bleu, chrf or loss, of the whole valid split, or "
-              "mean_<figure> or <corpus>_<figure> with several corpora, got '" +
+              "my.yaml: --set 'valid.metric=" + bad +
+                  "': valid.metric: expected bleu, chrf or loss, of the whole valid split, or "
+                  "mean_<figure> or <corpus>_<figure> with several corpora, got '" +
                   bad + "'")
         << bad;
   }
+  EXPECT_EQ(parse_error("data: {corpus: c.h5}\nvalid:\n  metric: [bleu]\n"),
+            "my.yaml:3: valid.metric: expected a figure such as bleu, mean_bleu or es-en_bleu, got "
+            "a list");
+}
+
+// data.weights: "name:weight,..." or a mapping, read once into (corpus, weight) entries in their
+// order; a bad entry names the key and the entry.
+TEST(ParseConfig, CorpusWeightsAreReadFromTextOrAMapping) {
+  const Config text =
+      parse_config("data: {corpus: c.h5, weights: 'en-es:1, es-en : 2.5'}\n", "my.yaml");
+  ASSERT_EQ(text.data.weights.size(), 2u);
+  EXPECT_EQ(text.data.weights[0].corpus, "en-es");
+  EXPECT_EQ(text.data.weights[0].weight, 1.0);
+  EXPECT_EQ(text.data.weights[1].corpus, "es-en");
+  EXPECT_EQ(text.data.weights[1].weight, 2.5);
+  EXPECT_EQ(to_text(text.data.weights), "en-es:1,es-en:2.5");
+  const Config map =
+      parse_config("data:\n  corpus: c.h5\n  weights: {web: 3, bible: 0.5}\n", "my.yaml");
+  ASSERT_EQ(map.data.weights.size(), 2u);
+  EXPECT_EQ(map.data.weights[0].corpus, "web");  // the mapping's order, not sorted
+  EXPECT_EQ(map.data.weights[0].weight, 3.0);
+  EXPECT_EQ(map.data.weights[1].corpus, "bible");
+  EXPECT_EQ(map.data.weights[1].weight, 0.5);
+  EXPECT_TRUE(parse_config("data: {corpus: c.h5, weights: ''}\n", "my.yaml").data.weights.empty());
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"'a:1,b:-2'", "'b:-2': the weight is not a positive number"},
+      {"'a:1,a:2'", "'a:2': corpus 'a' is weighted twice"},
+      {"'a'", "'a': expected name:weight"},
+      {"'a:1,'", "'': expected name:weight"},
+      {"{a: x}", "'a: x': the weight is not a positive number"},
+      {"{a: 1, b: 0}", "'b: 0': the weight is not a positive number"},
+  };
+  for (const auto& [value, message] : bad) {
+    EXPECT_EQ(parse_error("data:\n  corpus: c.h5\n  weights: " + value + "\n"),
+              "my.yaml:3: data.weights: " + message)
+        << value;
+  }
+  EXPECT_EQ(parse_error(kMinimal, {"data.weights=a:1,b:x"}),
+            "my.yaml: --set 'data.weights=a:1,b:x': data.weights: 'b:x': the weight is not a "
+            "positive number");
 }
 
 TEST(ParseConfig, ReadsEveryFieldType) {

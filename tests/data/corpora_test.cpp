@@ -78,18 +78,22 @@ TEST_F(Corpora, EachTargetLanguageHasATagOfItsOwnAfterTheSpecials) {
 TEST_F(Corpora, EachCorpusHasItsRangeAndItsSourcesStartWithItsTag) {
   const Corpus corpus(dir_->file("corpora.h5"));
   const Vocab vocab = corpus.vocab();
-  const std::vector<CorpusPart> parts = corpus.corpora();
+  const Directions& parts = corpus.directions();
   ASSERT_EQ(parts.size(), 2u);
+  EXPECT_TRUE(parts.several());
   EXPECT_EQ(parts[0].name, "de-en");
   EXPECT_EQ(parts[0].src_lang, "de");
   EXPECT_EQ(parts[0].tgt_lang, "en");
   EXPECT_EQ(parts[0].tag, ">>en<<");
   EXPECT_EQ(parts[1].name, "en-de");
   EXPECT_EQ(parts[1].tag, ">>de<<");
-  EXPECT_EQ(parts[0].ranges.at("train"), (std::pair<int64_t, int64_t>{0, 300}));
-  EXPECT_EQ(parts[1].ranges.at("train"), (std::pair<int64_t, int64_t>{300, 100}));
-  EXPECT_EQ(parts[0].ranges.at("valid"), (std::pair<int64_t, int64_t>{0, 40}));
-  EXPECT_EQ(parts[1].ranges.count("valid"), 0u);
+  EXPECT_EQ(parts[0].range("train")->first, 0);
+  EXPECT_EQ(parts[0].range("train")->count, 300);
+  EXPECT_EQ(parts[1].range("train")->first, 300);
+  EXPECT_EQ(parts[1].range("train")->count, 100);
+  EXPECT_EQ(parts[0].range("valid")->count, 40);
+  EXPECT_EQ(parts[1].range("valid"), nullptr);
+  EXPECT_EQ(parts.names(), (std::vector<std::string>{"de-en", "en-de"}));
   EXPECT_EQ(corpus.size("train"), 400);
   EXPECT_EQ(corpus.size("valid"), 40);
 
@@ -117,11 +121,14 @@ TEST_F(Corpora, AFileOfOneCorpusIsOneWholeCorpus) {
   testing::TempDir dir;
   const std::string path = testing::prepare_synthetic_corpus(dir, forward_);
   const Corpus corpus(path);
-  const std::vector<CorpusPart> parts = corpus.corpora();
+  const Directions& parts = corpus.directions();
   ASSERT_EQ(parts.size(), 1u);
+  EXPECT_FALSE(parts.several());
+  EXPECT_TRUE(parts.names().empty());
   EXPECT_EQ(parts[0].name, "");
   EXPECT_EQ(parts[0].tag, "");
-  EXPECT_EQ(parts[0].ranges.at("train"), (std::pair<int64_t, int64_t>{0, corpus.size("train")}));
+  EXPECT_EQ(parts[0].range("train")->first, 0);
+  EXPECT_EQ(parts[0].range("train")->count, corpus.size("train"));
   EXPECT_TRUE(corpus.vocab().language_tags().empty());
 }
 

@@ -182,8 +182,8 @@ TEST_F(CorporaE2E, EvalScoresEachDirectionAndTheirMean) {
   EXPECT_DOUBLE_EQ(only["loss"].get<double>(), json["corpora"]["bw"]["loss"].get<double>());
   const auto unknown = run_command(eval + " --corpus-name xx");
   EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
-  EXPECT_NE(unknown.output.find("--corpus-name 'xx': no such corpus with a valid split in '" +
-                                dir_->file("corpora.h5") + "' (its corpora: fw, bw)"),
+  EXPECT_NE(unknown.output.find("--corpus-name 'xx' in '" + dir_->file("corpora.h5") +
+                                "': no such corpus with a valid split (its corpora: fw, bw)"),
             std::string::npos)
       << unknown.output;
 }

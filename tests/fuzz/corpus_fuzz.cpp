@@ -26,11 +26,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::refused_or_read([&] {
     const data::Corpus corpus(path);
     const int64_t vocab_size = corpus.vocab().size();
-    for (const auto& part : corpus.corpora()) {  // ranges inside their splits, or refused
-      for (const auto& [split, range] : part.ranges) {
-        if (range.first < 0 || range.second < 0 ||
-            range.first + range.second > corpus.size(split)) {
-          fuzz::fail("corpus " + part.name + ": its " + split + " range leaves the split");
+    for (const auto& direction : corpus.directions()) {  // inside their splits, or refused
+      for (const auto& [split, range] : direction.splits) {
+        if (range.first < 0 || range.count < 0 || range.end() > corpus.size(split)) {
+          fuzz::fail("corpus " + direction.name + ": its " + split + " range leaves the split");
         }
       }
     }

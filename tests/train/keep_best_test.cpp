@@ -11,6 +11,10 @@
 namespace tandem::train {
 namespace {
 
+config::ValidMetricChoice metric(const std::string& text) {
+  return config::parse_valid_metric(text);
+}
+
 ValidationResult result(double loss, double bleu, double chrf) {
   ValidationResult r;
   r.loss = loss;
@@ -22,7 +26,7 @@ ValidationResult result(double loss, double bleu, double chrf) {
 }
 
 TEST(KeepBest, BleuAndChrfImproveUpwardsAndLossDownwards) {
-  KeepBest bleu("bleu", 0), chrf("chrf", 0), loss("loss", 0);
+  KeepBest bleu(metric("bleu"), 0), chrf(metric("chrf"), 0), loss(metric("loss"), 0);
   for (auto* keep : {&bleu, &chrf, &loss}) {
     EXPECT_EQ(keep->best_step(), -1);
     EXPECT_TRUE(keep->record(100, result(5.0, 10.0, 30.0)).improved);  // the first is the best
@@ -57,8 +61,8 @@ ValidationResult with_directions(double whole_bleu, double a_bleu, double b_bleu
 }
 
 TEST(KeepBest, FollowsOneDirectionOrTheMeanOfThem) {
-  KeepBest whole("bleu", 0), es_en("es-en_bleu", 0), mean("mean_bleu", 0),
-      mean_loss("mean_loss", 0), en_es_loss("en-es_loss", 0);
+  KeepBest whole(metric("bleu"), 0), es_en(metric("es-en_bleu"), 0), mean(metric("mean_bleu"), 0),
+      mean_loss(metric("mean_loss"), 0), en_es_loss(metric("en-es_loss"), 0);
   for (auto* keep : {&whole, &es_en, &mean, &mean_loss, &en_es_loss}) {
     EXPECT_TRUE(keep->record(100, with_directions(20.0, 20.0, 20.0, 3.0, 3.0)).improved);
   }
@@ -71,14 +75,14 @@ TEST(KeepBest, FollowsOneDirectionOrTheMeanOfThem) {
   EXPECT_TRUE(mean_loss.record(200, next).improved);
   EXPECT_FALSE(en_es_loss.record(200, next).improved);
   // A direction the results lack is an error naming it, not a silent zero.
-  KeepBest missing("fr-en_bleu", 0);
+  KeepBest missing(metric("fr-en_bleu"), 0);
   EXPECT_THROW(missing.record(100, next), std::invalid_argument);
   // The record names the metric as given.
   EXPECT_NE(es_en.to_json().find("\"metric\":\"es-en_bleu\""), std::string::npos);
 }
 
 TEST(KeepBest, StopsEarlyAfterPatienceValidationsWithoutImprovement) {
-  KeepBest keep("bleu", 2);
+  KeepBest keep(metric("bleu"), 2);
   EXPECT_FALSE(keep.record(1, result(5, 10, 0)).stop_early);
   EXPECT_FALSE(keep.record(2, result(5, 9, 0)).stop_early);
   EXPECT_EQ(keep.bad_validations(), 1);
@@ -93,14 +97,14 @@ TEST(KeepBest, StopsEarlyAfterPatienceValidationsWithoutImprovement) {
 }
 
 TEST(KeepBest, PatienceZeroNeverStops) {
-  KeepBest keep("loss", 0);
+  KeepBest keep(metric("loss"), 0);
   keep.record(1, result(1.0, 0, 0));
   for (int64_t step = 2; step < 50; ++step)
     EXPECT_FALSE(keep.record(step, result(2.0, 0, 0)).stop_early);
 }
 
 TEST(KeepBest, TheCheckpointStateRestoresTheRecordAndTheHistory) {
-  KeepBest keep("chrf", 3);
+  KeepBest keep(metric("chrf"), 3);
   EXPECT_EQ(keep.to_json(), "");  // nothing to store before the first validation
   keep.record(10, result(6.0, 1.0, 20.0));
   keep.record(20, result(5.0, 2.0, 25.0));
@@ -111,7 +115,7 @@ TEST(KeepBest, TheCheckpointStateRestoresTheRecordAndTheHistory) {
   ASSERT_EQ(state.at("history").size(), 3u);
   EXPECT_EQ(state.at("history")[1].at("bleu"), 2.0);
 
-  KeepBest resumed("chrf", 3);
+  KeepBest resumed(metric("chrf"), 3);
   resumed.restore(saved, "saved");
   EXPECT_EQ(resumed.best_step(), 20);
   EXPECT_EQ(resumed.last_step(), 30);
@@ -122,15 +126,15 @@ TEST(KeepBest, TheCheckpointStateRestoresTheRecordAndTheHistory) {
             keep.record(40, result(5, 2, 24.5)).stop_early);
   EXPECT_EQ(resumed.to_json(), keep.to_json());
 
-  KeepBest untouched("chrf", 3);
+  KeepBest untouched(metric("chrf"), 3);
   untouched.restore("", "nothing");
   EXPECT_EQ(untouched.to_json(), "");
 }
 
 TEST(KeepBest, AnotherMetricKeepsTheHistoryButStartsTheRecordAnew) {
-  KeepBest bleu("bleu", 0);
+  KeepBest bleu(metric("bleu"), 0);
   bleu.record(10, result(6.0, 3.0, 20.0));
-  KeepBest loss("loss", 0);
+  KeepBest loss(metric("loss"), 0);
   loss.restore(bleu.to_json(), "bleu's");
   EXPECT_EQ(loss.best_step(), -1);
   EXPECT_EQ(loss.last_step(), 10);
@@ -142,7 +146,7 @@ TEST(KeepBest, AnotherMetricKeepsTheHistoryButStartsTheRecordAnew) {
 // A damaged or hand-edited checkpoint's /validation (found by tests/fuzz/checkpoint_fuzz.cpp: it
 // escaped as nlohmann's own exception, which names neither the file nor the dataset).
 TEST(KeepBest, RefusesARecordThatIsNotItsOwnNamingTheSourceAndKeepsItsState) {
-  KeepBest keep("bleu", 2);
+  KeepBest keep(metric("bleu"), 2);
   keep.record(10, result(6.0, 3.0, 20.0));
   const std::string before = keep.to_json();
   auto without_last_step = nlohmann::json::parse(before);

@@ -95,7 +95,7 @@ config::Config run_config(const SharedCorpus& shared) {
 }
 
 std::string keep_best_state() {
-  KeepBest keep("bleu", 3);
+  KeepBest keep(config::parse_valid_metric("bleu"), 3);
   ValidationResult r;
   r.bleu = 12.5;
   keep.record(6, r);

@@ -74,6 +74,21 @@ struct ModelConfig {
   PositionLayout positions = PositionLayout::kInterleaved;
 };
 
+// data.weights: one corpus's weight; its share of an epoch's target tokens is its weight over the
+// sum of all of them.
+struct CorpusWeight {
+  std::string corpus;  // a corpus of the file (tandem-prep --corpora), by name
+  double weight = 1;   // > 0
+};
+
+// valid.metric: a figure of the whole valid split ("bleu"), of the mean over the corpora of a file
+// of several ("mean_bleu"), or of one of them ("es-en_chrf"), as metrics.jsonl names the figures
+// (valid_mean_bleu, valid_es-en_chrf). Whether the corpus exists is for training to check.
+struct ValidMetricChoice {
+  std::string over;  // "": the whole split; "mean": the mean over the corpora; else a corpus name
+  ValidMetric figure = ValidMetric::kBleu;
+};
+
 // data.max_tokens: auto, as Config holds it until train/batch_fit.h resolves it at start-up (the
 // largest batch the device's memory holds; 4,096 on a CPU). No number a user types.
 inline constexpr int64_t kAutoMaxTokens = std::numeric_limits<int64_t>::min();
@@ -86,10 +101,10 @@ struct DataConfig {
   int64_t prefetch_steps = 2;   // steps of batches read ahead on a thread; 0 reads in the step
   // A corpus of several corpora (tandem-prep --corpora): each epoch draws from corpus i a share
   // p_i of its target tokens, p_i proportional to n_i^(1/temperature) (n_i: its train target
-  // tokens), or to its weight in `weights` ("name:weight,name:weight", every corpus named).
-  // temperature 1 without weights: each pair once an epoch, as a corpus of one.
+  // tokens), or to its weight in `weights` (YAML "name:weight,name:weight" or a mapping of
+  // name: weight, every corpus named). temperature 1 without weights: each pair once an epoch.
   double temperature = 1.0;
-  std::string weights;
+  std::vector<CorpusWeight> weights;
 };
 
 struct TrainConfig {
@@ -134,7 +149,7 @@ struct ValidConfig {
   int64_t beam = 1;             // beam size of validation translations; 1 = greedy (fastest)
   // what keep-best (best.h5) and early stopping follow: bleu | chrf | loss of the whole valid
   // split; with several corpora also mean_bleu ... (their mean) or <corpus>_bleu ... (one of them)
-  std::string metric = "bleu";
+  ValidMetricChoice metric;
   int64_t patience = 0;         // stop after this many validations without improvement; 0 disables
   int64_t samples = 3;          // translations of the first valid pairs shown in TensorBoard's text
 };
@@ -175,20 +190,18 @@ Config parse_config(const std::string& yaml_text, const std::string& source,
 // std::invalid_argument naming the key. load_config/parse_config call it.
 void validate(const Config& config);
 
-// data.weights as (corpus name, weight) pairs in their order: "en-es:1, es-en:2.5". Throws
-// std::invalid_argument naming data.weights and the entry when one is not name:weight with a
-// positive weight, or a name comes twice.
-std::vector<std::pair<std::string, double>> corpus_weights(const std::string& text);
+// data.weights from its text form, "en-es:1, es-en:2.5". Throws std::invalid_argument naming
+// data.weights and the entry when one is not name:weight with a positive weight, or a name comes
+// twice.
+std::vector<CorpusWeight> parse_corpus_weights(const std::string& text);
+// The text form: "en-es:1,es-en:2.5" (each weight in its shortest exact decimal); "" for none.
+std::string to_text(const std::vector<CorpusWeight>& weights);
 
-// valid.metric read: a figure, of the whole valid split, of the mean over the corpora of a file
-// of several ("mean_bleu"), or of one of them ("es-en_chrf"), as metrics.jsonl names the figures
-// (valid_mean_bleu, valid_es-en_chrf). Whether the corpus exists is for the trainer to check.
-struct ValidMetricChoice {
-  std::string over;  // "": the whole split; "mean": the mean over the corpora; else a corpus name
-  ValidMetric figure = ValidMetric::kBleu;
-};
-// std::invalid_argument naming valid.metric and the text when it is none of those forms.
-ValidMetricChoice valid_metric(const std::string& text);
+// valid.metric from its text; std::invalid_argument naming valid.metric and the text when it is
+// none of the forms ValidMetricChoice describes.
+ValidMetricChoice parse_valid_metric(const std::string& text);
+// The text form: "bleu", "mean_chrf", "es-en_loss".
+std::string to_text(const ValidMetricChoice& metric);
 
 // The resolved config as YAML, every key present; parse_config(to_yaml(c)) == c.
 std::string to_yaml(const Config& config);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "trainer/config/config.h"
 #include "trainer/config/fields.h"
@@ -14,9 +15,7 @@
 namespace tandem::config {
 namespace detail {
 
-std::string format_double(double value) {
-  if (std::isnan(value)) return ".nan";
-  if (std::isinf(value)) return value > 0 ? ".inf" : "-.inf";
+std::string shortest_decimal(double value) {
   char buffer[40];
   int precision = 1;
   for (; precision <= 17; ++precision) {
@@ -29,7 +28,13 @@ std::string format_double(double value) {
     const int digits = static_cast<int>(std::floor(std::log10(magnitude))) + 1;
     if (digits > precision) std::snprintf(buffer, sizeof buffer, "%.*g", digits, value);
   }
-  std::string text = buffer;
+  return buffer;
+}
+
+std::string format_double(double value) {
+  if (std::isnan(value)) return ".nan";
+  if (std::isinf(value)) return value > 0 ? ".inf" : "-.inf";
+  std::string text = shortest_decimal(value);
   // "1e-09" → "1.0e-9": a dot keeps it a float for YAML 1.1 readers too, and no padded exponent.
   const size_t e = text.find('e');
   std::string mantissa = text.substr(0, e);
@@ -59,6 +64,11 @@ std::string format_value(const std::string& value) {
   emitter << value;
   return emitter.c_str();
 }
+
+std::string format_value(const std::vector<CorpusWeight>& value) {
+  return format_value(to_text(value));
+}
+std::string format_value(const ValidMetricChoice& value) { return format_value(to_text(value)); }
 
 }  // namespace
 

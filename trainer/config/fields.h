@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "trainer/config/config.h"
 
@@ -80,9 +81,18 @@ bool resolve(const std::string& text, Enum* value);
 template <class Enum>
 std::string one_of();
 
-// The shortest decimal text that reads back as exactly `value` (0.0003, not
-// 0.00029999999999999997), with ".0" added to whole numbers so they read as floats; .inf, -.inf and
-// .nan as YAML spells them.
+// The shortest decimal text that reads back as exactly `value`: 0.0003 (not
+// 0.00029999999999999997), 2, 1e-09.
+std::string shortest_decimal(double value);
+
+// format_double: shortest_decimal, with ".0" added to whole numbers so they read as floats; .inf,
+// -.inf and .nan as YAML spells them.
 std::string format_double(double value);
+
+// Appends data.weights' entry `name`: `number` (its text, from `entry`, which messages quote);
+// std::invalid_argument naming data.weights when the weight is not a positive number or the name
+// is empty or already weighted.
+void add_corpus_weight(std::vector<CorpusWeight>& weights, const std::string& name,
+                       const std::string& number, const std::string& entry);
 
 }  // namespace tandem::config::detail

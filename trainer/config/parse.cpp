@@ -22,8 +22,9 @@
 namespace tandem::config {
 namespace {
 
-using FieldRef = std::variant<int64_t*, uint64_t*, double*, bool*, std::string*, Schedule*, Device*,
-                              Precision*, ValidMetric*, Activation*, PositionLayout*>;
+using FieldRef =
+    std::variant<int64_t*, uint64_t*, double*, bool*, std::string*, Schedule*, Device*, Precision*,
+                 Activation*, PositionLayout*, std::vector<CorpusWeight>*, ValidMetricChoice*>;
 
 struct Field {
   std::string path;  // "model.d_model"
@@ -203,6 +204,33 @@ std::string assign(const YAML::Node& node, Enum* field) {
   return node.IsScalar() && detail::resolve(node.Scalar(), field) ? "" : detail::one_of<Enum>();
 }
 
+// The compound values' assign_* throw std::invalid_argument, naming the key, for text of their
+// kind that says something wrong ("en-es:-1").
+
+// data.weights: "name:weight,name:weight", or a mapping of name: weight.
+std::string assign(const YAML::Node& node, std::vector<CorpusWeight>* field) {
+  if (node.IsScalar()) {
+    *field = parse_corpus_weights(node.Scalar());
+    return "";
+  }
+  if (!node.IsMap()) return "name:weight,name:weight or a mapping of name: weight";
+  std::vector<CorpusWeight> weights;
+  for (const auto& entry : node) {
+    const std::string* number = plain_scalar(entry.second);
+    const std::string name = entry.first.IsScalar() ? entry.first.Scalar() : "";
+    if (number == nullptr) return "a number for each corpus, got " + describe(entry.second);
+    detail::add_corpus_weight(weights, name, *number, name + ": " + *number);
+  }
+  *field = std::move(weights);
+  return "";
+}
+
+std::string assign(const YAML::Node& node, ValidMetricChoice* field) {
+  if (!node.IsScalar()) return "a figure such as bleu, mean_bleu or es-en_bleu";
+  *field = parse_valid_metric(node.Scalar());
+  return "";
+}
+
 void assign_field(const Field& field, const YAML::Node& value, const Origin& origin,
                   const YAML::Mark& mark) {
   if (field.takes_auto) {
@@ -212,7 +240,12 @@ void assign_field(const Field& field, const YAML::Node& value, const Origin& ori
       return;
     }
   }
-  std::string expected = std::visit([&](auto* target) { return assign(value, target); }, field.ref);
+  std::string expected;
+  try {
+    expected = std::visit([&](auto* target) { return assign(value, target); }, field.ref);
+  } catch (const std::invalid_argument& e) {
+    origin.fail(mark, e.what());
+  }
   if (!expected.empty()) {
     if (field.takes_auto) expected += " or auto";
     origin.fail(mark, field.path + ": expected " + expected + ", got " + describe(value));

@@ -3,7 +3,6 @@
 // closed sets' spellings (constant, inverse_sqrt, ...) into their enums.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -93,7 +92,6 @@ void validate_data(const DataConfig& d) {
   if (!d.weights.empty()) {
     require(d.temperature == 1.0, "data.temperature", d.temperature,
             "1 with data.weights (give one or the other)");
-    corpus_weights(d.weights);  // std::invalid_argument naming the bad entry
   }
 }
 
@@ -122,54 +120,6 @@ void validate_train(const TrainConfig& t) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, double>> corpus_weights(const std::string& text) {
-  std::vector<std::pair<std::string, double>> weights;
-  size_t begin = 0;
-  while (begin <= text.size()) {
-    const size_t end = std::min(text.find(',', begin), text.size());
-    std::string entry = text.substr(begin, end - begin);
-    entry.erase(0, entry.find_first_not_of(" \t"));
-    entry.erase(entry.find_last_not_of(" \t") + 1);
-    const auto bad = [&](const std::string& why) {
-      return std::invalid_argument("data.weights: '" + entry + "': " + why);
-    };
-    const size_t colon = entry.rfind(':');
-    if (colon == std::string::npos || colon == 0) throw bad("expected name:weight");
-    std::string name = entry.substr(0, colon);
-    name.erase(name.find_last_not_of(" \t") + 1);
-    const std::string number = entry.substr(colon + 1);
-    char* stop = nullptr;
-    const double weight = std::strtod(number.c_str(), &stop);
-    if (number.find_first_not_of(" \t") == std::string::npos ||
-        std::string(stop).find_first_not_of(" \t") != std::string::npos || !std::isfinite(weight) ||
-        !(weight > 0)) {
-      throw bad("the weight is not a positive number");
-    }
-    for (const auto& [seen, w] : weights) {
-      if (seen == name) throw bad("corpus '" + name + "' is weighted twice");
-    }
-    weights.emplace_back(std::move(name), weight);
-    begin = end + 1;
-  }
-  return weights;
-}
-
-ValidMetricChoice valid_metric(const std::string& text) {
-  ValidMetricChoice choice;
-  const size_t underscore = text.rfind('_');
-  const std::string figure = underscore == std::string::npos ? text : text.substr(underscore + 1);
-  if (underscore != std::string::npos) choice.over = text.substr(0, underscore);
-  if (!detail::resolve(figure, &choice.figure) ||
-      (underscore != std::string::npos && choice.over.empty())) {
-    throw std::invalid_argument(
-        "valid.metric: expected " + detail::one_of<ValidMetric>() +
-        ", of the whole valid split, or mean_<figure> or <corpus>_<figure> with several corpora, "
-        "got '" +
-        text + "'");
-  }
-  return choice;
-}
-
 void validate(const Config& config) {
   validate_model(config.model);
   validate_data(config.data);
@@ -183,7 +133,6 @@ void validate(const Config& config) {
           config.checkpoint.every_minutes, ">= 0 (0 disables)");
   const ValidConfig& v = config.valid;
   require(v.every_steps >= 0, "valid.every_steps", v.every_steps, ">= 0 (0 disables)");
-  valid_metric(v.metric);  // std::invalid_argument naming the key
   require(v.max_sentences >= 0, "valid.max_sentences", v.max_sentences, ">= 0 (0 = all)");
   require(v.beam >= 1, "valid.beam", v.beam, ">= 1");
   require(v.patience >= 0, "valid.patience", v.patience, ">= 0 (0 disables)");

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "data/direction.h"
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/error.h"
 #include "trainer/eval/evaluate.h"
@@ -37,7 +38,7 @@ struct Output {
 // ">>es<<" for --target-lang es, checked against the model's tags; "" without the option.
 std::string target_tag(const std::string& language, const tandem::data::Vocab& vocab) {
   if (language.empty()) return "";
-  const std::string tag = ">>" + language + "<<";
+  const std::string tag = tandem::data::language_tag(language);
   if (vocab.tag_id(tag) >= 0) return tag;
   std::string known;
   for (const std::string& t : vocab.language_tags()) {

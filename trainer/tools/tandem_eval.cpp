@@ -5,7 +5,6 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -13,6 +12,7 @@
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/error.h"
 #include "trainer/eval/bleu_chrf.h"
+#include "trainer/eval/direction_scores.h"
 #include "trainer/eval/evaluate.h"
 #include "trainer/tools/decode_flags.h"
 #include "trainer/tools/tool_main.h"
@@ -58,54 +58,27 @@ int score_file(const Args& args) {
   return 0;
 }
 
-// A corpus of a file of several, as evaluated: its name and its pairs' range among those loaded.
-struct Direction {
-  std::string name;
-  size_t first = 0, count = 0;
-};
-
-// The corpora of `corpus` that have `split` (none for a file of one corpus), or only the one
-// --corpus-name names; std::invalid_argument naming the corpora when it names none of them.
-std::vector<Direction> directions_of(const tandem::data::Corpus& corpus, const Args& args) {
-  std::vector<Direction> directions;
-  std::string names;
-  for (const auto& part : corpus.corpora()) {
-    names += (names.empty() ? "" : ", ") + part.name;
-    const auto range = part.ranges.find(args.split);
-    if (part.name.empty() || range == part.ranges.end()) continue;
-    if (!args.corpus_name.empty() && part.name != args.corpus_name) continue;
-    directions.push_back({part.name, static_cast<size_t>(range->second.first),
-                          static_cast<size_t>(range->second.second)});
-  }
-  if (!args.corpus_name.empty() && directions.empty()) {
-    throw std::invalid_argument("--corpus-name '" + args.corpus_name + "': no such corpus with a " +
-                                args.split + " split in '" + corpus.path() + "' (its corpora: " +
-                                (names.empty() ? "one, unnamed" : names) + ")");
-  }
-  return directions;
-}
-
 // Pairs and detokenized references from a corpus split (only --corpus-name's range of it, when
-// given: then `directions` is that one corpus, its range from 0), or from raw files.
+// given), with where each direction's lie among them; or from raw files.
 void load_pairs(const Args& args, const tandem::checkpoint::InferenceModel& m,
                 std::vector<tandem::data::SentencePair>& pairs, std::vector<std::string>& refs,
-                std::string& source, std::vector<Direction>& directions) {
+                std::string& source, std::vector<tandem::eval::DirectionSlice>& slices) {
   if (!args.split.empty()) {
     const std::string path = args.corpus.empty() ? m.config.data.corpus : args.corpus;
     tandem::data::Corpus corpus(path);
     if (!corpus.has_split(args.split)) {
       throw std::invalid_argument("corpus '" + path + "' has no split '" + args.split + "'");
     }
-    directions = directions_of(corpus, args);
-    size_t first = 0, count = static_cast<size_t>(corpus.size(args.split));
-    if (!args.corpus_name.empty()) {
-      first = directions.front().first;
-      count = directions.front().count;
-      directions.front().first = 0;
+    tandem::eval::EvaluatedPairs evaluated;
+    try {
+      evaluated =
+          tandem::eval::evaluated_pairs(corpus.directions(), args.split, 0, args.corpus_name);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--corpus-name '" + args.corpus_name + "' in '" + path +
+                                  "': " + e.what());
     }
-    std::vector<int64_t> all(count);
-    std::iota(all.begin(), all.end(), static_cast<int64_t>(first));
-    pairs = corpus.read(args.split, all);
+    pairs = corpus.read(args.split, evaluated.indices);
+    slices = std::move(evaluated.slices);
     for (const auto& pair : pairs) {
       refs.push_back(m.vocab.decode(pair.tgt, tandem::data::Side::kTarget));
     }
@@ -161,37 +134,30 @@ std::string describe(const Args& args, const tandem::checkpoint::InferenceEnsemb
 // Each direction's loss, BLEU and chrF2 (its slice of the pairs and of the translations already
 // made), and their mean.
 void print_directions(const tandem::decode::Ensemble& ensemble,
-                      const std::vector<Direction>& directions,
+                      const std::vector<tandem::eval::DirectionSlice>& slices,
                       const std::vector<tandem::data::SentencePair>& pairs,
                       const std::vector<std::string>& refs, const std::vector<std::string>& hyps,
                       int64_t max_tokens, nlohmann::json& record) {
-  double bleu_sum = 0, chrf_sum = 0;
-  for (const Direction& d : directions) {
-    const auto from = static_cast<std::ptrdiff_t>(d.first);
-    const auto to = static_cast<std::ptrdiff_t>(d.first + d.count);
-    const auto forced = tandem::eval::teacher_forced(
-        ensemble, std::vector<tandem::data::SentencePair>(pairs.begin() + from, pairs.begin() + to),
-        max_tokens);
-    const std::vector<std::string> h(hyps.begin() + from, hyps.begin() + to);
-    const std::vector<std::string> r(refs.begin() + from, refs.begin() + to);
-    const auto bleu = tandem::eval::corpus_bleu(h, r);
-    const double chrf = tandem::eval::corpus_chrf(h, r);
+  const auto forced =
+      tandem::eval::teacher_forced_by_direction(ensemble, pairs, slices, 0, 1, max_tokens);
+  const auto qualities = tandem::eval::quality_by_direction(slices, hyps, refs);
+  for (size_t d = 0; d < slices.size(); ++d) {
+    const auto& f = forced[d];
+    const auto& q = qualities[d];
+    const auto count = static_cast<size_t>(slices[d].size());
     std::printf(
         "%s: %zu sentences | loss %.4f | perplexity %.2f | token accuracy %.2f%% | BLEU "
         "%.2f | chrF2 %.2f\n",
-        d.name.c_str(), d.count, forced.loss, forced.perplexity, 100.0 * forced.accuracy,
-        bleu.score, chrf);
-    record["corpora"][d.name] = {{"sentences", d.count},     {"loss", forced.loss},
-                                 {"ppl", forced.perplexity}, {"accuracy", forced.accuracy},
-                                 {"bleu", bleu.score},       {"chrf", chrf}};
-    bleu_sum += bleu.score;
-    chrf_sum += chrf;
+        slices[d].name.c_str(), count, f.loss, f.perplexity, 100.0 * f.accuracy, q.bleu, q.chrf);
+    record["corpora"][slices[d].name] = {{"sentences", count},  {"loss", f.loss},
+                                         {"ppl", f.perplexity}, {"accuracy", f.accuracy},
+                                         {"bleu", q.bleu},      {"chrf", q.chrf}};
   }
-  const double n = static_cast<double>(directions.size());
-  std::printf("mean of %zu directions: BLEU %.2f | chrF2 %.2f\n", directions.size(), bleu_sum / n,
-              chrf_sum / n);
-  record["mean_bleu"] = bleu_sum / n;
-  record["mean_chrf"] = chrf_sum / n;
+  const tandem::eval::Quality mean = tandem::eval::mean_quality(qualities);
+  std::printf("mean of %zu directions: BLEU %.2f | chrF2 %.2f\n", slices.size(), mean.bleu,
+              mean.chrf);
+  record["mean_bleu"] = mean.bleu;
+  record["mean_chrf"] = mean.chrf;
 }
 
 int evaluate_checkpoint(Args args) {
@@ -200,8 +166,8 @@ int evaluate_checkpoint(Args args) {
   std::vector<tandem::data::SentencePair> pairs;
   std::vector<std::string> refs;
   std::string source;
-  std::vector<Direction> directions;
-  load_pairs(args, first, pairs, refs, source, directions);
+  std::vector<tandem::eval::DirectionSlice> slices;
+  load_pairs(args, first, pairs, refs, source, slices);
   const auto result = tandem::eval::evaluate(models.ensemble, first.vocab, pairs, refs,
                                              args.max_tokens, args.decode);
   nlohmann::json record;
@@ -219,8 +185,8 @@ int evaluate_checkpoint(Args args) {
   record["ppl"] = result.forced.perplexity;
   record["accuracy"] = result.forced.accuracy;
   print_scores(result.bleu, result.chrf, record);
-  if (args.corpus_name.empty() && directions.size() > 1) {
-    print_directions(models.ensemble, directions, pairs, refs, result.hypotheses, args.max_tokens,
+  if (args.corpus_name.empty() && slices.size() > 1) {
+    print_directions(models.ensemble, slices, pairs, refs, result.hypotheses, args.max_tokens,
                      record);
   }
   if (!args.output.empty()) tandem::tools::write_lines(args.output, result.hypotheses, "--output");

@@ -7,11 +7,11 @@
 
 namespace tandem::train {
 
-KeepBest::KeepBest(std::string metric, int64_t patience)
-    : metric_(std::move(metric)), choice_(config::valid_metric(metric_)), patience_(patience) {}
+KeepBest::KeepBest(config::ValidMetricChoice metric, int64_t patience)
+    : metric_(std::move(metric)), patience_(patience) {}
 
 ValidationVerdict KeepBest::record(int64_t step, const ValidationResult& result) {
-  const double score = result.score(choice_);  // first: a metric it lacks changes nothing
+  const double score = result.score(metric_);  // first: a metric it lacks changes nothing
   last_step_ = step;
   history_.push_back({{"step", step},
                       {"loss", result.loss},
@@ -35,9 +35,9 @@ ValidationVerdict KeepBest::record(int64_t step, const ValidationResult& result)
 
 std::string KeepBest::to_json() const {
   if (history_.empty()) return "";
-  return nlohmann::json{{"metric", metric_},         {"best_step", best_step_},
-                        {"best_score", best_score_}, {"bad_validations", bad_validations_},
-                        {"last_step", last_step_},   {"history", history_}}
+  return nlohmann::json{
+      {"metric", config::to_text(metric_)},  {"best_step", best_step_}, {"best_score", best_score_},
+      {"bad_validations", bad_validations_}, {"last_step", last_step_}, {"history", history_}}
       .dump();
 }
 
@@ -62,8 +62,8 @@ void KeepBest::restore(const std::string& json, const std::string& source) {
   }
   history_ = std::move(history);
   last_step_ = last_step;
-  if (metric != metric_) {
-    log::info("valid.metric changed from " + metric + " to " + metric_ +
+  if (metric != config::to_text(metric_)) {
+    log::info("valid.metric changed from " + metric + " to " + config::to_text(metric_) +
               ": the best-checkpoint record starts anew");
     return;
   }

@@ -23,13 +23,13 @@ struct ValidationVerdict {
 
 class KeepBest {
  public:
-  // metric: valid.metric's text (config::valid_metric); patience 0: never stop early.
-  KeepBest(std::string metric, int64_t patience);
+  // metric: valid.metric; patience 0: never stop early.
+  KeepBest(config::ValidMetricChoice metric, int64_t patience);
 
   // Records the validation of `step` and decides.
   ValidationVerdict record(int64_t step, const ValidationResult& result);
 
-  const std::string& metric() const { return metric_; }
+  const config::ValidMetricChoice& metric() const { return metric_; }
   int64_t best_step() const { return best_step_; }  // -1 before any validation
   int64_t last_step() const { return last_step_; }  // -1 before any validation
   int64_t bad_validations() const { return bad_validations_; }
@@ -44,8 +44,7 @@ class KeepBest {
   void restore(const std::string& json, const std::string& source);
 
  private:
-  std::string metric_;
-  config::ValidMetricChoice choice_;  // metric_ read
+  config::ValidMetricChoice metric_;
   int64_t patience_;
   nlohmann::json history_ = nlohmann::json::array();
   int64_t last_step_ = -1;

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <numeric>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "data/sampling.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/fault_injection.h"
@@ -23,73 +23,22 @@
 namespace tandem::train {
 namespace {
 
-// The weight of each of `parts` from data.weights, in their order; std::invalid_argument naming
-// data.weights and the corpus when a name is not one of the file's or a corpus has none.
-std::vector<double> weights_of(const std::string& text, const std::vector<data::CorpusPart>& parts,
-                               const std::string& path) {
-  std::string names;
-  for (const data::CorpusPart& part : parts) names += (names.empty() ? "" : ", ") + part.name;
-  if (parts.size() < 2) {
-    throw std::invalid_argument("data.weights: corpus '" + path +
-                                "' holds one corpus, not several (tandem-prep --corpora)");
-  }
-  const auto given = config::corpus_weights(text);
-  for (const auto& [name, weight] : given) {
-    const bool known = std::any_of(parts.begin(), parts.end(),
-                                   [&](const data::CorpusPart& part) { return part.name == name; });
-    if (!known) {
-      throw std::invalid_argument("data.weights: no corpus '" + name + "' in '" + path +
-                                  "' (its corpora: " + names + ")");
-    }
-  }
-  std::vector<double> weights;
-  for (const data::CorpusPart& part : parts) {
-    const auto found = std::find_if(given.begin(), given.end(),
-                                    [&](const auto& entry) { return entry.first == part.name; });
-    if (found == given.end()) {
-      throw std::invalid_argument("data.weights: corpus '" + part.name +
-                                  "' has no weight (give one to each of " + names + ")");
-    }
-    weights.push_back(found->second);
-  }
-  return weights;
-}
-
 // The batch plan's options; with data.temperature or data.weights, how many pairs an epoch draws
-// from each corpus of the file.
+// from each direction of the file (data/sampling.h).
 data::BatchPlanOptions plan_options(const config::DataConfig& data, const data::Corpus& corpus) {
   data::BatchPlanOptions options;
   options.max_tokens = data.max_tokens;
   options.seed = data.seed;
   options.pool_batches = data.pool_batches;
-  if (data.temperature == 1.0 && data.weights.empty()) return options;
-  const std::vector<data::CorpusPart> parts = corpus.corpora();
-  const std::vector<double> weights =
-      data.weights.empty() ? std::vector<double>{} : weights_of(data.weights, parts, corpus.path());
-  const std::vector<int32_t> lengths = corpus.tgt_lengths("train");
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  std::vector<int64_t> tokens;
-  for (const data::CorpusPart& part : parts) {
-    const auto range = part.ranges.at("train");
-    ranges.push_back(range);
-    tokens.push_back(std::accumulate(lengths.begin() + range.first,
-                                     lengths.begin() + range.first + range.second, int64_t{0}));
+  data::SamplingPolicy policy;
+  policy.temperature = data.temperature;
+  for (const config::CorpusWeight& entry : data.weights) {
+    policy.weights.emplace_back(entry.corpus, entry.weight);
   }
-  options.corpora =
-      data::corpus_draws(ranges, tokens, data::sampling_shares(tokens, data.temperature, weights));
+  if (policy.each_pair_once()) return options;
+  options.directions =
+      data::epoch_draws(corpus.directions(), corpus.tgt_lengths("train"), policy, corpus.path());
   return options;
-}
-
-// "an epoch draws en-es 3000 of its 3000 pairs, es-en 2500 of 1000": what sampling does.
-std::string describe_draws(const data::BatchPlanOptions& plan, const data::Corpus& corpus) {
-  const std::vector<data::CorpusPart> parts = corpus.corpora();
-  std::string text = "an epoch draws";
-  for (size_t k = 0; k < plan.corpora.size() && k < parts.size(); ++k) {
-    text += std::string(k == 0 ? " " : ", ") + parts[k].name + " " +
-            std::to_string(plan.corpora[k].draws) + " of its " +
-            std::to_string(plan.corpora[k].count) + " pairs";
-  }
-  return text;
 }
 
 // A NaN gradient that backward accumulates into and the reducer sums over ranks, as an overflow
@@ -113,24 +62,14 @@ optim::AdamOptions adam_options(const config::TrainConfig& train) {
   return optim::AdamOptions{train.adam_beta1, train.adam_beta2, train.adam_eps};
 }
 
-// The names of the file's corpora when it holds several: training reports each one's loss.
-std::vector<std::string> corpus_names(const data::Corpus& corpus) {
-  std::vector<std::string> names;
-  const std::vector<data::CorpusPart> parts = corpus.corpora();
-  if (parts.size() < 2) return names;
-  for (const data::CorpusPart& part : parts) names.push_back(part.name);
-  return names;
-}
-
 }  // namespace
 
 Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const ResumeOptions& resume)
     : config_(std::move(config)),
-      group_(group),
+      ranks_{group, nullptr},
       corpus_(config_.data.corpus),
-      corpus_names_(corpus_names(corpus_)),
-      schedule_{config_.train.schedule, config_.train.lr, config_.train.warmup_steps},
       cadence_(config_, group.rank()) {
+  optimizer_.schedule = {config_.train.schedule, config_.train.lr, config_.train.warmup_steps};
   const MetricsOutputs outputs = metrics_outputs(config_);
   if (group.rank() == 0) require_writable(outputs);
   runtime::configure_cpu_runtime(
@@ -140,28 +79,19 @@ Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const Res
   build_model();
   // Rank 0's view of checkpoint.dir decides for all (the directory may be on its disk only).
   std::string path = resume.path;
-  if (path.empty() && group_.rank() == 0) path = checkpoint::find_latest(config_.checkpoint.dir);
-  path = group_.cpu().broadcast_bytes(path, 0);
-  // What plans batches or writes the config comes after data.max_tokens is a number.
-  if (config_.data.max_tokens == config::kAutoMaxTokens) {
-    config_.data.max_tokens = fit_max_tokens(model_, device_, corpus_, path, group_.cpu());
-  }
-  data::BatchPlanOptions plan = plan_options(config_.data, corpus_);
-  if (group.rank() == 0 && !plan.corpora.empty()) log::info(describe_draws(plan, corpus_));
-  loader_ = std::make_unique<data::ShardedLoader>(corpus_, "train", std::move(plan), group.rank(),
-                                                  group.size(), config_.data.prefetch_steps);
-  loader_->pin_batches(device_.device.is_cuda());  // host-to-GPU copies that do not block
-  validation_ = std::make_unique<Validation>(corpus_, config_, group.cpu());
-  checkpoints_ =
+  if (path.empty() && group.rank() == 0) path = checkpoint::find_latest(config_.checkpoint.dir);
+  path = group.cpu().broadcast_bytes(path, 0);
+  open_data(path);
+  outputs_.checkpoints =
       std::make_unique<CheckpointWriter>(config_, corpus_.vocab().bytes(), group.rank() == 0);
   if (path.empty()) {
     start_fresh();
   } else {
     resume_from(path, resume);
   }
-  if (group_.rank() == 0) {
-    metrics_ = std::make_unique<MetricsLog>(outputs, step_);
-    metrics_->text(step_, "config", as_markdown_code(config::to_yaml(config_)));
+  if (group.rank() == 0) {
+    outputs_.metrics = std::make_unique<MetricsLog>(outputs, step_);
+    outputs_.metrics->text(step_, "config", as_markdown_code(config::to_yaml(config_)));
   }
 }
 
@@ -170,47 +100,64 @@ Trainer::~Trainer() = default;
 void Trainer::connect_ranks() {
 #ifdef TANDEM_HAVE_NCCL
   if (device_.device.is_cuda()) {
-    gpu_comm_ =
-        parallel::make_nccl_communicator(group_, device_.device.index(), config_.dist.timeout_s);
+    ranks_.gpu = parallel::make_nccl_communicator(ranks_.group, device_.device.index(),
+                                                  config_.dist.timeout_s);
   }
 #endif
-  group_.cpu().set_timeout(config_.dist.timeout_s);
-  tensor_comm().set_timeout(config_.dist.timeout_s);
+  ranks_.group.cpu().set_timeout(config_.dist.timeout_s);
+  ranks_.tensors().set_timeout(config_.dist.timeout_s);
 }
-
-parallel::Communicator& Trainer::tensor_comm() { return gpu_comm_ ? *gpu_comm_ : group_.cpu(); }
 
 void Trainer::build_model() {
   torch::manual_seed(config_.train.seed);
   model_ = model::Transformer(checkpoint::model_options(config_.model, corpus_.vocab().size()));
   model_->to(device_.device);
   const auto named = checkpoint::named_parameters(model_);
-  check_same_layout(named, group_.cpu());
-  adam_ = std::make_unique<optim::Adam>(named, adam_options(config_.train));
+  check_same_layout(named, ranks_.group.cpu());
+  optimizer_.adam = std::make_unique<optim::Adam>(named, adam_options(config_.train));
   if (config_.train.ema_decay > 0) {
-    ema_ = std::make_unique<optim::Ema>(named, config_.train.ema_decay);
+    optimizer_.ema = std::make_unique<optim::Ema>(named, config_.train.ema_decay);
   }
-  reducer_ = std::make_unique<parallel::GradientReducer>(
-      adam_->parameters(), tensor_comm(), config_.dist.bucket_mb, config_.dist.first_bucket_mb);
+  optimizer_.reducer = std::make_unique<parallel::GradientReducer>(
+      optimizer_.adam->parameters(), ranks_.tensors(), config_.dist.bucket_mb,
+      config_.dist.first_bucket_mb);
+}
+
+// What plans batches or writes the config comes after data.max_tokens is a number.
+void Trainer::open_data(const std::string& resume_path) {
+  parallel::ProcessGroup& group = ranks_.group;
+  if (config_.data.max_tokens == config::kAutoMaxTokens) {
+    config_.data.max_tokens = fit_max_tokens(model_, device_, corpus_, resume_path, group.cpu());
+  }
+  data::BatchPlanOptions plan = plan_options(config_.data, corpus_);
+  if (group.rank() == 0 && !plan.directions.empty()) {
+    log::info(data::describe_draws(plan.directions, corpus_.directions()));
+  }
+  loader_ = std::make_unique<data::ShardedLoader>(corpus_, "train", std::move(plan), group.rank(),
+                                                  group.size(), config_.data.prefetch_steps);
+  loader_->pin_batches(device_.device.is_cuda());  // host-to-GPU copies that do not block
+  validation_ = std::make_unique<Validation>(corpus_, config_, group.cpu());
 }
 
 void Trainer::start_fresh() {
   // Rank 0's initial parameters are everyone's, whatever the ranks' RNGs did.
   torch::NoGradGuard no_grad;
-  for (auto p : adam_->parameters()) tensor_comm().broadcast(p, 0);
-  if (ema_) ema_->reset();  // the average starts at those parameters
-  torch::manual_seed(dropout_seed(config_.train.seed, group_.rank()));  // CPU and CUDA streams
+  for (auto p : optimizer_.adam->parameters()) ranks_.tensors().broadcast(p, 0);
+  if (optimizer_.ema) optimizer_.ema->reset();  // the average starts at those parameters
+  // The dropout streams, CPU and CUDA.
+  torch::manual_seed(dropout_seed(config_.train.seed, ranks_.group.rank()));
   log::info("starting from scratch in " + config_.checkpoint.dir);
 }
 
 void Trainer::resume_from(const std::string& path, const ResumeOptions& options) {
-  const ResumePoint point =
-      load_everywhere(path, options, ResumeTarget{model_, *adam_, ema_.get(), corpus_},
-                      group_.cpu(), tensor_comm());
+  const ResumePoint point = load_everywhere(
+      path, options, ResumeTarget{model_, *optimizer_.adam, optimizer_.ema.get(), corpus_},
+      ranks_.group.cpu(), ranks_.tensors());
   step_ = point.step;
   cadence_.record_resume(step_);
   if (!options.reset_data) loader_->set_position(point.position);
-  restore_dropout_streams(point, config_.train.seed, group_.rank(), group_.size(), device_.device);
+  restore_dropout_streams(point, config_.train.seed, ranks_.group.rank(), ranks_.group.size(),
+                          device_.device);
   validation_->keep_best().restore(point.validation, "checkpoint '" + path + "' /validation");
   // Epochs as the progress lines count them: fractional epochs done.
   char where[96];
@@ -224,22 +171,23 @@ void Trainer::resume_from(const std::string& path, const ResumeOptions& options)
 StepStats Trainer::train_step() {
   step_in_progress_ = step_ + 1;
   // Tests only (TANDEM_FAULT_INJECT): an error here, or a non-finite gradient on this rank.
-  const bool poison = inject_fault_if_requested(group_.rank(), step_ + 1);
+  const bool poison = inject_fault_if_requested(ranks_.group.rank(), step_ + 1);
   // Next batches: this rank's micro-batches of the step's global batches.
   const auto batches = loader_->next_step(config_.train.accum_steps);
   clear_gradients();
-  if (poison) poison_gradient(adam_->parameters().front());
+  if (poison) poison_gradient(optimizer_.adam->parameters().front());
   // Forward and backward; gradient buckets are all-reduced while the last backward runs.
+  const data::Directions& directions = corpus_.directions();
   const RankStep local =
-      forward_backward(model_, batches, *reducer_, device_, config_.train.label_smoothing,
-                       static_cast<int64_t>(corpus_names_.size()));
+      forward_backward(model_, batches, *optimizer_.reducer, device_, config_.train.label_smoothing,
+                       directions.several() ? static_cast<int64_t>(directions.size()) : 0);
   // Agree across ranks: the global target count, and every rank's votes to stop or to save.
   const Agreement agreed =
-      agree_across_ranks(local.tgt_tokens, cadence_.local_votes(), group_.cpu());
+      agree_across_ranks(local.tgt_tokens, cadence_.local_votes(), ranks_.group.cpu());
   cadence_.agree(agreed.votes);
   // Finish the reduction: the loss is a sum over this rank's targets, so dividing by the global
   // count makes N ranks equal one process that saw all N batches.
-  reducer_->finish(agreed.tgt_tokens > 0 ? 1.0 / agreed.tgt_tokens : 0.0);
+  optimizer_.reducer->finish(agreed.tgt_tokens > 0 ? 1.0 / agreed.tgt_tokens : 0.0);
   ++step_;
   StepStats stats;
   stats.step = step_;
@@ -256,10 +204,10 @@ StepStats Trainer::train_step() {
 // parameter; elsewhere they are zeroed in place (across ranks they are the reducer's bucket views,
 // and the CPU keeps its buffers warm).
 void Trainer::clear_gradients() {
-  if (reducer_->solo() && device_.device.is_cuda()) {
-    adam_->release_gradients();
+  if (optimizer_.reducer->solo() && device_.device.is_cuda()) {
+    optimizer_.adam->release_gradients();
   } else {
-    adam_->zero_grad();
+    optimizer_.adam->zero_grad();
   }
 }
 
@@ -268,10 +216,10 @@ void Trainer::clear_gradients() {
 // every rank skip the update; the log step reports it.
 void Trainer::update(StepStats& stats) {
   const optim::GradientGate gate =
-      optim::gate_gradients(adam_->parameters(), config_.train.clip_norm);
-  stats.lr = optim::learning_rate(schedule_, step_);
-  adam_->step(stats.lr, gate);
-  if (ema_) ema_->update(step_, gate.finite);
+      optim::gate_gradients(optimizer_.adam->parameters(), config_.train.clip_norm);
+  stats.lr = optim::learning_rate(optimizer_.schedule, step_);
+  optimizer_.adam->step(stats.lr, gate);
+  if (optimizer_.ema) optimizer_.ema->update(step_, gate.finite);
   stats.update = torch::stack({gate.norm, gate.finite.logical_not().to(torch::kFloat64)});
 }
 
@@ -282,12 +230,13 @@ int Trainer::run() {
   model_->train();
   // The loss figures of a log window are summed over ranks where they are, on the device.
   ProgressMeter meter(
-      config_, step_, [this](torch::Tensor& t) { tensor_comm().all_reduce_sum(t); }, corpus_names_);
+      config_, step_, [this](torch::Tensor& t) { ranks_.tensors().all_reduce_sum(t); },
+      corpus_.directions().names());
   while (!cadence_.should_stop(step_, completed_epochs(), validation_->keep_best().stop_early())) {
     meter.add(train_step());
     after_step(meter);
   }
-  if (group_.rank() == 0) {  // what the last log step did not cover
+  if (ranks_.group.rank() == 0) {  // what the last log step did not cover
     const auto skips = meter.unreported_skips();
     log_skipped_updates(skips.count, skips.last, step_);
   }
@@ -296,7 +245,7 @@ int Trainer::run() {
     validate();
   }
   if (!cadence_.saved_at(step_)) save_checkpoint();
-  group_.cpu().barrier();
+  ranks_.group.cpu().barrier();
   const int sig = stop_signal();
   const std::string why = sig == kLauncherStopSignal ? " (stopped at the launcher's request)"
                           : sig != 0 ? " (stopped by signal " + std::to_string(sig) + ")"
@@ -308,14 +257,15 @@ int Trainer::run() {
 void Trainer::after_step(ProgressMeter& meter) {
   if (cadence_.log_due(step_)) {
     const ProgressRecord record = meter.take(step_, epoch_progress());
-    if (group_.rank() == 0) {
+    if (ranks_.group.rank() == 0) {
       log_skipped_updates(record.skipped, record.last_skipped, record.step);
       log::info(record.line());
-      metrics_->write(record.json());
+      outputs_.metrics->write(record.json());
     }
   }
   meter.show(step_, epoch_progress());  // live line on a terminal (rank 0); nothing otherwise
-  if (cadence_.check_due(step_)) check_parameters_agree(adam_->parameters(), step_, group_.cpu());
+  if (cadence_.check_due(step_))
+    check_parameters_agree(optimizer_.adam->parameters(), step_, ranks_.group.cpu());
   if (validation_->enabled() && cadence_.validate_due(step_)) validate();
   if (cadence_.save_due(step_)) save_checkpoint();
 }
@@ -333,25 +283,25 @@ void Trainer::log_skipped_updates(int64_t count, int64_t last, int64_t up_to) {
 void Trainer::validate() {
   ValidationOutcome outcome;
   {
-    const optim::AveragedWeights averaged(ema_.get());  // what eval and decode will use
+    const optim::AveragedWeights averaged(optimizer_.ema.get());  // what eval and decode will use
     outcome = validation_->run(model_, step_);
   }
   model_->train();
   if (outcome.verdict.improved && !cadence_.saved_at(step_)) save_checkpoint();
-  if (group_.rank() != 0) return;
-  if (outcome.verdict.improved) checkpoints_->link_best(step_);
+  if (ranks_.group.rank() != 0) return;
+  if (outcome.verdict.improved) outputs_.checkpoints->link_best(step_);
   validation_->log(outcome);
-  metrics_->write(validation_->record(outcome));
+  outputs_.metrics->write(validation_->record(outcome));
   const std::string samples = Validation::samples_markdown(outcome);
-  if (!samples.empty()) metrics_->text(step_, "valid/samples", samples);
+  if (!samples.empty()) outputs_.metrics->text(step_, "valid/samples", samples);
 }
 
 void Trainer::save_checkpoint() {
   cadence_.record_save(step_);
-  checkpoints_->save(
-      RunState{step_, model_, *adam_, ema_.get(), optim::learning_rate(schedule_, step_),
-               loader_->position(), validation_->keep_best().to_json()},
-      group_.cpu());
+  outputs_.checkpoints->save(RunState{step_, model_, *optimizer_.adam, optimizer_.ema.get(),
+                                      optim::learning_rate(optimizer_.schedule, step_),
+                                      loader_->position(), validation_->keep_best().to_json()},
+                             ranks_.group.cpu());
 }
 
 int64_t Trainer::completed_epochs() {
@@ -369,10 +319,11 @@ double Trainer::epoch_progress() {
 
 std::string Trainer::banner() {
   int64_t count = 0;
-  for (const auto& p : adam_->parameters()) count += p.numel();
+  for (const auto& p : optimizer_.adam->parameters()) count += p.numel();
   std::ostringstream out;
-  out << "tandem-train: " << group_.size() << " rank(s), backend " << tensor_comm().backend()
-      << ", " << config_.train.threads << " thread(s) per rank, host " << group_.hostname() << "\n"
+  out << "tandem-train: " << ranks_.group.size() << " rank(s), backend "
+      << ranks_.tensors().backend() << ", " << config_.train.threads << " thread(s) per rank, host "
+      << ranks_.group.hostname() << "\n"
       << "device: " << device_.description << " (rank 0; one device per rank), precision "
       << (device_.bf16 ? "bf16 autocast" : "fp32") << "\n"
       << "corpus " << corpus_.path() << ": " << corpus_.size("train")

@@ -38,6 +38,31 @@ namespace tandem::train {
 // and the skip of a non-finite step are tensors the update reads on the device, and the loss
 // figures are summed there until a log step reads a window of them.
 
+// The ranks a Trainer runs on: the process group (MPI, for host-side agreement and small values),
+// and NCCL for tensors when training on GPUs.
+struct TrainerRanks {
+  parallel::ProcessGroup& group;
+  std::unique_ptr<parallel::Communicator> gpu;  // NCCL, when training on GPUs
+
+  parallel::Communicator& tensors() { return gpu ? *gpu : group.cpu(); }  // NCCL or MPI
+};
+
+// What an update needs beside the model: Adam (which holds the parameters), the weights' moving
+// average, the gradient reducer and the learning-rate schedule.
+struct TrainerOptimizer {
+  std::unique_ptr<optim::Adam> adam;
+  std::unique_ptr<optim::Ema> ema;  // train.ema_decay > 0
+  std::unique_ptr<parallel::GradientReducer> reducer;
+  optim::ScheduleOptions schedule;
+};
+
+// Where the run's records go: checkpoints (every rank takes part in a save) and, on rank 0, the
+// metrics log.
+struct TrainerOutputs {
+  std::unique_ptr<CheckpointWriter> checkpoints;
+  std::unique_ptr<MetricsLog> metrics;  // rank 0
+};
+
 class Trainer {
  public:
   // Builds the run on every rank and starts it afresh or resumes it (collective).
@@ -62,9 +87,10 @@ class Trainer {
  private:
   void connect_ranks();  // NCCL for tensors when on GPUs; collective timeouts
   void build_model();    // parameters (rank 0's, later), Adam, the gradient reducer
+  // The loader over the train split (once data.max_tokens is a number), and validation.
+  void open_data(const std::string& resume_path);
   void start_fresh();
   void resume_from(const std::string& path, const ResumeOptions& options);
-  parallel::Communicator& tensor_comm();  // gradients and parameters: NCCL or MPI
   void clear_gradients();                 // before a step: released alone on a GPU, else zeroed
   void update(StepStats& stats);          // gradient norm, clip, Adam (or skip), the average
   void after_step(ProgressMeter& meter);  // log, check, validate, save, as the cadence says
@@ -77,21 +103,15 @@ class Trainer {
   std::string banner();
 
   config::Config config_;
-  parallel::ProcessGroup& group_;
+  TrainerRanks ranks_;
   runtime::DeviceChoice device_;
-  std::unique_ptr<parallel::Communicator> gpu_comm_;  // NCCL, when training on GPUs
   data::Corpus corpus_;
-  std::vector<std::string> corpus_names_;  // the file's corpora when it holds several, else none
-  std::unique_ptr<data::ShardedLoader> loader_;  // these three once data.max_tokens is a number
+  std::unique_ptr<data::ShardedLoader> loader_;  // once data.max_tokens is a number
   model::Transformer model_{nullptr};
-  std::unique_ptr<optim::Adam> adam_;
-  std::unique_ptr<optim::Ema> ema_;  // train.ema_decay > 0
-  std::unique_ptr<parallel::GradientReducer> reducer_;
-  optim::ScheduleOptions schedule_;
+  TrainerOptimizer optimizer_;
   std::unique_ptr<Validation> validation_;
-  std::unique_ptr<CheckpointWriter> checkpoints_;
+  TrainerOutputs outputs_;
   Cadence cadence_;
-  std::unique_ptr<MetricsLog> metrics_;  // rank 0
   int64_t step_ = 0;
   int64_t step_in_progress_ = 0;
 };

@@ -23,25 +23,20 @@ std::string cell(const std::string& text) {
   return out;
 }
 
-// valid.metric's corpus, when it names one or the mean, must be among the file's several corpora;
+// valid.metric's direction, when it names one or the mean, must be among the file's several;
 // std::invalid_argument naming the key, the corpus and the file's corpora otherwise.
-void check_metric_corpus(const std::string& metric, const data::Corpus& corpus) {
-  const std::string over = config::valid_metric(metric).over;
-  if (over.empty()) return;
-  const std::vector<data::CorpusPart> parts = corpus.corpora();
-  std::string names;
-  bool known = false;
-  for (const data::CorpusPart& part : parts) {
-    names += (names.empty() ? "" : ", ") + part.name;
-    known = known || part.name == over;
-  }
-  if (parts.size() < 2) {
-    throw std::invalid_argument("valid.metric: '" + metric + "' needs several corpora, and '" +
+void check_metric_corpus(const config::ValidMetricChoice& metric, const data::Corpus& corpus) {
+  if (metric.over.empty()) return;
+  const data::Directions& directions = corpus.directions();
+  const std::string text = config::to_text(metric);
+  if (!directions.several()) {
+    throw std::invalid_argument("valid.metric: '" + text + "' needs several corpora, and '" +
                                 corpus.path() + "' holds one (use bleu, chrf or loss)");
   }
-  if (over != "mean" && !known) {
-    throw std::invalid_argument("valid.metric: '" + metric + "': no corpus '" + over + "' in '" +
-                                corpus.path() + "' (its corpora: " + names + ")");
+  if (metric.over != "mean" && directions.find(metric.over) == nullptr) {
+    throw std::invalid_argument("valid.metric: '" + text + "': no corpus '" + metric.over +
+                                "' in '" + corpus.path() +
+                                "' (its corpora: " + directions.listed() + ")");
   }
 }
 
@@ -66,7 +61,8 @@ ValidationOutcome Validation::run(model::Transformer& model, int64_t step) {
 
 void Validation::log(const ValidationOutcome& outcome) const {
   const ValidationResult& r = outcome.result;
-  const char* metric = keep_best_.metric().c_str();
+  const std::string metric_text = config::to_text(keep_best_.metric());
+  const char* metric = metric_text.c_str();
   char line[256];
   std::snprintf(
       line, sizeof line,
@@ -87,7 +83,7 @@ void Validation::log(const ValidationOutcome& outcome) const {
   }
   if (!r.directions.empty()) {
     std::snprintf(line, sizeof line, "  mean of %zu directions: BLEU %.2f | chrF2 %.2f",
-                  r.directions.size(), r.mean_bleu, r.mean_chrf);
+                  r.directions.size(), r.mean.bleu, r.mean.chrf);
     log::info(line);
   }
   if (outcome.verdict.stop_early) {
@@ -112,8 +108,8 @@ nlohmann::json Validation::record(const ValidationOutcome& outcome) const {
     record[key + "chrf"] = d.chrf;
   }
   if (!r.directions.empty()) {
-    record["valid_mean_bleu"] = r.mean_bleu;
-    record["valid_mean_chrf"] = r.mean_chrf;
+    record["valid_mean_bleu"] = r.mean.bleu;
+    record["valid_mean_chrf"] = r.mean.chrf;
   }
   return record;
 }

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
-#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -42,41 +41,30 @@ double ValidationResult::score(const config::ValidMetricChoice& metric) const {
 Validator::Validator(const data::Corpus& corpus, const config::ValidConfig& config,
                      int64_t max_tokens, parallel::Communicator& comm)
     : vocab_(corpus.vocab()), config_(config), max_tokens_(max_tokens), comm_(comm) {
-  if (!corpus.has_split("valid")) {
-    throw std::invalid_argument("valid.every_steps is " + std::to_string(config.every_steps) +
-                                " but corpus '" + corpus.path() +
-                                "' has no valid split (tandem-prep --valid-src/--valid-tgt)");
-  }
-  // The pairs validated, in order: the split's first max_sentences, or each corpus's.
-  const auto capped = [&config](int64_t count) {
-    return config.max_sentences > 0 ? std::min(count, config.max_sentences) : count;
+  const auto lacking = [&](const std::string& which, const std::string& hint) {
+    return std::invalid_argument("valid.every_steps is " + std::to_string(config.every_steps) +
+                                 " but corpus '" + which + "' has no valid split (" + hint + ")");
   };
-  std::vector<int64_t> validated;
-  const std::vector<data::CorpusPart> parts = corpus.corpora();
-  for (const data::CorpusPart& part : parts.size() > 1 ? parts : std::vector<data::CorpusPart>{}) {
-    const auto range = part.ranges.find("valid");
-    if (range == part.ranges.end()) {
-      throw std::invalid_argument(
-          "valid.every_steps is " + std::to_string(config.every_steps) + " but corpus '" +
-          part.name + "' of '" + corpus.path() +
-          "' has no valid split (give it one in the tandem-prep --corpora manifest)");
-    }
-    const auto begin = static_cast<int64_t>(validated.size());
-    for (int64_t i = 0; i < capped(range->second.second); ++i) {
-      validated.push_back(range->second.first + i);
-    }
-    directions_.push_back({part.name, begin, static_cast<int64_t>(validated.size())});
+  if (!corpus.has_split("valid")) {
+    throw lacking(corpus.path(), "tandem-prep --valid-src/--valid-tgt");
   }
-  if (directions_.empty()) {
-    validated.resize(static_cast<size_t>(capped(corpus.size("valid"))));
-    std::iota(validated.begin(), validated.end(), 0);
+  const data::Directions& directions = corpus.directions();
+  for (const data::Direction& direction : directions) {
+    if (directions.several() && direction.range("valid") == nullptr) {
+      throw lacking(direction.name + "' of '" + corpus.path(),
+                    "give it one in the tandem-prep --corpora manifest");
+    }
   }
-  total_ = static_cast<int64_t>(validated.size());
+  // The pairs validated, in order: the split's first max_sentences, or each direction's.
+  const eval::EvaluatedPairs validated =
+      eval::evaluated_pairs(directions, "valid", config.max_sentences);
+  slices_ = validated.slices;
+  total_ = static_cast<int64_t>(validated.indices.size());
   std::vector<int64_t> mine;
-  for (int64_t j = comm.rank(); j < total_; j += comm.size()) mine.push_back(validated[j]);
+  for (int64_t j = comm.rank(); j < total_; j += comm.size()) mine.push_back(validated.indices[j]);
   pairs_ = corpus.read("valid", mine);
   if (comm.rank() == 0) {
-    for (const auto& pair : corpus.read("valid", validated)) {
+    for (const auto& pair : corpus.read("valid", validated.indices)) {
       references_.push_back(vocab_.decode(pair.tgt, data::Side::kTarget));
       if (static_cast<int64_t>(sample_sources_.size()) < config.samples) {
         sample_sources_.push_back(vocab_.decode(pair.src, data::Side::kSource));
@@ -103,16 +91,12 @@ void Validator::measure_loss(model::Transformer& model, ValidationResult& result
     const auto tokens = static_cast<double>(forced.tokens);
     sums.insert(sums.end(), {forced.loss * tokens, forced.accuracy * tokens, tokens});
   };
-  if (directions_.empty()) {
+  if (slices_.empty()) {
     add(eval::teacher_forced(model, pairs_, max_tokens_));
-  } else {
-    for (const Direction& d : directions_) {  // this rank's pairs are at positions rank + k N
-      std::vector<data::SentencePair> share;
-      for (size_t k = 0; k < pairs_.size(); ++k) {
-        const int64_t position = comm_.rank() + static_cast<int64_t>(k) * comm_.size();
-        if (position >= d.begin && position < d.end) share.push_back(pairs_[k]);
-      }
-      add(eval::teacher_forced(model, share, max_tokens_));
+  } else {  // this rank's pairs are at positions rank + k N
+    for (const eval::TeacherForced& forced : eval::teacher_forced_by_direction(
+             model, pairs_, slices_, comm_.rank(), comm_.size(), max_tokens_)) {
+      add(forced);
     }
   }
   auto all = torch::tensor(sums, torch::kFloat64);
@@ -123,15 +107,15 @@ void Validator::measure_loss(model::Transformer& model, ValidationResult& result
     f.perplexity = std::exp(std::min(f.loss, 100.0));
     f.accuracy = all[at + 1].item<double>() / tokens;
   };
-  if (directions_.empty()) {
+  if (slices_.empty()) {
     figures(0, result);
     return;
   }
   auto total = all.view({-1, 3}).sum(0);
-  for (size_t d = 0; d < directions_.size(); ++d) {
+  for (size_t d = 0; d < slices_.size(); ++d) {
     DirectionResult r;
-    r.name = directions_[d].name;
-    r.sentences = directions_[d].end - directions_[d].begin;
+    r.name = slices_[d].name;
+    r.sentences = slices_[d].size();
     figures(static_cast<int64_t>(3 * d), r);
     result.directions.push_back(r);
   }
@@ -147,18 +131,15 @@ void Validator::score_translations(model::Transformer& model, ValidationResult& 
   const nlohmann::json mine = eval::translate_tokens(model, vocab_, std::move(sources), options);
   const auto gathered = comm_.gather_bytes(mine.dump(), 0);
   // BLEU and chrF2 of the whole set, then of each direction.
-  auto scores = torch::zeros({2 * static_cast<int64_t>(1 + directions_.size())}, torch::kFloat64);
+  auto scores = torch::zeros({2 * static_cast<int64_t>(1 + slices_.size())}, torch::kFloat64);
   if (comm_.rank() == 0) {
     const auto hypotheses = in_corpus_order(gathered);
     scores[0] = eval::corpus_bleu(hypotheses, references_).score;
     scores[1] = eval::corpus_chrf(hypotheses, references_);
-    for (size_t d = 0; d < directions_.size(); ++d) {
-      const auto begin = static_cast<std::ptrdiff_t>(directions_[d].begin);
-      const auto end = static_cast<std::ptrdiff_t>(directions_[d].end);
-      const std::vector<std::string> hyps(hypotheses.begin() + begin, hypotheses.begin() + end);
-      const std::vector<std::string> refs(references_.begin() + begin, references_.begin() + end);
-      scores[static_cast<int64_t>(2 + 2 * d)] = eval::corpus_bleu(hyps, refs).score;
-      scores[static_cast<int64_t>(3 + 2 * d)] = eval::corpus_chrf(hyps, refs);
+    const auto qualities = eval::quality_by_direction(slices_, hypotheses, references_);
+    for (size_t d = 0; d < qualities.size(); ++d) {
+      scores[static_cast<int64_t>(2 + 2 * d)] = qualities[d].bleu;
+      scores[static_cast<int64_t>(3 + 2 * d)] = qualities[d].chrf;
     }
     for (size_t i = 0; i < sample_sources_.size(); ++i) {
       result.samples.push_back({sample_sources_[i], references_[i], hypotheses[i]});
@@ -167,12 +148,13 @@ void Validator::score_translations(model::Transformer& model, ValidationResult& 
   comm_.broadcast(scores, 0);
   result.bleu = scores[0].item<double>();
   result.chrf = scores[1].item<double>();
+  std::vector<eval::Quality> qualities;
   for (size_t d = 0; d < result.directions.size(); ++d) {
     result.directions[d].bleu = scores[static_cast<int64_t>(2 + 2 * d)].item<double>();
     result.directions[d].chrf = scores[static_cast<int64_t>(3 + 2 * d)].item<double>();
-    result.mean_bleu += result.directions[d].bleu / static_cast<double>(result.directions.size());
-    result.mean_chrf += result.directions[d].chrf / static_cast<double>(result.directions.size());
+    qualities.push_back({result.directions[d].bleu, result.directions[d].chrf});
   }
+  result.mean = eval::mean_quality(qualities);
 }
 
 // Rank r translated global pairs r, r + N, ...

@@ -10,6 +10,7 @@
 #include "data/corpus.h"
 #include "data/vocab.h"
 #include "trainer/config/config.h"
+#include "trainer/eval/direction_scores.h"
 #include "trainer/model/transformer.h"
 #include "trainer/parallel/communicator.h"
 
@@ -32,7 +33,7 @@ struct ValidationFigures {
   int64_t sentences = 0;
 };
 
-// One corpus's figures, in a corpus of several (tandem-prep --corpora).
+// One direction's figures, in a corpus of several (tandem-prep --corpora).
 struct DirectionResult : ValidationFigures {
   std::string name;
 };
@@ -41,10 +42,9 @@ struct DirectionResult : ValidationFigures {
 struct ValidationResult : ValidationFigures {
   double seconds = 0;
   std::vector<ValidationSample> samples;  // rank 0: the first valid.samples pairs
-  // With several corpora: each one's figures, and the mean of their BLEU and chrF2.
+  // With several directions: each one's figures, and the mean of their BLEU and chrF2.
   std::vector<DirectionResult> directions;
-  double mean_bleu = 0;
-  double mean_chrf = 0;
+  eval::Quality mean;
   // valid.metric's figure as "higher is better" (loss is negated): the whole split's, the mean
   // of the directions', or one direction's (std::invalid_argument when it has none of that name).
   double score(const config::ValidMetricChoice& metric) const;
@@ -73,16 +73,11 @@ class Validator {
   config::ValidConfig config_;
   int64_t max_tokens_;
   parallel::Communicator& comm_;
-  // A corpus of several: its name and its pairs' positions [begin, end) among those validated.
-  struct Direction {
-    std::string name;
-    int64_t begin = 0, end = 0;
-  };
-  int64_t total_ = 0;                        // pairs validated, all ranks
-  std::vector<Direction> directions_;        // empty for a corpus of one
-  std::vector<data::SentencePair> pairs_;    // this rank's: positions rank, rank + N, ...
-  std::vector<std::string> references_;      // rank 0: all, in global order
-  std::vector<std::string> sample_sources_;  // rank 0: the first valid.samples sources
+  int64_t total_ = 0;                         // pairs validated, all ranks
+  std::vector<eval::DirectionSlice> slices_;  // each direction's, with several
+  std::vector<data::SentencePair> pairs_;     // this rank's: positions rank, rank + N, ...
+  std::vector<std::string> references_;       // rank 0: all, in global order
+  std::vector<std::string> sample_sources_;   // rank 0: the first valid.samples sources
 };
 
 }  // namespace tandem::train
