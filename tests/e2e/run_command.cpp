@@ -183,6 +183,20 @@ bool BackgroundCommand::wait_for_line(const std::string& text) {
   }
 }
 
+bool BackgroundCommand::wait_until(const std::function<bool()>& done) {
+  std::array<char, 4096> buffer{};
+  for (;;) {
+    if (done()) return true;
+    pollfd readable{fd_, POLLIN, 0};
+    const int ready = poll(&readable, 1, 50);
+    if (ready < 0 && errno != EINTR) return done();
+    if (ready <= 0) continue;
+    const ssize_t n = read(fd_, buffer.data(), buffer.size());
+    if (n <= 0) return done();
+    output_.append(buffer.data(), static_cast<size_t>(n));
+  }
+}
+
 int BackgroundCommand::wait() {
   std::array<char, 4096> buffer{};
   for (ssize_t n; (n = read(fd_, buffer.data(), buffer.size())) > 0;) {
@@ -192,6 +206,24 @@ int BackgroundCommand::wait() {
   waitpid(pid_, &status, 0);
   pid_ = -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::vector<nlohmann::json> training_records(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(in, line);) {
+    if (in.eof()) break;  // no newline yet: still being written
+    auto record = nlohmann::json::parse(line, nullptr, false);
+    if (!record.is_discarded() && !record.contains("event")) records.push_back(std::move(record));
+  }
+  return records;
+}
+
+bool reached_step(const std::string& path, int64_t step) {
+  const auto records = training_records(path);
+  return std::any_of(records.begin(), records.end(), [step](const nlohmann::json& r) {
+    return r.value("step", int64_t{0}) >= step;
+  });
 }
 
 std::string tool(const std::string& name) { return std::string(TANDEM_TOOLS_DIR) + "/" + name; }

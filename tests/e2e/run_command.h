@@ -2,6 +2,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,10 @@ class BackgroundCommand {
 
   // Reads output until a line containing `text` has arrived; false if the output ended first.
   bool wait_for_line(const std::string& text);
+  // Reads output as it comes until `done()` holds, asking it whenever output arrives and at least
+  // every 50 ms (for what the command writes to files: metrics.jsonl, state records); false if
+  // the output ended and done() still does not hold.
+  bool wait_until(const std::function<bool()>& done);
   // Reads the rest of the output and returns the exit code (128 + signal when killed).
   int wait();
   // Sends `sig` to the command's process only (start the command with "exec" to make that the
@@ -46,6 +53,14 @@ class BackgroundCommand {
   std::string output_;
   size_t scanned_ = 0;  // output_ before this offset holds no complete unmatched line
 };
+
+// The training records (those without an "event") of the metrics.jsonl at `path`, in order; a
+// last line still being written is left out.
+std::vector<nlohmann::json> training_records(const std::string& path);
+
+// Whether the metrics.jsonl at `path` holds a training record of step `step` or later: a run's
+// progress, read from the file made for it rather than from its log lines.
+bool reached_step(const std::string& path, int64_t step);
 
 // Waits until process `pid` has ended (gone, or a zombie waiting to be reaped), on a pidfd; false
 // if it still runs at `deadline`. For processes that are not the caller's children.

@@ -1,7 +1,8 @@
-// What the restarting launcher decides without running a job: what mpirun's last words say about
-// a failure (texts as Open MPI 4.1.4 prints them), when two failures are the same, when not to
-// restart, the accumulation that keeps the global batch, and the metrics file keeping the
-// launcher's restart records when a resumed run drops what came after its checkpoint.
+// What the restarting launcher decides without running a job: what the ranks' state records and
+// mpirun's last words (texts as Open MPI 4.1.4 prints them) say about a failure, when two failures
+// are the same, when not to restart, the accumulation that keeps the global batch, and the
+// metrics file keeping the launcher's restart records when a resumed run drops what came after
+// its checkpoint.
 #include "trainer/tools/restarts.h"
 
 #include <arpa/inet.h>
@@ -24,7 +25,6 @@ namespace tandem::tools {
 namespace {
 
 const std::vector<std::string> kKilled = {
-    "[tandem][rank 0] step 36 | loss 3.1",
     "--------------------------------------------------------------------------",
     "Primary job  terminated normally, but 1 process returned",
     "a non-zero exit code. Per user-direction, the job has been aborted.",
@@ -42,17 +42,42 @@ const std::vector<std::string> kExited = {
     "  Exit code:    3",
     "--------------------------------------------------------------------------"};
 
-std::vector<std::string> aborted(const std::string& rank_line) {
-  return {rank_line,
-          "--------------------------------------------------------------------------",
-          "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD",
-          "with errorcode 1.",
-          "",
-          "NOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.",
-          "--------------------------------------------------------------------------",
-          "[tandem][rank 0] error: collective all_reduce_sum #156 did not complete within 5 s; a "
-          "peer is dead or stuck"};
+const std::vector<std::string> kAborted = {
+    "--------------------------------------------------------------------------",
+    "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD",
+    "with errorcode 1.",
+    "",
+    "NOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.",
+    "--------------------------------------------------------------------------"};
+
+// A rank's state record as common/rank_state.h writes it.
+RankState record(int rank, RankState::Outcome outcome, int64_t step, int exit_code,
+                 const std::string& error = "", double time = 100) {
+  RankState state;
+  state.rank = rank;
+  state.host = "node" + std::to_string(rank);
+  state.outcome = outcome;
+  state.step = step;
+  state.exit_code = exit_code;
+  state.error = error;
+  state.time = time;
+  return state;
 }
+
+RankState failed(int rank, int64_t step, const std::string& error, double time = 100) {
+  return record(rank, RankState::Outcome::kFailed, step, 1, error, time);
+}
+
+RankState timed_out(int rank, double time = 100) {
+  return record(rank, RankState::Outcome::kTimedOut, -1, 1,
+                "collective all_reduce_sum #156 did not complete within 5 s; a peer is dead or "
+                "stuck",
+                time);
+}
+
+// Rank 1 raised in step 25; rank 0's watchdog gave up on it afterwards.
+const std::vector<RankState> kRaised = {timed_out(0, 105),
+                                        failed(1, 25, "fault injected at step 25 on rank 1", 100)};
 
 const std::vector<std::string> kLostHost = {
     "--------------------------------------------------------------------------",
@@ -65,7 +90,7 @@ const std::vector<std::string> kLostHost = {
     "--------------------------------------------------------------------------"};
 
 TEST(JobFailure, ASignalNamesTheRankTheHostAndTheSignal) {
-  const JobFailure f = parse_job_failure(kKilled, 137);
+  const JobFailure f = parse_job_failure(kKilled, 137, {});
   EXPECT_EQ(f.rank, 1);
   EXPECT_EQ(f.host, "vm");
   EXPECT_EQ(f.how, "killed by signal 9 (Killed)");
@@ -75,80 +100,100 @@ TEST(JobFailure, ASignalNamesTheRankTheHostAndTheSignal) {
 }
 
 TEST(JobFailure, AnExitCodeNamesTheRank) {
-  const JobFailure f = parse_job_failure(kExited, 3);
+  const JobFailure f = parse_job_failure(kExited, 3, {});
   EXPECT_EQ(f.rank, 1);
   EXPECT_EQ(f.how, "exited with code 3");
   EXPECT_FALSE(f.stopped || f.usage_error);
   auto usage = kExited;
   usage[5] = "  Exit code:    2";
-  EXPECT_TRUE(parse_job_failure(usage, 2).usage_error);
+  EXPECT_TRUE(parse_job_failure(usage, 2, {}).usage_error);
   for (int code : {129, 130, 138, 143}) {
     usage[5] = "  Exit code:    " + std::to_string(code);
-    EXPECT_TRUE(parse_job_failure(usage, code).stopped) << code;
+    EXPECT_TRUE(parse_job_failure(usage, code, {}).stopped) << code;
   }
   usage[5] = "  Exit code:    137";
-  EXPECT_FALSE(parse_job_failure(usage, 137).stopped);
+  EXPECT_FALSE(parse_job_failure(usage, 137, {}).stopped);
 }
 
 TEST(JobFailure, ARankThatThrowsNamesItsStepAndErrorNotAnotherRanks) {
-  const JobFailure f = parse_job_failure(
-      aborted("[tandem][rank 1] error: failed in step 25: fault injected at step 25 on rank 1"), 1);
+  const JobFailure f = parse_job_failure(kAborted, 1, kRaised);
   EXPECT_EQ(f.rank, 1);
+  EXPECT_EQ(f.host, "node1");
   EXPECT_EQ(f.step, 25);
   EXPECT_EQ(f.how, "called MPI_Abort with error code 1");
   EXPECT_EQ(f.message, "fault injected at step 25 on rank 1");
-  EXPECT_EQ(describe(f),
-            "rank 1: called MPI_Abort with error code 1 in step 25 (fault injected at step 25 on "
-            "rank 1)");
-  // Rank 0's watchdog line is about rank 1's failure, not its own: it is not the message.
-  const JobFailure g = parse_job_failure(aborted("[tandem][rank 1] error: no such file"), 1);
+  EXPECT_EQ(
+      describe(f),
+      "rank 1 on node1: called MPI_Abort with error code 1 in step 25 (fault injected at step "
+      "25 on rank 1)");
+  // Rank 0's watchdog record is about rank 1's failure, not its own: it is not the message.
+  const JobFailure g = parse_job_failure(kAborted, 1, {kRaised[0], failed(1, -1, "no such file")});
   EXPECT_EQ(g.rank, 1);
   EXPECT_EQ(g.step, -1);
   EXPECT_EQ(g.message, "no such file");
+  // mpirun named no one (its notice garbled): the first rank to fail is the one.
+  const JobFailure h = parse_job_failure({"garbled"}, 1, kRaised);
+  EXPECT_EQ(h.rank, 1);
+  EXPECT_EQ(h.step, 25);
+  EXPECT_EQ(h.how, "mpirun exited with status 1");
 }
 
 TEST(JobFailure, AWatchdogExitIsTheWatchingRanksWithItsMessage) {
   auto lines = kExited;
   lines[5] = "  Exit code:    1";
   lines[4] = "  Process name: [[14997,1],0]";
-  lines.insert(lines.begin(),
-               "[tandem][rank 0] error: collective all_reduce_sum #9 did not "
-               "complete within 5 s; a peer is dead or stuck");
-  const JobFailure f = parse_job_failure(lines, 1);
+  const JobFailure f = parse_job_failure(lines, 1, {timed_out(0)});
   EXPECT_EQ(f.rank, 0);
   EXPECT_EQ(f.how, "exited with code 1");
+  EXPECT_EQ(f.step, -1);
   EXPECT_NE(f.message.find("a peer is dead or stuck"), std::string::npos);
+  // A host lost without a word from mpirun: the rank that waited for it is not the failure.
+  const JobFailure lost = parse_job_failure({}, 0, {timed_out(0)});
+  EXPECT_EQ(lost.rank, -1);
+  EXPECT_EQ(lost.message, "");
+  EXPECT_EQ(describe(lost),
+            "the job: mpirun exited with status 0 before rank 0 said training "
+            "finished");
+}
+
+// What the ranks record decides what mpirun's exit cannot: a stop they were asked for, and bad
+// input (exit code 2), which a restart does not mend. A rank killed by a signal overrides both.
+TEST(JobFailure, TheRecordsSayAStopOrBadInput) {
+  const auto stopped = record(0, RankState::Outcome::kStopped, 40, 143);
+  EXPECT_TRUE(parse_job_failure({}, 1, {stopped}).stopped);
+  EXPECT_FALSE(parse_job_failure(kKilled, 137, {stopped}).stopped);
+  const auto bad_input = record(1, RankState::Outcome::kFailed, -1, 2, "data.corpus: no such file");
+  const JobFailure f = parse_job_failure(kAborted, 1, {bad_input});
+  EXPECT_TRUE(f.usage_error);
+  EXPECT_EQ(reason_not_to_restart(f, nullptr, 0, -1, 0, 3),
+            "bad input (exit code 2), which a restart does not mend");
 }
 
 TEST(JobFailure, ALostDaemonIsAnUnreachableHost) {
-  const JobFailure f = parse_job_failure(kLostHost, 1);
+  const JobFailure f = parse_job_failure(kLostHost, 1, {});
   EXPECT_TRUE(f.unreachable);
   EXPECT_EQ(f.host, "nodeB");
   EXPECT_EQ(describe(f), "host nodeB: host unreachable (mpirun lost contact with its daemon)");
 }
 
 TEST(JobFailure, WithoutNoticesTheStatusSays) {
-  const JobFailure f = parse_job_failure({"some output"}, 143);
+  const JobFailure f = parse_job_failure({"some output"}, 143, {});
   EXPECT_EQ(f.rank, -1);
   EXPECT_EQ(f.how, "mpirun exited with status 143");
   EXPECT_TRUE(f.stopped);
   EXPECT_EQ(describe(f), "the job: mpirun exited with status 143");
 }
 
-// mpirun's status 0 says the job finished only with rank 0's closing line among its output (under
-// SLURM, Open MPI's mpirun exits 0 when SLURM ends its daemon's step on a failed node).
-TEST(JobFailure, StatusZeroWithoutTheClosingLineIsAFailure) {
-  const std::vector<std::string> finished = {
-      "[tandem] step 60 | loss 1.7554", "[tandem] saved run/step-00000060.h5 (step 60)",
-      "[tandem] finished at step 60 (epoch 10.00): 60 steps, 23750 target tokens in 0m01s"};
-  EXPECT_TRUE(ranks_finished(finished));
-  const std::vector<std::string> cut = {"[tandem] step 36 | loss 2.1196",
-                                        "[tandem][rank 1] warning: fault injected at step 37"};
-  EXPECT_FALSE(ranks_finished(cut));
-  EXPECT_FALSE(ranks_finished({}));
-  // Another rank's or the launcher's words are not rank 0's closing line.
-  EXPECT_FALSE(ranks_finished({"[tandem][rank 1] error: finished at step 3?"}));
-  const JobFailure f = parse_job_failure(cut, 0);
+// mpirun's status 0 says the job finished only with rank 0's record of it (under SLURM, Open MPI's
+// mpirun exits 0 when SLURM ends its daemon's step on a failed node).
+TEST(JobFailure, StatusZeroWithoutRankZerosRecordIsAFailure) {
+  const auto finished = [](int rank) { return record(rank, RankState::Outcome::kFinished, 60, 0); };
+  EXPECT_TRUE(job_finished({finished(0), finished(1)}));
+  EXPECT_TRUE(job_finished({finished(0)}));
+  EXPECT_FALSE(job_finished({finished(1)}));
+  EXPECT_FALSE(job_finished({}));
+  EXPECT_FALSE(job_finished({failed(0, 37, "out of memory"), finished(1)}));
+  const JobFailure f = parse_job_failure({}, 0, {finished(1)});
   EXPECT_EQ(f.how, "mpirun exited with status 0 before rank 0 said training finished");
   EXPECT_FALSE(f.stopped);
   EXPECT_FALSE(f.usage_error);
@@ -172,14 +217,14 @@ TEST(JobFailure, SameFailureIsTheSameErrorInTheSameStepOrTheSameWayWithoutOne) {
   JobFailure garbled = thrown(25, "bad batch");
   garbled.how = "mpirun exited with status 1";
   EXPECT_TRUE(same_failure(thrown(25, "bad batch"), garbled));
-  const JobFailure killed = parse_job_failure(kKilled, 137);
+  const JobFailure killed = parse_job_failure(kKilled, 137, {});
   EXPECT_TRUE(same_failure(killed, killed));
-  EXPECT_FALSE(same_failure(killed, parse_job_failure(kExited, 3)));
+  EXPECT_FALSE(same_failure(killed, parse_job_failure(kExited, 3, {})));
   EXPECT_FALSE(same_failure(killed, thrown(25, "bad batch")));
 }
 
 TEST(Restarts, WhenNotToRestart) {
-  const JobFailure killed = parse_job_failure(kKilled, 137);
+  const JobFailure killed = parse_job_failure(kKilled, 137, {});
   EXPECT_EQ(reason_not_to_restart(killed, nullptr, 20, -1, 0, 1), "");
   EXPECT_EQ(reason_not_to_restart(killed, nullptr, 20, -1, 1, 1),
             "no restart left (--max-restarts 1)");
@@ -187,16 +232,15 @@ TEST(Restarts, WhenNotToRestart) {
   EXPECT_EQ(reason_not_to_restart(killed, &killed, 40, 20, 1, 3), "");
   EXPECT_EQ(reason_not_to_restart(killed, &killed, 20, 20, 1, 3),
             "the same failure came back after a restart from step 20");
-  const JobFailure thrown = parse_job_failure(
-      aborted("[tandem][rank 1] error: failed in step 25: fault injected at step 25 on rank 1"), 1);
+  const JobFailure thrown = parse_job_failure(kAborted, 1, kRaised);
   EXPECT_EQ(reason_not_to_restart(thrown, &thrown, 20, 20, 1, 3),
             "the same failure came back after a restart from step 20, in step 25");
   auto exited = kExited;
   exited[5] = "  Exit code:    2";
-  EXPECT_EQ(reason_not_to_restart(parse_job_failure(exited, 2), nullptr, 0, -1, 0, 3),
+  EXPECT_EQ(reason_not_to_restart(parse_job_failure(exited, 2, {}), nullptr, 0, -1, 0, 3),
             "bad input (exit code 2), which a restart does not mend");
   exited[5] = "  Exit code:    138";
-  EXPECT_EQ(reason_not_to_restart(parse_job_failure(exited, 138), nullptr, 0, -1, 0, 3),
+  EXPECT_EQ(reason_not_to_restart(parse_job_failure(exited, 138, {}), nullptr, 0, -1, 0, 3),
             "the ranks stopped on request");
 }
 

@@ -1,12 +1,13 @@
 #include "trainer/tools/job_failure.h"
 
-#include <csignal>
 #include <regex>
+
+#include "trainer/common/stop_signals.h"
 
 namespace tandem::tools {
 namespace {
 
-// What mpirun prints (Open MPI 4.1) and what a Tandem rank prints, one pattern each.
+// What mpirun prints (Open MPI 4.1), one pattern each.
 const std::regex kNoticedSignal(
     R"(mpirun noticed that process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?)");
 const std::regex kAbort(
@@ -14,17 +15,10 @@ const std::regex kAbort(
 const std::regex kExitCode(R"(Process name: \[\[\d+,\d+\],(\d+)\]\s+Exit code: +(-?\d+))");
 const std::regex kNonZero(R"(Primary job  terminated normally, but \d+ process(?:es)? returned)");
 const std::regex kLostDaemon(R"(Remote daemon: \[\[\d+,\d+\],\d+\] on node (\S+))");
-const std::regex kRankFailed(R"(\[rank (\d+)\] error: failed in step (\d+): ([^\n]*))");
-const std::regex kRankError(R"(\[rank (\d+)\] error: ([^\n]*))");
 
-// An exit code with which a rank says it stopped because it was asked to (stop_signal.h): 128 plus
-// the signal that asked.
-bool stopped_on_request(int code) {
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) {
-    if (code == 128 + sig) return true;
-  }
-  return false;
-}
+// An exit code with which a rank says it stopped because it was asked to (train/stop_signal.h):
+// 128 plus the stop signal that asked.
+bool stopped_on_request(int code) { return code > 128 && is_stop_signal(code - 128); }
 
 void take_exit_code(JobFailure& failure, int code, const std::string& what) {
   failure.how = what + std::to_string(code);
@@ -32,16 +26,48 @@ void take_exit_code(JobFailure& failure, int code, const std::string& what) {
   failure.stopped = stopped_on_request(code);
 }
 
+// The record of the rank that failed: that of `rank` (the one mpirun named) when it failed or timed
+// out, else the first to fail on its own; nullptr when none did. A rank that timed out waiting for
+// a peer names no failure of its own: the peer's, or a host's, is the failure.
+const RankState* failed_record(const std::vector<RankState>& ranks, int rank) {
+  using Outcome = RankState::Outcome;
+  const RankState* first = nullptr;
+  for (const RankState& state : ranks) {
+    if (state.outcome != Outcome::kFailed && state.outcome != Outcome::kTimedOut) continue;
+    if (state.rank == rank) return &state;
+    if (state.outcome != Outcome::kFailed) continue;
+    if (first == nullptr || state.time < first->time) first = &state;
+  }
+  return first;
+}
+
+// What the ranks' records add to mpirun's account: a stop they were asked for, and the failed
+// rank's step and error (and who it is, when mpirun named nobody).
+// A rank killed by a signal, or a host lost, is no stop on request, whatever the others did.
+void take_records(JobFailure& failure, const std::vector<RankState>& ranks, bool killed) {
+  for (const RankState& state : ranks) {
+    if (state.outcome == RankState::Outcome::kStopped && !killed) failure.stopped = true;
+  }
+  const RankState* failed = failed_record(ranks, failure.rank);
+  if (failed == nullptr) return;
+  if (failure.rank < 0) failure.rank = failed->rank;
+  if (failure.rank == failed->rank && failure.host.empty()) failure.host = failed->host;
+  failure.step = failed->step;
+  failure.message = failed->error;
+  failure.usage_error = failure.usage_error || (!killed && failed->exit_code == 2);
+}
+
 }  // namespace
 
-bool ranks_finished(const std::vector<std::string>& lines) {
-  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-    if (it->find("[tandem] finished at step ") != std::string::npos) return true;
+bool job_finished(const std::vector<RankState>& ranks) {
+  for (const RankState& state : ranks) {
+    if (state.rank == 0) return state.outcome == RankState::Outcome::kFinished;
   }
   return false;
 }
 
-JobFailure parse_job_failure(const std::vector<std::string>& lines, int status) {
+JobFailure parse_job_failure(const std::vector<std::string>& lines, int status,
+                             const std::vector<RankState>& ranks) {
   std::string text;
   for (const auto& line : lines) text += line + '\n';
   JobFailure failure;
@@ -50,34 +76,22 @@ JobFailure parse_job_failure(const std::vector<std::string>& lines, int status) 
     failure.rank = std::stoi(m[1].str());
     take_exit_code(failure, std::stoi(m[2].str()), "exited with code ");
   }
+  bool killed = false;
   if (std::regex_search(text, m, kNoticedSignal)) {
     failure.rank = std::stoi(m[1].str());
     failure.host = m[2].str();
     failure.how = "killed by signal " + m[3].str() + (m[4].matched ? " (" + m[4].str() + ")" : "");
     failure.usage_error = failure.stopped = false;
+    killed = true;
   }
   if (std::regex_search(text, m, kAbort)) {
     failure.rank = std::stoi(m[1].str());
     take_exit_code(failure, std::stoi(m[2].str()), "called MPI_Abort with error code ");
     failure.stopped = false;  // a rank that stops on request exits; it does not abort
-  }
-  if (std::regex_search(text, m, kRankFailed)) {
-    failure.rank = std::stoi(m[1].str());
-    failure.step = std::stoll(m[2].str());
-    failure.message = m[3].str();
-  } else {
-    // The failed rank's own error line (e.g. its watchdog's), not another rank's about it.
-    for (auto it = std::sregex_iterator(text.begin(), text.end(), kRankError);
-         it != std::sregex_iterator(); ++it) {
-      const int rank = std::stoi((*it)[1].str());
-      if (failure.rank >= 0 && rank != failure.rank) continue;
-      failure.rank = rank;
-      failure.message = (*it)[2].str();
-      break;
-    }
+    killed = false;
   }
   if (std::regex_search(text, m, kLostDaemon)) {
-    failure.unreachable = true;
+    failure.unreachable = killed = true;
     failure.host = m[1].str();
     failure.how = "host unreachable (mpirun lost contact with its daemon)";
     failure.usage_error = failure.stopped = false;
@@ -90,6 +104,7 @@ JobFailure parse_job_failure(const std::vector<std::string>& lines, int status) 
   } else if (failure.how.empty()) {
     take_exit_code(failure, status, "mpirun exited with status ");
   }
+  take_records(failure, ranks, killed);
   return failure;
 }
 

@@ -1,5 +1,6 @@
 #include "trainer/tools/restarts.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,13 +12,20 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/dir_lock.h"
 #include "trainer/common/fault_injection.h"
+#include "trainer/common/rank_state.h"
+#include "trainer/common/stop_signals.h"
 #include "trainer/common/temp_dir.h"
 #include "trainer/common/timestamp.h"
-#include "trainer/tools/launcher.h"
+#include "trainer/tools/job_supervisor.h"
+#include "trainer/tools/mpirun_command.h"
 #include "trainer/train/metrics_log.h"
+#include "trainer/train/restart_record.h"
 
 namespace tandem::tools {
 namespace {
+
+// The folder of checkpoint.dir where a run's ranks leave their state records (common/rank_state.h).
+constexpr const char* kRankStateFolder = ".rank-state";
 
 // How long a relaunch waits for the failed job's rank 0 to let go of checkpoint.dir's lock: the
 // kernel releases it when the process is gone, which can take a moment after mpirun has exited.
@@ -52,16 +60,19 @@ Checkpoint newest_checkpoint(const std::string& dir) {
   return newest;
 }
 
-// Whether the stop left a checkpoint written after it came, from the checkpoint itself: the ranks'
-// closing lines need not reach us (a scheduler's SIGTERM reaches mpirun as well as the ranks, and
-// mpirun then stops relaying their output), and mpirun's status is not 0 then.
-void report_stop(const JobResult& result, const std::string& dir, const std::string& tool) {
+// Whether the stop left the last step saved: rank 0's record says at which step it stopped, and
+// the newest checkpoint must be of that step. (The ranks' closing lines need not reach us: a
+// scheduler's SIGTERM reaches mpirun as well as the ranks, and mpirun then stops relaying their
+// output.)
+void report_stop(const JobResult& result, const std::vector<RankState>& ranks,
+                 const std::string& dir, const std::string& tool) {
   const Checkpoint newest = newest_checkpoint(dir);
-  std::error_code error;
-  const auto written = newest.path.empty() ? std::filesystem::file_time_type::min()
-                                           : std::filesystem::last_write_time(newest.path, error);
+  const auto zero = std::find_if(ranks.begin(), ranks.end(),
+                                 [](const RankState& state) { return state.rank == 0; });
+  const bool saved = zero != ranks.end() && zero->outcome == RankState::Outcome::kStopped &&
+                     !newest.path.empty() && newest.step == zero->step;
   const char* name = signal_name(result.stop_signal);
-  if (!newest.path.empty() && !error && written >= result.stop_time) {
+  if (saved) {
     std::fprintf(stderr, "%s: stopped by %s; the last step is saved (step %lld, %s)\n",
                  tool.c_str(), name, static_cast<long long>(newest.step), newest.path.c_str());
   } else {
@@ -71,13 +82,15 @@ void report_stop(const JobResult& result, const std::string& dir, const std::str
 }
 
 // The mpirun command of the job's run after `restarts` restarts (which its ranks find in
-// TANDEM_RESTART) on `hosts` (written to `hostfile`), or at plan.ranks on this machine.
+// TANDEM_RESTART) on `hosts` (written to `hostfile`), or at plan.ranks on this machine; its ranks
+// leave their state records in `state_dir` (TANDEM_STATE_DIR).
 std::vector<std::string> job_command(const JobPlan& plan, int restarts,
                                      const std::vector<Host>& hosts, const std::string& hostfile,
-                                     int64_t accum_steps) {
+                                     int64_t accum_steps, const std::string& state_dir) {
   setenv(kRestartCountVariable, std::to_string(restarts).c_str(), 1);
+  setenv(kRankStateDirVariable, state_dir.c_str(), 1);
   std::vector<std::string> forward = plan.forward_env;
-  forward.push_back(kRestartCountVariable);
+  forward.insert(forward.end(), {kRestartCountVariable, kRankStateDirVariable});
   MpirunCommand mpirun;
   if (hosts.empty()) {
     mpirun = mpirun_command(plan.ranks, plan.threads, forward);
@@ -93,16 +106,44 @@ std::vector<std::string> job_command(const JobPlan& plan, int restarts,
   return argv;
 }
 
-nlohmann::json restart_record(int restart, const JobFailure& failure, const Checkpoint& from,
-                              int ranks, int64_t accum_steps) {
-  nlohmann::json record{{"event", "restart"},         {"step", from.step},
-                        {"restart", restart},         {"failure", describe(failure)},
-                        {"how", failure.how},         {"world_size", ranks},
-                        {"accum_steps", accum_steps}, {"time", utc_now_iso8601()}};
-  if (failure.rank >= 0) record["rank"] = failure.rank;
-  if (!failure.host.empty()) record["host"] = failure.host;
-  if (failure.step >= 0) record["failed_step"] = failure.step;
+train::RestartRecord restart_record(int restart, const JobFailure& failure, const Checkpoint& from,
+                                    int ranks, int64_t accum_steps) {
+  train::RestartRecord record;
+  record.restart = restart;
+  record.step = from.step;
+  record.failure = describe(failure);
+  record.how = failure.how;
+  record.world_size = ranks;
+  record.accum_steps = accum_steps;
+  record.time = utc_now_iso8601();
+  record.rank = failure.rank;
+  record.host = failure.host;
+  record.failed_step = failure.step;
   return record;
+}
+
+// One run of the job: its ranks' state records are read from a folder of checkpoint.dir made
+// afresh for it (a relaunched job's ranks must not find the last run's), removed afterwards.
+struct JobRun {
+  JobResult result;
+  std::vector<RankState> ranks;
+};
+
+JobRun run_once(const JobPlan& plan, int restarts, const std::vector<Host>& hosts,
+                const std::string& hostfile, int64_t accum_steps, const std::string& tool) {
+  const std::string state_dir = plan.checkpoint_dir + "/" + kRankStateFolder;
+  remove_tree(state_dir);
+  std::error_code error;
+  std::filesystem::create_directories(state_dir, error);
+  if (error) {
+    throw std::runtime_error("cannot create '" + state_dir + "' for the ranks' state records (" +
+                             error.message() + ")");
+  }
+  JobRun run;
+  run.result = run_job(job_command(plan, restarts, hosts, hostfile, accum_steps, state_dir), tool);
+  run.ranks = read_rank_states(state_dir);
+  remove_tree(state_dir);
+  return run;
 }
 
 }  // namespace
@@ -131,76 +172,110 @@ std::string reason_not_to_restart(const JobFailure& failure, const JobFailure* p
   return "";
 }
 
-std::vector<Host> hosts_that_answer(const std::vector<Host>& hosts, std::string* dropped) {
+std::vector<Host> hosts_that_answer(const std::vector<Host>& hosts,
+                                    std::vector<std::string>* dropped) {
   std::vector<Host> answering;
   for (const auto& host : hosts) {
     std::string why;
     if (host_answers(host.name, 22, kProbeTimeoutS, &why)) {
       answering.push_back(host);
     } else if (dropped != nullptr) {
-      *dropped += (dropped->empty() ? "" : ", ") + host.name + " (" + why + ")";
+      dropped->push_back(host.name + " (" + why + ")");
     }
   }
   return answering;
 }
 
+namespace {
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : ", ") + item;
+  return text;
+}
+
+// Where a failed job goes next: relaunched on `hosts` (empty: this machine) at `ranks` with
+// `accum_steps`, or not (`why_not` says why).
+struct Relaunch {
+  std::string why_not;
+  std::vector<Host> hosts;
+  int ranks = 1;
+  int64_t accum_steps = 1;
+  std::vector<std::string> dropped;  // hosts that no longer answer, each "name (why)"
+};
+
+// With a hostfile, the hosts that still answer and the accumulation that keeps the global batch
+// on them (the first run had `first_ranks`); too few of them is a reason not to relaunch.
+void fit_to_answering_hosts(const JobPlan& plan, const RestartOptions& options, int first_ranks,
+                            Relaunch& next) {
+  if (!next.why_not.empty() || next.hosts.empty()) return;
+  next.hosts = hosts_that_answer(next.hosts, &next.dropped);
+  next.ranks = total_slots(next.hosts);
+  if (next.ranks < options.min_ranks) {
+    next.why_not = "only " + std::to_string(next.ranks) +
+                   " rank(s) left on the hosts that answer, fewer than --min-ranks " +
+                   std::to_string(options.min_ranks) + " (no answer from " + joined(next.dropped) +
+                   ")";
+  } else if (options.keep_global_batch) {
+    next.accum_steps = accumulation_for(plan.accum_steps, first_ranks, next.ranks);
+  }
+}
+
+// The restart's line and its metrics.jsonl record.
+void announce_restart(const JobPlan& plan, const RestartOptions& options, int restart,
+                      const JobFailure& failure, const Checkpoint& from, const Relaunch& next,
+                      const std::string& tool) {
+  const std::string resume_point =
+      from.path.empty() ? "scratch (no checkpoint yet)"
+                        : "step " + std::to_string(from.step) + " (" + from.path + ")";
+  const std::string without = next.dropped.empty() ? "" : " without " + joined(next.dropped);
+  std::fprintf(stderr,
+               "%s: restart %d of %d: %s; resuming from %s at %d rank(s)%s, accumulation "
+               "%lld\n",
+               tool.c_str(), restart, options.max_restarts, describe(failure).c_str(),
+               resume_point.c_str(), next.ranks, without.c_str(),
+               static_cast<long long>(next.accum_steps));
+  std::fflush(stderr);
+  train::RestartRecord record =
+      restart_record(restart, failure, from, next.ranks, next.accum_steps);
+  record.dropped_hosts = next.dropped;
+  train::append_metrics_record({plan.checkpoint_dir + "/metrics.jsonl", plan.tensorboard_dir},
+                               record.to_json());
+}
+
+}  // namespace
+
 int run_with_restarts(const JobPlan& plan, const RestartOptions& options, const std::string& tool) {
-  const train::MetricsOutputs metrics{plan.checkpoint_dir + "/metrics.jsonl", plan.tensorboard_dir};
   const TempDir scratch("hosts");
   const std::string hostfile = scratch.file("hostfile");
-  std::vector<Host> hosts = plan.hosts;
-  const int first_ranks = hosts.empty() ? plan.ranks : total_slots(hosts);
-  int ranks = first_ranks;
-  int64_t accum_steps = plan.accum_steps;
+  const int first_ranks = plan.hosts.empty() ? plan.ranks : total_slots(plan.hosts);
+  Relaunch next{"", plan.hosts, first_ranks, plan.accum_steps, {}};
   JobFailure previous;
   int64_t previous_checkpoint = -1;
   for (int restarts = 0;; ++restarts) {
-    const JobResult result =
-        run_job(job_command(plan, restarts, hosts, hostfile, accum_steps), tool);
+    const JobRun run = run_once(plan, restarts, next.hosts, hostfile, next.accum_steps, tool);
+    const JobResult& result = run.result;
     if (result.stop_signal != 0) {
-      report_stop(result, plan.checkpoint_dir, tool);
+      report_stop(result, run.ranks, plan.checkpoint_dir, tool);
       return result.exit_code();
     }
-    if (result.status == 0 && ranks_finished(result.last_lines)) return 0;
-    // A status of 0 without the ranks' closing line is a failure, said even without restarts.
+    if (result.status == 0 && job_finished(run.ranks)) return 0;
+    // A status of 0 without rank 0's record of the end is a failure, said even without restarts.
     if (result.status != 0 && options.max_restarts == 0) return result.exit_code();
-    const JobFailure failure = parse_job_failure(result.last_lines, result.status);
+    const JobFailure failure = parse_job_failure(result.last_lines, result.status, run.ranks);
     const Checkpoint from = newest_checkpoint(plan.checkpoint_dir);
-    std::string why = reason_not_to_restart(failure, restarts > 0 ? &previous : nullptr, from.step,
-                                            previous_checkpoint, restarts, options.max_restarts);
-    std::string dropped;
-    if (why.empty() && !hosts.empty()) {
-      hosts = hosts_that_answer(hosts, &dropped);
-      ranks = total_slots(hosts);
-      if (ranks < options.min_ranks) {
-        why = "only " + std::to_string(ranks) +
-              " rank(s) left on the hosts that answer, fewer than --min-ranks " +
-              std::to_string(options.min_ranks) + " (no answer from " + dropped + ")";
-      } else if (options.keep_global_batch) {
-        accum_steps = accumulation_for(plan.accum_steps, first_ranks, ranks);
-      }
-    }
-    const std::string what = describe(failure);
-    if (!why.empty()) {
+    next.dropped.clear();
+    next.why_not = reason_not_to_restart(failure, restarts > 0 ? &previous : nullptr, from.step,
+                                         previous_checkpoint, restarts, options.max_restarts);
+    fit_to_answering_hosts(plan, options, first_ranks, next);
+    if (!next.why_not.empty()) {
       const std::string newest =
           from.path.empty() ? "No checkpoint was saved." : "Newest checkpoint: " + from.path + ".";
-      std::fprintf(stderr, "%s: %s; not restarting: %s. %s\n", tool.c_str(), what.c_str(),
-                   why.c_str(), newest.c_str());
+      std::fprintf(stderr, "%s: %s; not restarting: %s. %s\n", tool.c_str(),
+                   describe(failure).c_str(), next.why_not.c_str(), newest.c_str());
       return failure_exit_code(result.exit_code());
     }
-    const std::string resume_point =
-        from.path.empty() ? "scratch (no checkpoint yet)"
-                          : "step " + std::to_string(from.step) + " (" + from.path + ")";
-    const std::string without = dropped.empty() ? "" : " without " + dropped;
-    std::fprintf(stderr,
-                 "%s: restart %d of %d: %s; resuming from %s at %d rank(s)%s, accumulation "
-                 "%lld\n",
-                 tool.c_str(), restarts + 1, options.max_restarts, what.c_str(),
-                 resume_point.c_str(), ranks, without.c_str(), static_cast<long long>(accum_steps));
-    std::fflush(stderr);
-    auto record = restart_record(restarts + 1, failure, from, ranks, accum_steps);
-    if (!dropped.empty()) record["dropped_hosts"] = dropped;
-    train::append_metrics_record(metrics, record);
+    announce_restart(plan, options, restarts + 1, failure, from, next, tool);
     wait_until_directory_free(plan.checkpoint_dir);
     previous = failure;
     previous_checkpoint = from.step;

@@ -41,9 +41,10 @@ std::string reason_not_to_restart(const JobFailure& failure, const JobFailure* p
                                   int restarts_done, int max_restarts);
 
 // The hosts that answer (host_answers, on ssh's port, kProbeTimeoutS each) among `hosts`; those
-// that do not are named in `dropped` with why.
+// that do not are added to `dropped`, each "name (why)".
 constexpr double kProbeTimeoutS = 5;
-std::vector<Host> hosts_that_answer(const std::vector<Host>& hosts, std::string* dropped);
+std::vector<Host> hosts_that_answer(const std::vector<Host>& hosts,
+                                    std::vector<std::string>* dropped);
 
 // Runs the job under mpirun (run_job) and, while options allow, relaunches it after a failure:
 // with hosts, on those that still answer, at their slots (not fewer than options.min_ranks), the

@@ -10,14 +10,17 @@
 #include "trainer/checkpoint/dir_lock.h"
 #include "trainer/common/error.h"
 #include "trainer/common/log.h"
+#include "trainer/common/rank_state.h"
 #include "trainer/config/config.h"
 #include "trainer/kernels/cpu/cpu_path.h"
 #include "trainer/parallel/process_group.h"
-#include "trainer/tools/launcher.h"
+#include "trainer/tools/job_environment.h"
+#include "trainer/tools/mpirun_command.h"
 #include "trainer/tools/process.h"
 #include "trainer/tools/restarts.h"
 #include "trainer/tools/tool_main.h"
 #include "trainer/train/metrics_log.h"
+#include "trainer/train/stop_signal.h"
 #include "trainer/train/trainer.h"
 
 namespace {
@@ -129,12 +132,10 @@ int launch(int argc, char** argv, int ranks, const std::vector<tools::Host>& hos
   return tools::run_with_restarts(plan, restarts, "tandem-train");
 }
 
-// The step this rank was in when training failed (-1: it failed before training began), for the
-// error line a restarting launcher reads (job_failure.h).
-int64_t g_failed_step = -1;
-
-// One rank (or the only process): build the trainer and run it.
-int train(tandem::parallel::ProcessGroup& group, const Args& args) {
+// One rank (or the only process): build the trainer and run it, and record how it ended for the
+// launcher (common/rank_state.h). `step` is the step it trains, for a failure's record: -1 until
+// training began.
+int train(tandem::parallel::ProcessGroup& group, const Args& args, int64_t& step) {
   auto config = tandem::config::load_config(args.config_path, args.overrides);
   if (!args.ranks.empty() && args.ranks != "auto" && resolve_ranks(args, config) != group.size()) {
     throw std::invalid_argument(
@@ -150,9 +151,14 @@ int train(tandem::parallel::ProcessGroup& group, const Args& args) {
   }
   tandem::train::Trainer trainer(std::move(config), group, args.resume);
   try {
-    return trainer.run();
+    const int code = trainer.run();
+    const int sig = tandem::train::stop_signal();
+    using Outcome = tandem::RankState::Outcome;
+    tandem::rank_state::end(sig != 0 ? Outcome::kStopped : Outcome::kFinished, trainer.step(), code,
+                            sig);
+    return code;
   } catch (...) {
-    g_failed_step = trainer.current_step();
+    step = trainer.current_step();
     throw;
   }
 }
@@ -238,13 +244,15 @@ int main(int argc, char** argv) {
     if (code != -1) return code;  // else: one rank, in this process
   }
   tandem::parallel::ProcessGroup group(&argc, &argv);
+  tandem::rank_state::open(group.rank(), group.hostname());
+  int64_t step = -1;
   try {
-    return train(group, args);
+    return train(group, args, step);
   } catch (const std::exception& e) {
-    const std::string where =
-        g_failed_step >= 0 ? "failed in step " + std::to_string(g_failed_step) + ": " : "";
+    const std::string where = step >= 0 ? "failed in step " + std::to_string(step) + ": " : "";
     tandem::log::error(where + e.what());
     const int code = tandem::exit_code_for(e);
+    tandem::rank_state::end(tandem::RankState::Outcome::kFailed, step, code, 0, e.what());
     if (group.size() > 1) group.abort(code);  // no rank may be left waiting in a collective
     return code;
   }

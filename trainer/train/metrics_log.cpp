@@ -7,6 +7,7 @@
 
 #include "trainer/common/log.h"
 #include "trainer/train/event_file.h"
+#include "trainer/train/restart_record.h"
 
 namespace tandem::train {
 namespace {
@@ -36,22 +37,6 @@ std::string section_of(const nlohmann::json& record) {
     if (item.key().rfind("valid_", 0) == 0) return "valid";
   }
   return "train";
-}
-
-// "restart 2 at step 40: rank 1 (host b) was killed by signal 9 in step 43; relaunched on 1
-// rank(s), 2 accumulation step(s), without b"
-std::string restart_text(const nlohmann::json& record) {
-  std::string text = "restart " + record.value("restart", nlohmann::json(0)).dump() + " at step " +
-                     record.value("step", nlohmann::json(0)).dump() + ": " +
-                     record.value("failure", std::string("a failure")) + "; relaunched on " +
-                     record.value("world_size", nlohmann::json(0)).dump() + " rank(s), " +
-                     record.value("accum_steps", nlohmann::json(1)).dump() +
-                     " accumulation step(s)";
-  if (record.contains("dropped_hosts")) {
-    text += ", without";
-    for (const auto& host : record["dropped_hosts"]) text += " " + host.get<std::string>();
-  }
-  return text + " (" + record.value("time", std::string()) + ")";
 }
 
 }  // namespace
@@ -133,7 +118,9 @@ void append_metrics_record(const MetricsOutputs& outputs, const nlohmann::json& 
     EventFile events(outputs.tensorboard_dir, kTensorboardKey);
     const int64_t step = record.value("step", int64_t{0});
     events.scalars(step, tensorboard_scalars(record));
-    if (section_of(record) == "restart") events.text(step, "restarts", restart_text(record));
+    if (section_of(record) == "restart") {
+      events.text(step, "restarts", RestartRecord::from_json(record).text());
+    }
   } catch (const std::exception& e) {
     log::warn(std::string(e.what()) + " (the record is in '" + outputs.jsonl + "')");
   }

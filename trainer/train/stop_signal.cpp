@@ -7,7 +7,6 @@
 #include <atomic>
 #include <csignal>
 #include <cstdint>
-#include <initializer_list>
 
 #include "trainer/common/signal_sender.h"
 
@@ -62,13 +61,12 @@ void install_stop_signal_handlers() {
   action.sa_sigaction = on_signal;
   action.sa_flags = SA_SIGINFO;
   sigemptyset(&action.sa_mask);
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) sigaction(sig, &action, nullptr);
+  for (const int sig : kStopSignals) sigaction(sig, &action, nullptr);
+  sigaction(kLauncherStopSignal, &action, nullptr);
 }
 
 int stop_signal() { return static_cast<int>(g_first.load() & 0xffffffffu); }
 
-int stopped_exit_status(int sig) { return sig == 0 || sig == SIGUSR2 ? 0 : 128 + sig; }
-
-static_assert(kLauncherStopSignal == SIGUSR2, "the launcher's stop signal is SIGUSR2");
+int stopped_exit_status(int sig) { return sig == 0 || sig == kLauncherStopSignal ? 0 : 128 + sig; }
 
 }  // namespace tandem::train

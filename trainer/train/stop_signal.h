@@ -2,23 +2,24 @@
 // same sender exits at once. SIGUSR2 is the launcher's request.
 #pragma once
 
+#include "trainer/common/stop_signals.h"
+
 namespace tandem::train {
 
-// SIGTERM / SIGINT / SIGUSR1 / SIGUSR2 handling for training: the first signal asks the loop to
+// Handling of the stop signals (common/stop_signals.h: kStopSignals and the launcher's
+// kLauncherStopSignal) for training: the first signal asks the loop to
 // finish its step, checkpoint and exit; a second one from the same sender (Ctrl-C twice, scancel
 // twice) exits at once (the checkpoint write is atomic, so nothing already written is corrupted),
 // and one from another process is the same stop arriving by another path: it changes nothing.
-// SIGUSR2 is the launcher's request (tandem-train --ranks, launch/train-hosts.sh): the ranks exit
-// 0 and the launcher reports the stop, since mpirun treats a rank's non-zero status as a failure
-// to clean up after.
-
-constexpr int kLauncherStopSignal = 12;  // SIGUSR2 on Linux
+// kLauncherStopSignal is the launcher's request (tandem-train --ranks, launch/train-hosts.sh): the
+// ranks exit 0 and the launcher reports the stop, since mpirun treats a rank's non-zero status as
+// a failure to clean up after.
 
 void install_stop_signal_handlers();
 // 0 while no signal arrived, else the first signal's number.
 int stop_signal();
-// The exit status of a run that stop signal `sig` ended: 128 + sig; 0 for the launcher's and for
-// none (0).
+// The exit status of a run that stop signal `sig` ended: 128 + sig; 0 for the launcher's
+// (kLauncherStopSignal) and for none (0).
 int stopped_exit_status(int sig);
 
 }  // namespace tandem::train

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "trainer/tools/launcher.h"
+#include "trainer/tools/mpirun_command.h"
 #include "trainer/tools/process.h"
 
 namespace tandem::tools {

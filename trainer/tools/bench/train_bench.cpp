@@ -24,7 +24,7 @@
 #include "trainer/parallel/process_group.h"
 #include "trainer/tools/bench/flops.h"
 #include "trainer/tools/bench/pytorch.h"
-#include "trainer/tools/launcher.h"
+#include "trainer/tools/mpirun_command.h"
 #include "trainer/tools/process.h"
 #include "trainer/tools/tool_main.h"
 #include "trainer/train/trainer.h"

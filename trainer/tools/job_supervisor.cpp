@@ -1,4 +1,4 @@
-#include "trainer/tools/launcher.h"
+#include "trainer/tools/job_supervisor.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,17 +13,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <filesystem>
 #include <stdexcept>
 
 #include "trainer/common/signal_sender.h"
+#include "trainer/common/stop_signals.h"
 #include "trainer/common/terminal.h"
-#include "trainer/tools/process.h"
 
 namespace tandem::tools {
 namespace {
-
-constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP};
 
 // Signals reach run_job's loop through a pipe: a handler may run on any thread (OpenBLAS starts
 // its own), and writing the signal and its sender (one write, under PIPE_BUF: never split) is
@@ -76,9 +73,9 @@ void restore_default_handlers() {
 
 // What a stop signal does, by how many came so far from the first one's sender (others are the
 // same stop arriving by another path: run_job does not count them): ask the ranks to save
-// (SIGUSR2, which mpirun forwards to every rank at once; they then exit 0, so mpirun ends
-// normally), then to stop at once (their handlers exit on a second signal from mpirun), then kill
-// mpirun's process group outright.
+// (kLauncherStopSignal, which mpirun forwards to every rank at once; they then exit 0, so mpirun
+// ends normally), then to stop at once (their handlers exit on a second signal from mpirun), then
+// kill mpirun's process group outright.
 void pass_on_stop(int sig, int count, pid_t job, const std::string& tool) {
   const char* name = signal_name(sig);
   if (count == 1) {
@@ -86,11 +83,11 @@ void pass_on_stop(int sig, int count, pid_t job, const std::string& tool) {
                  "%s: %s: every rank finishes its step and saves a checkpoint; the same again "
                  "from the same sender stops at once\n",
                  tool.c_str(), name);
-    kill(job, SIGUSR2);
+    kill(job, kLauncherStopSignal);
   } else if (count == 2) {
     std::fprintf(stderr, "%s: %s again: stopping at once (saved checkpoints stay intact)\n",
                  tool.c_str(), name);
-    kill(job, SIGUSR2);
+    kill(job, kLauncherStopSignal);
   } else {
     kill(-job, SIGKILL);
     kill(job, SIGKILL);
@@ -98,141 +95,8 @@ void pass_on_stop(int sig, int count, pid_t job, const std::string& tool) {
   std::fflush(stderr);
 }
 
-std::string mpirun_path() {
-  const std::string mpirun = find_on_path("mpirun");
-  if (mpirun.empty()) {
-    throw std::runtime_error(
-        "mpirun not found on PATH (needed for more than one rank; install "
-        "openmpi-bin)");
-  }
-  return mpirun;
-}
-
-// "-x NAME" for each of `names` set here, and Open MPI's root variables when run as root (set in
-// this process's environment, which mpirun inherits).
-void forward_variables(std::vector<std::string> names, std::vector<std::string>& argv) {
-  if (geteuid() == 0) {
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-    names.insert(names.end(), {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
-  }
-  for (const auto& name : names) {
-    if (std::getenv(name.c_str()) != nullptr) argv.insert(argv.end(), {"-x", name});
-  }
-}
-
 int exit_status(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-}  // namespace
-
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGINT:
-      return "SIGINT";
-    case SIGHUP:
-      return "SIGHUP";
-  }
-  return "a signal";
-}
-
-int stop_grace_s() {
-  const char* text = std::getenv("TANDEM_STOP_GRACE");
-  if (text == nullptr || *text == '\0') return kStopGraceS;
-  char* end = nullptr;
-  const long seconds = std::strtol(text, &end, 10);
-  if (*end != '\0' || seconds < 1 || seconds > 86400) {
-    throw std::invalid_argument(std::string("TANDEM_STOP_GRACE='") + text +
-                                "': expected whole seconds from 1 to 86400");
-  }
-  return static_cast<int>(seconds);
-}
-
-MpirunCommand mpirun_command(int ranks, int threads, const std::vector<std::string>& forward_env,
-                             int grace_s) {
-  MpirunCommand command;
-  command.argv = {mpirun_path(), "--oversubscribe", "-np", std::to_string(ranks)};
-  const int cores = usable_cores();
-  const std::string fit = std::to_string(ranks) + " rank(s) x " + std::to_string(threads) +
-                          " thread(s) and " + std::to_string(cores) + " usable core(s)";
-  if (ranks * threads <= cores) {
-    // One core per thread, so a rank's threads never share a core with another rank's.
-    command.binding = threads == 1
-                          ? "--bind-to core"
-                          : "--map-by slot:PE=" + std::to_string(threads) + " --bind-to core";
-    command.why = fit + ": ranks pinned";
-  } else {
-    command.binding = "--bind-to none";
-    command.why = fit + ": more threads than cores, ranks left unpinned";
-  }
-  for (size_t begin = 0, end; begin < command.binding.size(); begin = end + 1) {
-    end = command.binding.find(' ', begin);
-    if (end == std::string::npos) end = command.binding.size();
-    command.argv.push_back(command.binding.substr(begin, end - begin));
-  }
-  command.argv.insert(command.argv.end(),
-                      {"--mca", "odls_base_sigkill_timeout", std::to_string(grace_s)});
-  forward_variables(forward_env, command.argv);
-  return command;
-}
-
-const std::vector<std::string> kHostsEnvironment = {"PATH",
-                                                    "LD_LIBRARY_PATH",
-                                                    "OPAL_PREFIX",
-                                                    "NCCL_DEBUG",
-                                                    "NCCL_SOCKET_IFNAME",
-                                                    "NCCL_IB_DISABLE",
-                                                    "NCCL_P2P_DISABLE",
-                                                    "CUDA_VISIBLE_DEVICES",
-                                                    "TANDEM_FAULT_INJECT"};
-
-MpirunCommand mpirun_hosts_command(const std::string& hostfile, int ranks,
-                                   const std::vector<std::string>& forward_env, int grace_s) {
-  MpirunCommand command;
-  command.argv = {mpirun_path(),
-                  "--hostfile",
-                  hostfile,
-                  "-np",
-                  std::to_string(ranks),
-                  "--map-by",
-                  "slot",
-                  "--bind-to",
-                  "none",
-                  "--mca",
-                  "odls_base_sigkill_timeout",
-                  std::to_string(grace_s)};
-  command.binding = "--map-by slot --bind-to none";
-  command.why = "one rank per slot of " + hostfile;
-  if (const char* iface = std::getenv("TANDEM_IFACE"); iface != nullptr && *iface != '\0') {
-    command.argv.insert(command.argv.end(),
-                        {"--mca", "btl_tcp_if_include", iface, "--mca", "oob_tcp_if_include", iface,
-                         "-x", std::string("NCCL_SOCKET_IFNAME=") + iface});
-  }
-  std::vector<std::string> forward = kHostsEnvironment;
-  forward.insert(forward.end(), forward_env.begin(), forward_env.end());
-  forward_variables(forward, command.argv);
-  return command;
-}
-
-// SLURM sets SLURM_PROCID in a batch script too (0): only a task of a job step that srun started
-// with several tasks is a rank. The batch script, salloc's shell and a one-task step (srun -n 1
-// tandem-train --ranks 4) start the ranks themselves. (Seen with SLURM 22.05: the batch script
-// has SLURM_PROCID and no SLURM_STEP_ID; srun's tasks have both, and SLURM_STEP_NUM_TASKS.)
-bool started_as_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
-    if (std::getenv(name) != nullptr) return true;
-  }
-  const char* step = std::getenv("SLURM_STEP_ID");
-  const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS");
-  return step != nullptr && tasks != nullptr && std::atoi(tasks) > 1;
-}
-
-int auto_ranks(int gpus, int threads) {
-  if (gpus > 0) return gpus;
-  return std::max(1, usable_cores() / std::max(1, threads));
 }
 
 // mpirun's standard error on its way through: written on as it comes, its lines kept.
@@ -308,8 +172,9 @@ int poll_timeout_ms(Clock::time_point deadline) {
   return static_cast<int>(std::max<int64_t>(0, left.count()));
 }
 
-JobResult run_job(const std::vector<std::string>& argv, const std::string& tool) {
-  int err[2];
+// Starts `argv` as a child in a process group of its own, its standard error into `err`, after
+// the signal pipe and handlers are in place; returns its pid.
+pid_t start_job(const std::vector<std::string>& argv, int err[2]) {
   if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(err, O_CLOEXEC) != 0) {
     throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
   }
@@ -326,10 +191,41 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& tool)
   close(err[1]);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
   setpgid(job, job);  // also here, so no signal is sent before the child has its group
+  return job;
+}
+
+// The stop signals that came so far, counted from the first one's sender.
+struct Stops {
+  int count = 0;
+  pid_t first_sender = 0;
+};
+
+// Acts on the stop signals waiting in the pipe (pass_on_stop); the first is `result`'s.
+void take_stop_signals(pid_t job, const std::string& tool, Stops& stops, JobResult& result) {
+  SignalNote note;
+  while (read(g_signal_pipe[0], &note, sizeof note) == sizeof note) {
+    if (note.sig == SIGCHLD) continue;
+    if (stops.count == 0) {
+      result.stop_signal = note.sig;
+      stops.first_sender = note.sender;
+    } else if (note.sender != stops.first_sender) {
+      std::fprintf(stderr, "%s: %s from another process (pid %d): the stop under way covers it\n",
+                   tool.c_str(), signal_name(note.sig), static_cast<int>(note.sender));
+      continue;
+    }
+    pass_on_stop(note.sig, ++stops.count, job, tool);
+  }
+}
+
+}  // namespace
+
+JobResult run_job(const std::vector<std::string>& argv, const std::string& tool) {
+  int err[2];
+  const pid_t job = start_job(argv, err);
   ErrorRelay relay(err[0]);
   bool relaying = true;
-  int stops = 0, status = 0;
-  pid_t first_sender = 0;
+  int status = 0;
+  Stops stops;
   JobResult result;
   Clock::time_point teardown_deadline = kNoDeadline;
   while (waitpid(job, &status, WNOHANG) == 0) {
@@ -344,23 +240,10 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& tool)
       continue;
     }
     if (relaying && wake[1].revents != 0) relaying = relay.pass_on();
-    if (relay.job_failed() && teardown_deadline == kNoDeadline && stops == 0) {
+    if (relay.job_failed() && teardown_deadline == kNoDeadline && stops.count == 0) {
       teardown_deadline = Clock::now() + std::chrono::seconds(kTeardownS + 2 * stop_grace_s());
     }
-    SignalNote note;
-    while (read(g_signal_pipe[0], &note, sizeof note) == sizeof note) {
-      if (note.sig == SIGCHLD) continue;
-      if (stops == 0) {
-        result.stop_signal = note.sig;
-        result.stop_time = std::filesystem::file_time_type::clock::now();
-        first_sender = note.sender;
-      } else if (note.sender != first_sender) {
-        std::fprintf(stderr, "%s: %s from another process (pid %d): the stop under way covers it\n",
-                     tool.c_str(), signal_name(note.sig), static_cast<int>(note.sender));
-        continue;
-      }
-      pass_on_stop(note.sig, ++stops, job, tool);
-    }
+    take_stop_signals(job, tool, stops, result);
   }
   if (relaying) relay.pass_on();  // what mpirun wrote before it exited
   kill(-job, SIGKILL);            // ranks or daemons mpirun left behind, if any
@@ -372,17 +255,6 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& tool)
   result.status = exit_status(status);
   result.last_lines = relay.lines();
   return result;
-}
-
-std::string unsafe_stop_hint() {
-  if (std::getenv("OMPI_MCA_orte_hnp_uri") == nullptr) return "";  // not Open MPI's mpirun
-  const char* grace = std::getenv("OMPI_MCA_odls_base_sigkill_timeout");
-  if (grace != nullptr && std::atof(grace) >= kStopGraceS) return "";
-  return "mpirun gives the ranks " + std::string(grace != nullptr ? grace : "1") +
-         " s between SIGTERM and SIGKILL, so a SIGTERM or Ctrl-C to mpirun loses the steps since "
-         "the last checkpoint. HINT: start with `tandem-train --ranks N` instead, or add `--mca "
-         "odls_base_sigkill_timeout " +
-         std::to_string(kStopGraceS) + "` to mpirun, or stop with `kill -USR1 <mpirun pid>`";
 }
 
 }  // namespace tandem::tools
