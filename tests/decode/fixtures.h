@@ -172,7 +172,7 @@ inline Hypothesis naive_greedy(model::Transformer& model, const std::vector<int3
 // A copy of `model` (its options and parameter values) in eval mode, frozen in `precision`, as
 // the decoding tools prepare a model; checks that freezing left the parameters as they were.
 inline model::Transformer frozen_copy(const model::Transformer& model,
-                                      model::InferencePrecision precision) {
+                                      kernels::InferencePrecision precision) {
   model::Transformer copy(model->options());
   {
     torch::NoGradGuard no_grad;

@@ -15,7 +15,7 @@ using namespace fixtures;
 TEST(FrozenFp32, TheTrainedModelTranslatesAsOnItsParameters) {
   torch::set_num_threads(1);  // as the tools decode
   auto model = reverse_model(150);
-  auto frozen = frozen_copy(model, model::InferencePrecision::kFp32);
+  auto frozen = frozen_copy(model, kernels::InferencePrecision::kFp32);
   EXPECT_FALSE(model->frozen().has_value());
 
   const auto probe = probe_batch(33);

@@ -16,7 +16,7 @@ TEST(Int8, TheTrainedModelTranslatesAsInFloatOnAlmostEverySentence) {
   // other processes hold the cores).
   torch::set_num_threads(1);
   auto float_model = reverse_model(150);
-  auto int8_model = frozen_copy(float_model, model::InferencePrecision::kInt8);
+  auto int8_model = frozen_copy(float_model, kernels::InferencePrecision::kInt8);
 
   const auto probe = probe_batch(31);
   const auto& sentences = probe.sentences;

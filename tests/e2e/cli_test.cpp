@@ -104,10 +104,10 @@ TEST_F(ToolErrors, DecodeNamesANegativeMinLength) {
 // before anything is loaded or trained.
 TEST_F(ToolErrors, EveryToolThatRunsKernelsNamesAForcedPathTheCpuLacks) {
   std::vector<std::string> values = {"avx3"};
-  for (const auto path : {model::CpuPath::kAvx512Vnni, model::CpuPath::kAvx512,
-                          model::CpuPath::kAvxVnni, model::CpuPath::kAvx2}) {
-    if (!model::cpu_executes(path)) {
-      values.push_back(model::cpu_path_name(path));
+  for (const auto path : {kernels::CpuPath::kAvx512Vnni, kernels::CpuPath::kAvx512,
+                          kernels::CpuPath::kAvxVnni, kernels::CpuPath::kAvx2}) {
+    if (!kernels::cpu_executes(path)) {
+      values.push_back(kernels::cpu_path_name(path));
       break;
     }
   }

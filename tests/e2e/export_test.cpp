@@ -38,7 +38,7 @@ struct TandemGreedy {
 TandemGreedy tandem_greedy(const std::string& checkpoint, checkpoint::Weights weights,
                            const std::vector<std::string>& lines) {
   auto models = checkpoint::load_ensemble({checkpoint}, {}, weights);
-  for (auto& member : models.members) member.model->freeze(model::InferencePrecision::kFp32);
+  for (auto& member : models.members) member.model->freeze(kernels::InferencePrecision::kFp32);
   const auto& vocab = models.members.front().vocab;
   std::vector<std::vector<int32_t>> sources;
   for (const auto& line : lines) sources.push_back(vocab.encode(line, data::Side::kSource));

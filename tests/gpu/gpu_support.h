@@ -16,7 +16,7 @@
 
 #define SKIP_WITHOUT_OWN_KERNELS()                                                        \
   SKIP_WITHOUT_GPU();                                                                     \
-  if (!tandem::model::own_kernels_for(torch::zeros({1}, tandem::test::kGpu))) {           \
+  if (!tandem::kernels::own_kernels_for(torch::zeros({1}, tandem::test::kGpu))) {         \
     GTEST_SKIP() << "this build has no CUDA kernels of its own (or TANDEM_KERNELS=aten)"; \
   }
 

@@ -150,21 +150,21 @@ TEST(Gpu, ColumnSumsKernelMatchesDoubleSums) {
              {5, 7}, {5000, 300}, {70001, 9}, {4099, 512}, {33, 2048}, {20000, 64}}) {
       const auto a = torch::randn(shape).to(type);
       const auto on_gpu = a.to(kGpu);
-      const auto got = model::column_sums(on_gpu);
+      const auto got = kernels::column_sums(on_gpu);
       EXPECT_EQ(got.scalar_type(), torch::kFloat);
       EXPECT_LT(relative_error(got, a.to(torch::kDouble).sum(0)), 1e-5)
           << "rows " << shape[0] << ", cols " << shape[1] << ", type " << type;
-      EXPECT_TRUE(torch::equal(model::column_sums(on_gpu), got)) << "rows " << shape[0];
+      EXPECT_TRUE(torch::equal(kernels::column_sums(on_gpu), got)) << "rows " << shape[0];
     }
     const int64_t rows = 3001, cols = 16;
     const auto flat = torch::randn({rows * cols + 3}).to(type);
     const auto shifted = flat.narrow(0, 3, rows * cols).view({rows, cols});  // off 16 bytes
     EXPECT_LT(relative_error(
-                  model::column_sums(flat.to(kGpu).narrow(0, 3, rows * cols).view({rows, cols})),
+                  kernels::column_sums(flat.to(kGpu).narrow(0, 3, rows * cols).view({rows, cols})),
                   shifted.to(torch::kDouble).sum(0)),
               1e-5)
         << "type " << type;
-    const auto none = model::column_sums(torch::empty({0, cols}, torch::dtype(type).device(kGpu)));
+    const auto none = kernels::column_sums(torch::empty({0, cols}, torch::dtype(type).device(kGpu)));
     EXPECT_TRUE(torch::equal(none.cpu(), torch::zeros({cols}))) << "no rows, type " << type;
   }
 }
@@ -179,7 +179,7 @@ TEST(Gpu, ReluBackwardColumnSumsMatchThresholdBackward) {
     for (const auto& shape : std::vector<std::vector<int64_t>>{{4099, 2048}, {300, 12}, {7, 40}}) {
       const auto g = torch::randn(shape).to(type).to(kGpu);
       const auto y = torch::randn(shape).relu().to(type).to(kGpu);
-      const auto [masked, sums] = model::relu_backward_column_sums(g, y);
+      const auto [masked, sums] = kernels::relu_backward_column_sums(g, y);
       const auto expected = at::threshold_backward(g, y, 0);
       EXPECT_TRUE(torch::equal(masked, expected)) << "rows " << shape[0] << ", type " << type;
       EXPECT_EQ(sums.scalar_type(), torch::kFloat);
@@ -204,7 +204,7 @@ TEST(Gpu, LayerNormKernelGradientsMatchTheCpu) {
   (cpu_y * upstream).sum().backward();
   auto gpu_x = x.to(kGpu, torch::kBFloat16).requires_grad_(true);
   auto gpu_w = leaf_on(weight, kGpu), gpu_b = leaf_on(bias, kGpu);
-  const auto gpu_y = model::layer_norm_own(gpu_x, gpu_w, gpu_b, 1e-5);
+  const auto gpu_y = kernels::layer_norm_own(gpu_x, gpu_w, gpu_b, 1e-5);
   EXPECT_EQ(gpu_y.scalar_type(), torch::kBFloat16);
   (gpu_y.to(torch::kFloat) * upstream.to(kGpu)).sum().backward();
   EXPECT_EQ(gpu_w.grad().scalar_type(), torch::kFloat);
@@ -222,11 +222,11 @@ torch::Tensor next_keep_mask(int64_t rows, int64_t d, double p) {
   auto* generator = at::get_generator_or_default<at::CUDAGeneratorImpl>(
       c10::nullopt, at::cuda::detail::getDefaultCUDAGenerator(0));
   const uint64_t seed = generator->current_seed(), offset = generator->philox_offset_per_thread();
-  const uint32_t threshold = model::philox::keep_threshold(p);
+  const uint32_t threshold = kernels::philox::keep_threshold(p);
   auto* k = keep.data_ptr<float>();
   for (int64_t run = 0; run < rows * d / 8; ++run) {
-    const auto bits = model::philox::draw(seed, offset, static_cast<uint64_t>(run));
-    for (int i = 0; i < 8; ++i) k[run * 8 + i] = model::philox::kept(bits, i, threshold) ? 1 : 0;
+    const auto bits = kernels::philox::draw(seed, offset, static_cast<uint64_t>(run));
+    for (int i = 0; i < 8; ++i) k[run * 8 + i] = kernels::philox::kept(bits, i, threshold) ? 1 : 0;
   }
 #endif
   return keep;
@@ -255,8 +255,8 @@ void expect_add_layer_norm_matches(int64_t d, double p) {
   auto gpu_r = residual.to(kGpu, torch::kBFloat16).requires_grad_(true);
   auto gpu_x = x.to(kGpu, torch::kBFloat16).requires_grad_(true);
   auto gpu_w = leaf_on(weight, kGpu), gpu_b = leaf_on(bias, kGpu);
-  ASSERT_TRUE(model::add_layer_norm_own_for(gpu_r, gpu_x));
-  const auto gpu_y = model::add_layer_norm_own(gpu_r, gpu_x, gpu_w, gpu_b, 1e-5, p);
+  ASSERT_TRUE(kernels::add_layer_norm_own_for(gpu_r, gpu_x));
+  const auto gpu_y = kernels::add_layer_norm_own(gpu_r, gpu_x, gpu_w, gpu_b, 1e-5, p);
   EXPECT_EQ(gpu_y.scalar_type(), torch::kBFloat16);
   (gpu_y.to(torch::kFloat) * upstream.to(kGpu)).sum().backward();
   EXPECT_LT(relative_error(gpu_y, cpu_y), 1e-2);
@@ -280,7 +280,7 @@ TEST(Gpu, AddLayerNormKernelMatchesTheCpu) {
   expect_add_layer_norm_matches(512, 0.0);
   expect_add_layer_norm_matches(200, 0.0);
   const auto odd = torch::zeros({3, 12}, torch::dtype(torch::kBFloat16).device(kGpu));
-  EXPECT_FALSE(model::add_layer_norm_own_for(odd, odd));  // 12 is not a multiple of 8
+  EXPECT_FALSE(kernels::add_layer_norm_own_for(odd, odd));  // 12 is not a multiple of 8
 }
 
 // The same with dropout inside: the mask the CPU draws from philox.h at the generator's seed and
@@ -294,7 +294,7 @@ TEST(Gpu, DropoutAddLayerNormKeepsPhiloxsMaskBothWays) {
   const auto before = next_keep_mask(7 * 45, 512, 0.1);
   const auto r = torch::zeros({7 * 45, 512}, torch::dtype(torch::kBFloat16).device(kGpu));
   const auto w = torch::ones({512}, kGpu), b = torch::zeros({512}, kGpu);
-  model::add_layer_norm_own(r, r, w, b, 1e-5, 0.1);
+  kernels::add_layer_norm_own(r, r, w, b, 1e-5, 0.1);
   EXPECT_FALSE(torch::equal(before, next_keep_mask(7 * 45, 512, 0.1)));
 }
 
@@ -321,7 +321,7 @@ void expect_attention_matches(bool self, bool causal, bool bf16, int64_t batch =
     torch::Tensor out;
     {
       model::AutocastGuard guard(autocast, device);
-      out = model::fused_attention(q, k, heads, model::AttentionMask{pad.to(device), causal});
+      out = kernels::fused_attention(q, k, heads, kernels::AttentionMask{pad.to(device), causal});
     }
     (out.to(torch::kFloat) * upstream.to(device)).sum().backward();
     return std::make_tuple(out.detach().to(torch::kFloat) * real_rows.to(device), q.grad(),

@@ -99,19 +99,19 @@ TEST(Gpu, ListKernelsMatchLibTorchBitForBit) {
     averages.push_back(torch::randn({n}, kGpu));
     expected.push_back(averages.back() + (sources.back() - averages.back()) * weight);
   }
-  model::copy_to_bf16(sources, targets);
-  model::moving_average_(averages, sources, weight);
+  kernels::copy_to_bf16(sources, targets);
+  kernels::moving_average_(averages, sources, weight);
   for (size_t i = 0; i < sources.size(); ++i) {
     EXPECT_TRUE(torch::equal(targets[i], sources[i].to(torch::kBFloat16))) << i;
     EXPECT_TRUE(torch::equal(averages[i], expected[i])) << i;
   }
   // A weight of 0 (a skipped update) leaves every average as it was.
   const auto before = averages[5].clone();
-  model::moving_average_(averages, sources, torch::zeros({}, kGpu));
+  kernels::moving_average_(averages, sources, torch::zeros({}, kGpu));
   EXPECT_TRUE(torch::equal(averages[5], before));
   // A target of the wrong type or size is refused, naming it.
   targets[3] = torch::empty({1}, torch::TensorOptions(kGpu).dtype(torch::kBFloat16));
-  EXPECT_THROW(model::copy_to_bf16(sources, targets), std::invalid_argument);
+  EXPECT_THROW(kernels::copy_to_bf16(sources, targets), std::invalid_argument);
 }
 
 // Adam gated on the device (fused Adam where LibTorch has it; its clip factor as the gradient

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 constexpr CpuPath kAll[] = {CpuPath::kGeneric, CpuPath::kAvx2, CpuPath::kAvxVnni, CpuPath::kAvx512,
@@ -57,4 +57,4 @@ TEST(CpuPath, EachProductTakesTheHighestOfItsPathsUnderTheBound) {
 }
 
 }  // namespace
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 // y[r][o] = fma(x[r][in-1], w[o][in-1], ... fma(x[r][0], w[o][0], bias[o])), in float.
@@ -198,4 +198,4 @@ TEST(FrozenLinear, RefusesInputOfTheWrongWidth) {
 }
 
 }  // namespace
-}  // namespace tandem::model
+}  // namespace tandem::kernels

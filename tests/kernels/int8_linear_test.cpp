@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 TEST(Int8Linear, StaysWithinTheQuantizationErrorOfEveryRowAndIsNotFloat) {
@@ -53,4 +53,4 @@ TEST(Int8Linear, CopiesTheWeightAtConstruction) {
 }
 
 }  // namespace
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -13,7 +13,7 @@
 
 #include "trainer/kernels/cpu/step_attention.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 using torch::indexing::Slice;
@@ -218,4 +218,4 @@ TEST(DropoutAdd, SameSeedSameMaskAndEvaluationIsThePlainSum) {
 }
 
 }  // namespace
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 TEST(Philox, ZeroCounterAndKeyGiveRandom123sKnownAnswer) {
@@ -59,4 +59,4 @@ TEST(Philox, KeepRateIsOneMinusP) {
 }
 
 }  // namespace
-}  // namespace tandem::model
+}  // namespace tandem::kernels

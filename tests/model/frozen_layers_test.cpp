@@ -18,7 +18,7 @@ TEST(FrozenLinear, FrozenFeedForwardInBlocksIsEachRowAlone) {
   torch::NoGradGuard no_grad;
   const auto x = torch::randn({3, 100, 16});  // 300 rows: two whole blocks and 44 rows
   const auto unfrozen = ffn(x);
-  ffn->freeze(InferencePrecision::kFp32);
+  ffn->freeze(kernels::InferencePrecision::kFp32);
   const auto frozen = ffn(x);
   ASSERT_EQ(frozen.sizes(), x.sizes());
   EXPECT_TRUE(torch::allclose(frozen, unfrozen, 1e-5, 1e-5));
@@ -46,7 +46,7 @@ TEST(FrozenLinear, SwishFeedForwardIsFc2OfHTimesSigmoidH) {
   EXPECT_TRUE(torch::allclose(got[1], want[1], 1e-4, 1e-5));
   torch::NoGradGuard no_grad;
   EXPECT_TRUE(torch::allclose(ffn(x), expected, 1e-5, 1e-5));  // in place without autograd
-  ffn->freeze(InferencePrecision::kFp32);
+  ffn->freeze(kernels::InferencePrecision::kFp32);
   EXPECT_TRUE(torch::allclose(ffn(x), expected, 1e-5, 1e-5));
 }
 

@@ -20,7 +20,7 @@ float top_of_row(const float* x, int64_t n, int64_t k, float* value, int64_t* to
   float top = -INFINITY;
   for (int64_t begin = 0; begin < n; begin += kBlock) {
     const int64_t end = std::min(n, begin + kBlock);
-    const float block_top = model::max_of(x + begin, end - begin);
+    const float block_top = kernels::max_of(x + begin, end - begin);
     top = std::max(top, block_top);
     // Once k are held, a block none of whose entries beats the k-th is skipped whole.
     if (held == k && !(block_top > value[k - 1])) continue;
@@ -47,7 +47,7 @@ float log_sum(const float* x, int64_t n, float top, int64_t r) {
     throw std::runtime_error("top_log_probs: row " + std::to_string(r) +
                              " of the logits is not finite (maximum " + std::to_string(top) + ")");
   }
-  return std::log(model::exp_sum(x, n, top));
+  return std::log(kernels::exp_sum(x, n, top));
 }
 
 void check_shape(const torch::Tensor& logits, int64_t k) {
@@ -116,7 +116,7 @@ std::pair<torch::Tensor, torch::Tensor> top_log_probs(const std::vector<torch::T
   for (int64_t r = 0; r < rows; ++r) {
     for (size_t i = 0; i < logits.size(); ++i) {
       const float* row = logits[i].data_ptr<float>() + r * n;
-      const float top = model::max_of(row, n);
+      const float top = kernels::max_of(row, n);
       const float norm = log_sum(row, n, top, r);
       const auto weight = static_cast<float>(weights[i]);
       float* out = combined.data();

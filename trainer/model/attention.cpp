@@ -22,46 +22,46 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& 
 torch::Tensor MultiheadAttentionImpl::project_qkv(const torch::Tensor& x) {
   if (frozen_) return frozen_->qkv(x);
   if (bf16_linear_applies(x)) return bf16_->qkv(x);
-  return linear_rows(x, torch::cat({q_proj_->weight, k_proj_->weight, v_proj_->weight}),
-                     torch::cat({q_proj_->bias, k_proj_->bias, v_proj_->bias}));
+  return kernels::linear_rows(x, torch::cat({q_proj_->weight, k_proj_->weight, v_proj_->weight}),
+                              torch::cat({q_proj_->bias, k_proj_->bias, v_proj_->bias}));
 }
 
 torch::Tensor MultiheadAttentionImpl::project_kv(const torch::Tensor& memory) {
   if (frozen_) return frozen_->kv(memory);
   if (bf16_linear_applies(memory)) return bf16_->kv(memory);
-  return linear_rows(memory, torch::cat({k_proj_->weight, v_proj_->weight}),
-                     torch::cat({k_proj_->bias, v_proj_->bias}));
+  return kernels::linear_rows(memory, torch::cat({k_proj_->weight, v_proj_->weight}),
+                              torch::cat({k_proj_->bias, v_proj_->bias}));
 }
 
 torch::Tensor MultiheadAttentionImpl::project_q(const torch::Tensor& x) {
   if (frozen_) return frozen_->q(x);
   if (bf16_linear_applies(x)) return bf16_->q(x);
-  return linear_rows(x, q_proj_->weight, q_proj_->bias);
+  return kernels::linear_rows(x, q_proj_->weight, q_proj_->bias);
 }
 
 torch::Tensor MultiheadAttentionImpl::project_out(const torch::Tensor& context) {
   if (frozen_) return frozen_->out(context);
   if (bf16_linear_applies(context)) return bf16_->out(context);
-  return linear_rows(context, out_proj_->weight, out_proj_->bias);
+  return kernels::linear_rows(context, out_proj_->weight, out_proj_->bias);
 }
 
-void MultiheadAttentionImpl::freeze(InferencePrecision precision) {
+void MultiheadAttentionImpl::freeze(kernels::InferencePrecision precision) {
   frozen_ = std::make_shared<const FrozenProjections>(FrozenProjections{
-      FrozenLinear(torch::cat({q_proj_->weight, k_proj_->weight, v_proj_->weight}),
-                   torch::cat({q_proj_->bias, k_proj_->bias, v_proj_->bias}), precision),
-      FrozenLinear(q_proj_->weight, q_proj_->bias, precision),
-      FrozenLinear(torch::cat({k_proj_->weight, v_proj_->weight}),
-                   torch::cat({k_proj_->bias, v_proj_->bias}), precision),
-      FrozenLinear(out_proj_->weight, out_proj_->bias, precision)});
+      kernels::FrozenLinear(torch::cat({q_proj_->weight, k_proj_->weight, v_proj_->weight}),
+                            torch::cat({q_proj_->bias, k_proj_->bias, v_proj_->bias}), precision),
+      kernels::FrozenLinear(q_proj_->weight, q_proj_->bias, precision),
+      kernels::FrozenLinear(torch::cat({k_proj_->weight, v_proj_->weight}),
+                            torch::cat({k_proj_->bias, v_proj_->bias}), precision),
+      kernels::FrozenLinear(out_proj_->weight, out_proj_->bias, precision)});
 }
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                                               const torch::Tensor& key_value,
-                                              const AttentionMask& mask) {
+                                              const kernels::AttentionMask& mask) {
   const auto context =
       query.is_same(key_value)
-          ? fused_attention(project_qkv(query), torch::Tensor(), options_.heads, mask)
-          : fused_attention(project_q(query), project_kv(key_value), options_.heads, mask);
+          ? kernels::fused_attention(project_qkv(query), torch::Tensor(), options_.heads, mask)
+          : kernels::fused_attention(project_q(query), project_kv(key_value), options_.heads, mask);
   return project_out(context);
 }
 
@@ -70,14 +70,15 @@ torch::Tensor MultiheadAttentionImpl::step_self(const torch::Tensor& x, const to
   const int64_t d = options_.d_model;
   const auto qkv = project_qkv(x);  // [rows, 3 d]
   cache.narrow(0, 0, qkv.size(0)).select(1, len).copy_(qkv.narrow(1, d, 2 * d));
-  const auto context = step_attention(qkv.narrow(1, 0, d), cache, len + 1, 1, torch::Tensor(),
-                                      options_.heads, cache_rows);
+  const auto context = kernels::step_attention(qkv.narrow(1, 0, d), cache, len + 1, 1,
+                                               torch::Tensor(), options_.heads, cache_rows);
   return project_out(context);
 }
 
 torch::Tensor MultiheadAttentionImpl::step_cross(const torch::Tensor& x, const torch::Tensor& kv,
                                                  const torch::Tensor& pad, int64_t width) {
-  return project_out(step_attention(project_q(x), kv, kv.size(1), width, pad, options_.heads));
+  return project_out(
+      kernels::step_attention(project_q(x), kv, kv.size(1), width, pad, options_.heads));
 }
 
 }  // namespace tandem::model

@@ -25,7 +25,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // query [batch, q_len, d_model] attends to key_value [batch, k_len, d_model] → [batch, q_len,
   // d_model]. Self-attention when key_value is query (the same tensor): one fused q|k|v product.
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key_value,
-                        const AttentionMask& mask);
+                        const kernels::AttentionMask& mask);
   // Incremental decoding (forward only). The source side, once per sentence: memory [sentences,
   // src_len, d_model] → keys | values [sentences, src_len, 2 d_model].
   torch::Tensor project_kv(const torch::Tensor& memory);
@@ -43,7 +43,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
 
   // From now on the projections run on frozen copies of the weights as they are now (FrozenLinear:
   // packed fp32 or int8): for decoding, no gradients. The parameters themselves stay as they are.
-  void freeze(InferencePrecision precision);
+  void freeze(kernels::InferencePrecision precision);
 
  private:
   // x [..., d_model] → q | k | v [..., 3 d_model], one product.
@@ -53,7 +53,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
 
   // The frozen projections, q | k | v and k | v fused as in training.
   struct FrozenProjections {
-    FrozenLinear qkv, q, kv, out;
+    kernels::FrozenLinear qkv, q, kv, out;
   };
   // The same four from bf16 copies of the weights, for training in the bf16 stream on a GPU.
   struct Bf16Projections {

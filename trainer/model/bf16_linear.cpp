@@ -44,7 +44,7 @@ torch::Tensor product_fp32(const torch::Tensor& a, const torch::Tensor& b) {
 
 // Σ over rows of g [rows, out], fp32.
 torch::Tensor bias_gradient(const torch::Tensor& g) {
-  if (own_kernels_for(g)) return column_sums(g);
+  if (kernels::own_kernels_for(g)) return kernels::column_sums(g);
   return g.sum(0, /*keepdim=*/false, torch::kFloat);
 }
 
@@ -74,8 +74,8 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     const auto &x = saved[0], &weight16 = saved[1], &y = saved[2];
     auto g = grads[0].contiguous();
     torch::Tensor bias_sums;
-    if (y.defined() && own_kernels_for(g) && own_kernels_for(y)) {
-      std::tie(g, bias_sums) = relu_backward_column_sums(g, y);  // one pass for both
+    if (y.defined() && kernels::own_kernels_for(g) && kernels::own_kernels_for(y)) {
+      std::tie(g, bias_sums) = kernels::relu_backward_column_sums(g, y);  // one pass for both
     } else if (y.defined()) {
       g = at::threshold_backward(g, y, 0);
     }
@@ -141,8 +141,8 @@ void Bf16Copy::remake() {
   std::vector<torch::Tensor> sources;
   for (const auto& part : parts_) sources.push_back(part.detach());
   bool copied = false;
-  if (own_list_kernels_for(sources)) {
-    copy_to_bf16(sources, slices_);  // every part in one launch
+  if (kernels::own_list_kernels_for(sources)) {
+    kernels::copy_to_bf16(sources, slices_);  // every part in one launch
     copied = true;
   }
 #if TORCH_VERSION_MAJOR >= 2
@@ -184,7 +184,7 @@ torch::Tensor Bf16Linear::operator()(const torch::Tensor& x, bool relu) {
 
 bool bf16_linear_applies(const torch::Tensor& x) {
   return x.is_cuda() && x.scalar_type() == torch::kBFloat16 && torch::GradMode::is_enabled() &&
-         own_kernels_enabled();
+         kernels::own_kernels_enabled();
 }
 
 }  // namespace tandem::model

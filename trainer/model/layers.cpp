@@ -17,7 +17,7 @@ torch::Tensor normalize(torch::nn::LayerNorm& norm, const torch::Tensor& x) {
   if (x.scalar_type() != torch::kBFloat16 || !x.is_cuda()) return norm(x);
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
   const auto& options = norm->options;
-  if (own_kernels_for(x)) return layer_norm_own(x, norm->weight, norm->bias, options.eps());
+  if (kernels::own_kernels_for(x)) return kernels::layer_norm_own(x, norm->weight, norm->bias, options.eps());
   return torch::layer_norm(x, options.normalized_shape(), norm->weight.to(torch::kBFloat16),
                            norm->bias.to(torch::kBFloat16), options.eps());
 }
@@ -29,15 +29,15 @@ template <typename Sublayer>
 torch::Tensor residual(const torch::Tensor& x, torch::nn::LayerNorm& norm,
                        const LayerOptions& options, bool training, Sublayer&& sublayer) {
   if (options.pre_norm) {
-    return dropout_add(sublayer(normalize(norm, x)), options.dropout, training, x);
+    return kernels::dropout_add(sublayer(normalize(norm, x)), options.dropout, training, x);
   }
   const auto out = sublayer(x);
-  if (add_layer_norm_own_for(x, out)) {
+  if (kernels::add_layer_norm_own_for(x, out)) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
-    return add_layer_norm_own(x, out, norm->weight, norm->bias, norm->options.eps(),
+    return kernels::add_layer_norm_own(x, out, norm->weight, norm->bias, norm->options.eps(),
                               training ? options.dropout : 0.0);
   }
-  return normalize(norm, dropout_add(out, options.dropout, training, x));
+  return normalize(norm, kernels::dropout_add(out, options.dropout, training, x));
 }
 
 torch::nn::LayerNorm layer_norm(int64_t d_model) {
@@ -120,10 +120,10 @@ torch::Tensor FeedForwardImpl::frozen_forward(const torch::Tensor& x) {
   return out.view(x.sizes());
 }
 
-void FeedForwardImpl::freeze(InferencePrecision precision) {
-  frozen_ = std::make_shared<const std::pair<FrozenLinear, FrozenLinear>>(
-      FrozenLinear(fc1->weight, fc1->bias, precision),
-      FrozenLinear(fc2->weight, fc2->bias, precision));
+void FeedForwardImpl::freeze(kernels::InferencePrecision precision) {
+  frozen_ = std::make_shared<const std::pair<kernels::FrozenLinear, kernels::FrozenLinear>>(
+      kernels::FrozenLinear(fc1->weight, fc1->bias, precision),
+      kernels::FrozenLinear(fc2->weight, fc2->bias, precision));
 }
 
 EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& options) : options_(options) {
@@ -134,7 +134,7 @@ EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& options) : options_(optio
   ffn_norm_ = register_module("ffn_norm", layer_norm(options.d_model));
 }
 
-torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionMask& mask) {
+torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const kernels::AttentionMask& mask) {
   auto h = residual(x, self_attn_norm_, options_, is_training(),
                     [&](const torch::Tensor& y) { return self_attn_->forward(y, y, mask); });
   return residual(h, ffn_norm_, options_, is_training(),
@@ -152,8 +152,8 @@ DecoderLayerImpl::DecoderLayerImpl(const LayerOptions& options) : options_(optio
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& memory,
-                                        const AttentionMask& self_mask,
-                                        const AttentionMask& cross_mask) {
+                                        const kernels::AttentionMask& self_mask,
+                                        const kernels::AttentionMask& cross_mask) {
   auto h = residual(x, self_attn_norm_, options_, is_training(),
                     [&](const torch::Tensor& y) { return self_attn_->forward(y, y, self_mask); });
   h = residual(h, cross_attn_norm_, options_, is_training(),
@@ -183,7 +183,7 @@ EncoderImpl::EncoderImpl(const StackOptions& options) {
   layers_ = stack_layers<EncoderLayer>(*this, options, final_norm_);
 }
 
-torch::Tensor EncoderImpl::forward(const torch::Tensor& x, const AttentionMask& mask) {
+torch::Tensor EncoderImpl::forward(const torch::Tensor& x, const kernels::AttentionMask& mask) {
   auto h = x;
   for (auto& layer : layers_) {
     h = layer(h, mask);
@@ -196,8 +196,8 @@ DecoderImpl::DecoderImpl(const StackOptions& options) {
 }
 
 torch::Tensor DecoderImpl::forward(const torch::Tensor& x, const torch::Tensor& memory,
-                                   const AttentionMask& self_mask,
-                                   const AttentionMask& cross_mask) {
+                                   const kernels::AttentionMask& self_mask,
+                                   const kernels::AttentionMask& cross_mask) {
   auto h = x;
   for (auto& layer : layers_) {
     h = layer(h, memory, self_mask, cross_mask);

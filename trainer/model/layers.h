@@ -32,7 +32,7 @@ class FeedForwardImpl : public torch::nn::Module {
   explicit FeedForwardImpl(const FeedForwardOptions& options);
   torch::Tensor forward(const torch::Tensor& x);  // [batch, len, d_model] → same
   // From now on fc1 and fc2 run frozen (see MultiheadAttentionImpl::freeze).
-  void freeze(InferencePrecision precision);
+  void freeze(kernels::InferencePrecision precision);
 
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 
@@ -41,7 +41,7 @@ class FeedForwardImpl : public torch::nn::Module {
   torch::Tensor frozen_forward(const torch::Tensor& x);
 
   Activation activation_;
-  std::shared_ptr<const std::pair<FrozenLinear, FrozenLinear>>
+  std::shared_ptr<const std::pair<kernels::FrozenLinear, kernels::FrozenLinear>>
       frozen_;                                               // fc1, fc2; null: not frozen
   std::unique_ptr<std::pair<Bf16Linear, Bf16Linear>> bf16_;  // fc1, fc2 in the bf16 stream
 };
@@ -61,7 +61,7 @@ class EncoderLayerImpl : public torch::nn::Module {
  public:
   explicit EncoderLayerImpl(const LayerOptions& options);
   // x [batch, src_len, d_model], mask over the source keys → like x.
-  torch::Tensor forward(const torch::Tensor& x, const AttentionMask& mask);
+  torch::Tensor forward(const torch::Tensor& x, const kernels::AttentionMask& mask);
 
  private:
   LayerOptions options_;
@@ -78,7 +78,8 @@ class DecoderLayerImpl : public torch::nn::Module {
   // x [batch, tgt_len, d_model], memory [batch, src_len, d_model]; self_mask over the target
   // keys (causal), cross_mask over the source keys → like x.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory,
-                        const AttentionMask& self_mask, const AttentionMask& cross_mask);
+                        const kernels::AttentionMask& self_mask,
+                        const kernels::AttentionMask& cross_mask);
 
   // Incremental decoding. start: fills cache.cross_kv from memory [sentences, src_len, d_model].
   void start(const torch::Tensor& memory, LayerCache& cache);
@@ -107,7 +108,7 @@ class EncoderImpl : public torch::nn::Module {
  public:
   explicit EncoderImpl(const StackOptions& options);
   // x [batch, src_len, d_model] (embedded), mask over the source keys → [batch, src_len, d_model].
-  torch::Tensor forward(const torch::Tensor& x, const AttentionMask& mask);
+  torch::Tensor forward(const torch::Tensor& x, const kernels::AttentionMask& mask);
 
  private:
   std::vector<EncoderLayer> layers_;  // registered as "layers" (a ModuleList)
@@ -121,7 +122,8 @@ class DecoderImpl : public torch::nn::Module {
   // x [batch, tgt_len, d_model] (embedded), memory [batch, src_len, d_model]
   // → [batch, tgt_len, d_model] (before the output projection).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory,
-                        const AttentionMask& self_mask, const AttentionMask& cross_mask);
+                        const kernels::AttentionMask& self_mask,
+                        const kernels::AttentionMask& cross_mask);
 
   // Fills state.layers (one cache per layer) from memory [sentences, src_len, d_model].
   void start(DecoderState& state, const torch::Tensor& memory);

@@ -14,11 +14,12 @@ OutputProjectionImpl::OutputProjectionImpl(const OutputProjectionOptions& option
 
 torch::Tensor OutputProjectionImpl::forward(const torch::Tensor& x,
                                             const torch::Tensor& tied_weight) {
-  return frozen_ ? (*frozen_)(x) : linear_rows(x, weight(tied_weight), bias_);
+  return frozen_ ? (*frozen_)(x) : kernels::linear_rows(x, weight(tied_weight), bias_);
 }
 
-void OutputProjectionImpl::freeze(const torch::Tensor& tied_weight, InferencePrecision precision) {
-  frozen_ = std::make_shared<const FrozenLinear>(weight(tied_weight), bias_, precision);
+void OutputProjectionImpl::freeze(const torch::Tensor& tied_weight,
+                                  kernels::InferencePrecision precision) {
+  frozen_ = std::make_shared<const kernels::FrozenLinear>(weight(tied_weight), bias_, precision);
 }
 
 TokenLoss OutputProjectionImpl::loss(const torch::Tensor& x, const torch::Tensor& tied_weight,

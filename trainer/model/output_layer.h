@@ -36,7 +36,7 @@ class OutputProjectionImpl : public torch::nn::Module {
                  const torch::Tensor& targets, double label_smoothing);
   // From now on forward() runs on a frozen copy of the weight as it is now (see FrozenLinear);
   // loss() stays on the parameters (training).
-  void freeze(const torch::Tensor& tied_weight, InferencePrecision precision);
+  void freeze(const torch::Tensor& tied_weight, kernels::InferencePrecision precision);
 
  private:
   // Its own weight, or tied_weight when it has none.
@@ -45,7 +45,7 @@ class OutputProjectionImpl : public torch::nn::Module {
   }
 
   torch::Tensor weight_, bias_;
-  std::shared_ptr<const FrozenLinear> frozen_;  // null: the parameters
+  std::shared_ptr<const kernels::FrozenLinear> frozen_;  // null: the parameters
 };
 TORCH_MODULE(OutputProjection);
 

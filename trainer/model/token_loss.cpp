@@ -63,7 +63,7 @@ struct RowStats {
     const auto rows = [&](const torch::Tensor& t) {
       return t.defined() ? t.narrow(0, begin, n) : t;
     };
-    token_loss_rows_(x, targets, weight, smoothing,
+    kernels::token_loss_rows_(x, targets, weight, smoothing,
                      {rows(lse), rows(target_logit), rows(mean_logit), rows(argmax)});
   }
 };
@@ -106,7 +106,7 @@ class TokenLossFunction : public torch::autograd::Function<TokenLossFunction> {
     for (int64_t begin = 0; begin < rows; begin += step) {
       const int64_t n = std::min(step, rows - begin);
       auto chunk = logits.narrow(0, begin, n);
-      if (own_kernels_for(chunk)) {
+      if (kernels::own_kernels_for(chunk)) {
         s.fill_on_gpu(begin, chunk, targets.narrow(0, begin, n), torch::Tensor(), smoothing);
       } else {
         s.fill(begin, chunk.to(dtype), targets.narrow(0, begin, n));
@@ -131,9 +131,9 @@ class TokenLossFunction : public torch::autograd::Function<TokenLossFunction> {
     for (int64_t begin = 0; begin < rows; begin += step) {
       const int64_t n = std::min(step, rows - begin);
       auto out = grad.narrow(0, begin, n);
-      if (own_kernels_for(out)) {
+      if (kernels::own_kernels_for(out)) {
         if (!grad.is_same(logits)) out.copy_(logits.narrow(0, begin, n));
-        token_loss_rows_(out, targets.narrow(0, begin, n), weight.narrow(0, begin, n).view({-1}),
+        kernels::token_loss_rows_(out, targets.narrow(0, begin, n), weight.narrow(0, begin, n).view({-1}),
                          smoothing, {});
         continue;
       }
@@ -178,9 +178,9 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
         const int64_t m = std::min(part_rows, begin + n - at);
         auto part = g.narrow(0, at - begin, m);
         const auto t = targets.narrow(0, at, m);
-        if (own_kernels_for(part)) {  // one read and one write of the part's logits
+        if (kernels::own_kernels_for(part)) {  // one read and one write of the part's logits
           s.fill_on_gpu(at, part, t, incoming.narrow(0, at, m).view({-1}), smoothing);
-          d_bias.add_(column_sums(part));
+          d_bias.add_(kernels::column_sums(part));
           continue;
         }
         auto x = part.to(dtype);  // part itself unless widened

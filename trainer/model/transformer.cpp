@@ -82,7 +82,7 @@ void TransformerImpl::init_parameters() {
   }
 }
 
-void TransformerImpl::freeze(InferencePrecision precision) {
+void TransformerImpl::freeze(kernels::InferencePrecision precision) {
   for (const auto& module : modules()) {
     if (auto* attention = module->as<MultiheadAttentionImpl>()) attention->freeze(precision);
     if (auto* ffn = module->as<FeedForwardImpl>()) ffn->freeze(precision);
@@ -111,18 +111,18 @@ torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens, const torch::T
   } else {
     x = x * scale + positions;  // [batch, len, d_model]
   }
-  return dropout_add(x, options_.dropout, is_training(), torch::Tensor());
+  return kernels::dropout_add(x, options_.dropout, is_training(), torch::Tensor());
 }
 
 torch::Tensor TransformerImpl::encode(const torch::Tensor& src) {
-  return encoder_(embed(src, src_embed_->weight, 0), AttentionMask{src.eq(kPadId), false});
+  return encoder_(embed(src, src_embed_->weight, 0), kernels::AttentionMask{src.eq(kPadId), false});
 }
 
 torch::Tensor TransformerImpl::decoder_states(const torch::Tensor& tgt_in,
                                               const torch::Tensor& memory,
                                               const torch::Tensor& src) {
-  const AttentionMask self_mask{tgt_in.eq(kPadId), true};
-  const AttentionMask cross_mask{src.eq(kPadId), false};
+  const kernels::AttentionMask self_mask{tgt_in.eq(kPadId), true};
+  const kernels::AttentionMask cross_mask{src.eq(kPadId), false};
   return decoder_(embed(tgt_in, tgt_weight(), 0), memory, self_mask, cross_mask);
 }
 

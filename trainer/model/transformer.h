@@ -81,9 +81,9 @@ class TransformerImpl : public torch::nn::Module {
   // embeddings, LayerNorm, attention's softmax and products of activations stay float. For
   // inference only: no gradients, and later changes to the parameters are not seen.
   // std::runtime_error for int8 when LibTorch has no int8 engine here.
-  void freeze(InferencePrecision precision);
+  void freeze(kernels::InferencePrecision precision);
   // The precision freeze() was given; none while the model runs on its parameters.
-  std::optional<InferencePrecision> frozen() const { return frozen_; }
+  std::optional<kernels::InferencePrecision> frozen() const { return frozen_; }
 
   const TransformerOptions& options() const { return options_; }
 
@@ -104,7 +104,7 @@ class TransformerImpl : public torch::nn::Module {
   Decoder decoder_{nullptr};
   OutputProjection output_proj_{nullptr};
   torch::Tensor positions_;  // [max_positions, d_model] buffer
-  std::optional<InferencePrecision> frozen_;
+  std::optional<kernels::InferencePrecision> frozen_;
 };
 TORCH_MODULE(Transformer);
 

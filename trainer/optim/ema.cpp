@@ -44,8 +44,8 @@ void Ema::update(int64_t step, const torch::Tensor& take) {
       averages.push_back(averages_[i].second);
       params.push_back(params_[i].second.detach().to(torch::kFloat32));
     }
-    if (model::own_list_kernels_for(params) && model::own_list_kernels_for(averages)) {
-      model::moving_average_(averages, params, weight);  // one launch for every parameter
+    if (kernels::own_list_kernels_for(params) && kernels::own_list_kernels_for(averages)) {
+      kernels::moving_average_(averages, params, weight);  // one launch for every parameter
       return;
     }
     auto moves = at::_foreach_sub(params, averages);

@@ -113,8 +113,8 @@ inline void check_precision_on(const std::string& precision, const torch::Device
 inline void place_model(model::Transformer& model, const std::string& precision,
                         const torch::Device& device) {
   if (device.is_cpu()) {
-    model->freeze(precision == "int8" ? model::InferencePrecision::kInt8
-                                      : model::InferencePrecision::kFp32);
+    model->freeze(precision == "int8" ? kernels::InferencePrecision::kInt8
+                                      : kernels::InferencePrecision::kFp32);
   }
   model->to(device);  // in place
 }
@@ -129,7 +129,7 @@ inline checkpoint::InferenceEnsemble load_models(const ModelFlags& flags,
                                 " values for " + std::to_string(flags.checkpoints.size()) +
                                 " --checkpoint; give one per checkpoint");
   }
-  model::cpu_path();  // TANDEM_CPU_KERNELS: a path this CPU executes, or exit 2
+  kernels::cpu_path();  // TANDEM_CPU_KERNELS: a path this CPU executes, or exit 2
   const torch::Device device = runtime::inference_device(flags.device);
   check_precision_on(flags.precision, device);
   options.threads = flags.threads > 0 ? flags.threads : device.is_cpu() ? cpu_count() : 1;

@@ -195,7 +195,7 @@ void declare_options(CLI::App& app, Args& args) {
 // usage error: validation's decoding would meet it only at its first step.
 void check_cpu_kernels() {
   try {
-    tandem::model::cpu_path();
+    tandem::kernels::cpu_path();
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(e.what());
   }

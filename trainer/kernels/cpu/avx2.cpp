@@ -8,7 +8,7 @@
 // vpabsb) keeps 8 input bits but ran at half the speed on the development machine.
 #include "trainer/kernels/cpu/avx2_common.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 struct OffsetInt7x32 : Int32x8 {
@@ -30,4 +30,4 @@ extern const PanelKernels kFp32{16, 0, 127, &fp32_product<Float8, 6>, nullptr};
 extern const PanelKernels kInt8{16, 64, 63, &int8_product<OffsetInt7x32, 4>, &quantize_row<63, 64>};
 }  // namespace avx2
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

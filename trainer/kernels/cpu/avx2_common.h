@@ -6,7 +6,7 @@
 
 #include "trainer/kernels/cpu/tiles.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 struct Float8 {
@@ -64,4 +64,4 @@ float quantize_row(const float* x, int64_t n, int64_t padded, uint8_t* out) {
 }
 
 }  // namespace
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -3,10 +3,10 @@
 // two 16-float registers, so that each broadcast input feeds twice the products.
 #include "trainer/kernels/cpu/avx512_common.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 namespace avx512 {
 extern const PanelKernels kFp32{32, 0, 127, &fp32_product<Float16, 6>, nullptr};
 }  // namespace avx512
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

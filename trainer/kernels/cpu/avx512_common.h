@@ -6,7 +6,7 @@
 
 #include "trainer/kernels/cpu/tiles.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 struct Float16 {
@@ -21,4 +21,4 @@ struct Float16 {
 };
 
 }  // namespace
-}  // namespace tandem::model
+}  // namespace tandem::kernels

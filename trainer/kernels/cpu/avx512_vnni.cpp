@@ -5,7 +5,7 @@
 // is subtracted at the end.
 #include "trainer/kernels/cpu/avx512_common.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 // The maskz forms of the intrinsics, all lanes on: GCC 12 warns that the plain ones' undefined
@@ -56,4 +56,4 @@ namespace avx512_vnni {
 extern const PanelKernels kInt8{32, 128, 127, &int8_product<OffsetInt8x64, 6>, &quantize_row};
 }  // namespace avx512_vnni
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

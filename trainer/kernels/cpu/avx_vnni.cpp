@@ -4,7 +4,7 @@
 // (128 x each column's weight sum) is subtracted at the end.
 #include "trainer/kernels/cpu/avx2_common.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 struct OffsetInt8x32 : Int32x8 {
@@ -22,4 +22,4 @@ extern const PanelKernels kInt8{16, 128, 127, &int8_product<OffsetInt8x32, 6>,
                                 &quantize_row<127, 128>};
 }  // namespace avx_vnni
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

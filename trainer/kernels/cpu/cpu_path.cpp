@@ -8,7 +8,7 @@
 #include <initializer_list>
 #include <stdexcept>
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 constexpr CpuPath kPaths[] = {CpuPath::kGeneric, CpuPath::kAvx2, CpuPath::kAvxVnni,
@@ -119,4 +119,4 @@ CpuPath int8_path(CpuPath cap) {
   return highest(cap, {CpuPath::kAvx2, CpuPath::kAvxVnni, CpuPath::kAvx512Vnni});
 }
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

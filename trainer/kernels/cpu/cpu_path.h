@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 // The paths, lowest first. Each is an upper bound: fp32 takes the highest of generic (BLAS),
 // avx2 and avx512 at or below it, int8 the highest of generic (LibTorch's quantized kernels),
@@ -37,4 +37,4 @@ CpuPath parse_cpu_path(const std::string& value);
 CpuPath fp32_path(CpuPath cap = cpu_path());
 CpuPath int8_path(CpuPath cap = cpu_path());
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

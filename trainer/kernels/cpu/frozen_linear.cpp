@@ -7,7 +7,7 @@
 
 #include "trainer/kernels/fused/ops.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 // Rows whose inputs are reused across all panels before the next rows are read: 96 K inputs'
@@ -229,4 +229,4 @@ void FrozenLinear::packed_product(const torch::Tensor& rows_in, float* yp) const
                     });
 }
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -11,7 +11,7 @@
 #include "trainer/kernels/cpu/int8_linear.h"
 #include "trainer/kernels/cpu/panel_kernels.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 // Linear layers whose weights are fixed for inference (tandem-decode, tandem-eval): prepared once
 // at load, so that no matrix product repacks them. The loops are the instruction sets' own
@@ -79,4 +79,4 @@ class FrozenLinear {
   torch::Tensor weight_, plain_bias_;  // the generic path's copies
 };
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -8,7 +8,7 @@
 
 #include "trainer/kernels/cpu/cpu_path.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 // LibTorch's quantized operators, looked up by name (their packed weights are a TorchScript
@@ -68,4 +68,4 @@ torch::Tensor Int8Linear::operator()(const torch::Tensor& x) const {
   return stack.at(0).toTensor().view(sizes);
 }
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

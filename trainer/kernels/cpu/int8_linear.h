@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 // Linear layers in int8 for decoding on the generic path (FrozenLinear's own packed int8 loops
 // serve the others): the weight is quantized once, symmetrically with one scale per output row,
@@ -38,4 +38,4 @@ class Int8Linear {
   bool reduce_range_ = true;
 };
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 // One panel times a block of rows. The weights are packed in panels of `panel` output columns
 // (PanelKernels::panel): fp32 [in, panel] (k-major), int8 [quads, panel, 4] (four consecutive
@@ -55,4 +55,4 @@ namespace avx512_vnni {
 extern const PanelKernels kInt8;
 }
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

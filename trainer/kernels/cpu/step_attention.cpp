@@ -11,7 +11,7 @@
 #include "trainer/kernels/cpu/vector_math.h"
 #include "trainer/kernels/fused/ops.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 #define TANDEM_AVX2 __attribute__((target("avx2,fma"))) inline __attribute__((always_inline))
@@ -264,4 +264,4 @@ torch::Tensor step_attention(const torch::Tensor& q, const torch::Tensor& kv, in
   return out;
 }
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 // Incremental decoding's attention, forward only: one new position per decoder row attends to
 // keys and values already laid out in memory (the self-attention cache of its own row, or the
@@ -28,4 +28,4 @@ torch::Tensor step_attention(const torch::Tensor& q, const torch::Tensor& kv, in
                              int64_t width, const torch::Tensor& pad, int64_t heads,
                              const torch::Tensor& cache_rows = {});
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

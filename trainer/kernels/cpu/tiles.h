@@ -11,7 +11,7 @@
 
 #include "trainer/kernels/cpu/panel_kernels.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 constexpr int kMaxTileRows = 6;  // the tiles' named accumulators: up to 6 rows of 2 registers
@@ -180,4 +180,4 @@ inline uint8_t quantize_one(float x, float inv, int32_t zero) {
 }
 
 }  // namespace
-}  // namespace tandem::model
+}  // namespace tandem::kernels

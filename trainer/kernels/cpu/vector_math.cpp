@@ -5,7 +5,7 @@
 
 #define TANDEM_CLONES __attribute__((target_clones("avx2", "default")))
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 TANDEM_CLONES float max_of(const float* x, int64_t n) {
   float top = x[0];
@@ -43,4 +43,4 @@ TANDEM_CLONES float exp_in_place(float* x, int64_t n, float shift) {
   return sum;
 }
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 // Float loops that decoding runs over every row of the logits and over each attention row's
 // scores: built in their own translation unit
@@ -21,4 +21,4 @@ float exp_sum(const float* x, int64_t n, float shift);
 // x[j] = exp(x[j] - shift) over x[0..n), in place; returns their sum (summed as exp_sum).
 float exp_in_place(float* x, int64_t n, float shift);
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

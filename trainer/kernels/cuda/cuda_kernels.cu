@@ -14,7 +14,7 @@
 #include "trainer/kernels/cuda/cuda_kernels.h"
 #include "trainer/kernels/cuda/philox.h"
 
-namespace tandem::model::cuda {
+namespace tandem::kernels::cuda {
 namespace {
 
 constexpr int kLossThreads = 256;
@@ -633,4 +633,4 @@ void add_layer_norm_backward(const void* dy, const void* sum, const float* mean,
   check_launch("add_layer_norm_backward");
 }
 
-}  // namespace tandem::model::cuda
+}  // namespace tandem::kernels::cuda

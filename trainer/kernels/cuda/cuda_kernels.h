@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace tandem::model::cuda {
+namespace tandem::kernels::cuda {
 
 // Tandem's own CUDA kernels, for what LibTorch spends many passes or a slow kernel on: the
 // token loss over a row of logits in one read and one write, the column sums behind the bias and
@@ -68,4 +68,4 @@ void add_layer_norm_backward(const void* dy, const void* sum, const float* mean,
                              const float* weight, int64_t rows, int64_t cols,
                              const Dropout& dropout, void* dsum, void* dx, void* stream);
 
-}  // namespace tandem::model::cuda
+}  // namespace tandem::kernels::cuda

@@ -22,7 +22,7 @@
 #include "trainer/kernels/cuda/tensor_lists.h"
 #endif
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 bool aten_kernels_only() {
   static const bool only = [] {
@@ -385,4 +385,4 @@ torch::Tensor add_layer_norm_own(const torch::Tensor&, const torch::Tensor&, con
 
 #endif
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 // Tandem's CUDA kernels (cuda_kernels.h) on tensors: the token loss of a block of logit rows in
 // place, column sums, and LayerNorm whose weight and bias gradients come from those column sums.
@@ -76,4 +76,4 @@ void copy_to_bf16(const std::vector<torch::Tensor>& sources,
 void moving_average_(const std::vector<torch::Tensor>& averages,
                      const std::vector<torch::Tensor>& values, const torch::Tensor& weight);
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -13,7 +13,7 @@
 #define TANDEM_HOST_DEVICE
 #endif
 
-namespace tandem::model::philox {
+namespace tandem::kernels::philox {
 
 struct Block {
   uint32_t word[4];
@@ -54,4 +54,4 @@ TANDEM_HOST_DEVICE inline bool kept(const Block& bits, int i, uint32_t threshold
 // The threshold of dropout at p.
 inline uint32_t keep_threshold(double p) { return static_cast<uint32_t>(std::lround(p * 65536.0)); }
 
-}  // namespace tandem::model::philox
+}  // namespace tandem::kernels::philox

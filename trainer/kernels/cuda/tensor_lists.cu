@@ -10,7 +10,7 @@
 
 #include "trainer/kernels/cuda/tensor_lists.h"
 
-namespace tandem::model::cuda {
+namespace tandem::kernels::cuda {
 namespace {
 
 constexpr int kParts = 64;  // tensors a launch (the struct below is a kernel argument)
@@ -102,4 +102,4 @@ void moving_average(const PartList& list, const float* weight, void* stream) {
   run_list<Pass::kMovingAverage>(list, weight, stream, "moving_average");
 }
 
-}  // namespace tandem::model::cuda
+}  // namespace tandem::kernels::cuda

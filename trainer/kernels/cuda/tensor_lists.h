@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace tandem::model::cuda {
+namespace tandem::kernels::cuda {
 
 // The parts of one pass: part i is counts[i] elements at sources[i] (fp32, contiguous) and the
 // same number at targets[i]. Parts may be of any size, including 0.
@@ -23,4 +23,4 @@ void to_bf16(const PartList& list, void* stream);
 // sum each (never fused), as three multi-tensor passes would. weight: one fp32 on the device.
 void moving_average(const PartList& list, const float* weight, void* stream);
 
-}  // namespace tandem::model::cuda
+}  // namespace tandem::kernels::cuda

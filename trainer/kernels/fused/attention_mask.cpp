@@ -1,6 +1,6 @@
 #include "trainer/kernels/fused/attention_mask.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 torch::Tensor AttentionMask::dense(int64_t q_len, const torch::Device& device) const {
   torch::Tensor forbidden;
@@ -15,4 +15,4 @@ torch::Tensor AttentionMask::dense(int64_t q_len, const torch::Device& device) c
   return forbidden;
 }
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

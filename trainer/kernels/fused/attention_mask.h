@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 // What a query may not attend to, without a [q_len, k_len] tensor.
 struct AttentionMask {
@@ -16,4 +16,4 @@ struct AttentionMask {
   torch::Tensor dense(int64_t q_len, const torch::Device& device) const;
 };
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -13,7 +13,7 @@
 
 #include "trainer/kernels/cuda/gpu_ops.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 #if TORCH_VERSION_MAJOR >= 2
 namespace {
@@ -219,4 +219,4 @@ torch::Tensor gpu_attention(const torch::Tensor&, const torch::Tensor&, int64_t,
 
 #endif
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -6,7 +6,7 @@
 
 #include "trainer/kernels/fused/attention_mask.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 // Whether gpu_attention takes these rows: a GPU tensor, with LibTorch >= 2.
 bool gpu_attention_applies(const torch::Tensor& q_rows);
@@ -16,4 +16,4 @@ bool gpu_attention_applies(const torch::Tensor& q_rows);
 torch::Tensor gpu_attention(const torch::Tensor& q_rows, const torch::Tensor& kv, int64_t heads,
                             const AttentionMask& mask);
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -18,7 +18,7 @@
 #include "trainer/kernels/cuda/gpu_ops.h"
 #include "trainer/kernels/cuda/philox.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -420,4 +420,4 @@ torch::Tensor dropout_add(const torch::Tensor& x_in, double p, bool training,
       x, residual.defined() ? residual : torch::empty({0}, x.options()), p, residual.defined());
 }
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

@@ -7,7 +7,7 @@
 
 #include "trainer/kernels/fused/attention_mask.h"
 
-namespace tandem::model {
+namespace tandem::kernels {
 
 // x [..., in] · weightᵀ + bias as one matrix product over all rows: LibTorch 1.13's linear() on
 // 3-d input is a matmul plus a separate bias pass, addmm fuses them.
@@ -32,4 +32,4 @@ torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& kv_c
 torch::Tensor dropout_add(const torch::Tensor& x, double p, bool training,
                           const torch::Tensor& residual);
 
-}  // namespace tandem::model
+}  // namespace tandem::kernels

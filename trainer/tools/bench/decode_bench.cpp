@@ -362,7 +362,7 @@ int run_decode_bench(DecodeBenchOptions o) {
     }
     check_ctranslate2(o.ctranslate2);
   }
-  model::cpu_path();  // TANDEM_CPU_KERNELS: a path this CPU executes, or exit 2
+  kernels::cpu_path();  // TANDEM_CPU_KERNELS: a path this CPU executes, or exit 2
   runtime::configure_cpu_runtime({1, 0, runtime::Workload::kDecoding});
   auto m = checkpoint::load_for_inference(o.checkpoint);
   if (!o.ctranslate2.model_dir.empty()) same_length_limit(o, m.model->options().max_positions);
@@ -374,8 +374,8 @@ int run_decode_bench(DecodeBenchOptions o) {
                         {"repeat", o.repeat},
                         {"device", device.str()},
                         {"cpu_kernels",
-                         {{"fp32", model::cpu_path_name(model::fp32_path())},
-                          {"int8", model::cpu_path_name(model::int8_path())}}},
+                         {{"fp32", kernels::cpu_path_name(kernels::fp32_path())},
+                          {"int8", kernels::cpu_path_name(kernels::int8_path())}}},
                         {"rows", {}}};
   print_rows(rows, record);
   std::vector<Row> own;  // Tandem's rows alone, for the ratios between them
