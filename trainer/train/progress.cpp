@@ -95,16 +95,15 @@ nlohmann::json ProgressRecord::json() const {
 
 ProgressMeter::ProgressMeter(const config::Config& config, int64_t start_step,
                              SumOverRanks sum_over_ranks, std::vector<std::string> corpora)
-    : max_steps_(static_cast<double>(config.train.max_steps)),
-      max_minutes_(config.train.max_minutes),
+    : limits_{static_cast<double>(config.train.max_steps), config.train.max_minutes,
+              static_cast<double>(config.train.max_epochs)},
       start_step_(start_step),
       started_(Clock::now()),
-      window_start_(started_),
-      max_epochs_(static_cast<double>(config.train.max_epochs)),
       sum_over_ranks_(std::move(sum_over_ranks)),
       corpora_(std::move(corpora)) {
+  window_.start = started_;
   log::progress_mode_from_env();  // a bad value fails here, on every rank, before any step
-  live_ = log::live_status_enabled();
+  live_.enabled = log::live_status_enabled();
 }
 
 ProgressMeter::~ProgressMeter() { log::end_status(); }
@@ -112,21 +111,21 @@ ProgressMeter::~ProgressMeter() { log::end_status(); }
 void ProgressMeter::add(const StepStats& stats) {
   torch::NoGradGuard no_grad;
   const torch::Tensor skipped_at = stats.update.select(0, 1) * static_cast<double>(stats.step);
-  if (window_steps_ == 0) {
-    window_token_sums_ = stats.token_sums.clone();
-    if (stats.corpus_sums.defined()) window_corpus_sums_ = stats.corpus_sums.clone();
-    window_update_ = stats.update.clone();
-    last_skipped_ = skipped_at;
+  if (window_.steps == 0) {
+    window_.token_sums = stats.token_sums.clone();
+    if (stats.corpus_sums.defined()) window_.corpus_sums = stats.corpus_sums.clone();
+    window_.update = stats.update.clone();
+    window_.last_skipped = skipped_at;
   } else {
-    window_token_sums_.add_(stats.token_sums);
-    if (stats.corpus_sums.defined()) window_corpus_sums_.add_(stats.corpus_sums);
-    window_update_.add_(stats.update);
-    last_skipped_ = torch::maximum(last_skipped_, skipped_at);
+    window_.token_sums.add_(stats.token_sums);
+    if (stats.corpus_sums.defined()) window_.corpus_sums.add_(stats.corpus_sums);
+    window_.update.add_(stats.update);
+    window_.last_skipped = torch::maximum(window_.last_skipped, skipped_at);
   }
-  window_tokens_ += stats.tgt_tokens;
-  window_rank_tokens_ += stats.rank_tokens;
-  window_lr_ = stats.lr;
-  ++window_steps_;
+  window_.tokens += stats.tgt_tokens;
+  window_.rank_tokens += stats.rank_tokens;
+  window_.lr = stats.lr;
+  ++window_.steps;
   total_tokens_ += stats.tgt_tokens;
 }
 
@@ -134,15 +133,15 @@ ProgressRecord ProgressMeter::take(int64_t step, double epoch) {
   // The window's device figures, the ranks' loss sums added up (one collective), in one read.
   double nll = 0, correct = 0, norm_sum = 0, skipped = 0, last_skipped = 0;
   std::vector<double> by_corpus;  // [nll, targets, correct] per corpus
-  if (window_steps_ > 0) {
+  if (window_.steps > 0) {
     torch::NoGradGuard no_grad;
-    const bool per_corpus = !corpora_.empty() && window_corpus_sums_.defined();
+    const bool per_corpus = !corpora_.empty() && window_.corpus_sums.defined();
     torch::Tensor sums = per_corpus
-                             ? torch::cat({window_token_sums_, window_corpus_sums_.flatten()})
-                             : window_token_sums_;
+                             ? torch::cat({window_.token_sums, window_.corpus_sums.flatten()})
+                             : window_.token_sums;
     if (sum_over_ranks_) sum_over_ranks_(sums);
     const torch::Tensor all =
-        torch::cat({sums, window_update_, last_skipped_.reshape({1})}).cpu().contiguous();
+        torch::cat({sums, window_.update, window_.last_skipped.reshape({1})}).cpu().contiguous();
     const auto v = all.accessor<double, 1>();
     nll = v[0], correct = v[1];
     const int64_t after = sums.numel();
@@ -150,19 +149,19 @@ ProgressRecord ProgressMeter::take(int64_t step, double epoch) {
     by_corpus.assign(all.data_ptr<double>() + 2, all.data_ptr<double>() + after);
   }
   const auto now = Clock::now();
-  const double window_s = std::chrono::duration<double>(now - window_start_).count();
+  const double window_s = std::chrono::duration<double>(now - window_.start).count();
   ProgressRecord r;
   r.step = step;
   r.epoch = epoch;
-  const double tokens = std::max(1.0, window_tokens_);
+  const double tokens = std::max(1.0, window_.tokens);
   r.loss = nll / tokens;
   r.perplexity = std::exp(std::min(r.loss, 100.0));
   r.accuracy = correct / tokens;
-  r.lr = window_lr_;
-  r.grad_norm = window_steps_ > 0 ? norm_sum / window_steps_ : 0;
+  r.lr = window_.lr;
+  r.grad_norm = window_.steps > 0 ? norm_sum / window_.steps : 0;
   r.skipped = static_cast<int64_t>(skipped);
   r.last_skipped = static_cast<int64_t>(last_skipped);
-  r.tokens_per_s = window_s > 0 ? window_tokens_ / window_s : 0;
+  r.tokens_per_s = window_s > 0 ? window_.tokens / window_s : 0;
   r.elapsed_s = std::chrono::duration<double>(now - started_).count();
   r.eta_s = eta(step, r.elapsed_s);
   for (size_t k = 0; k < corpora_.size() && 3 * k + 2 < by_corpus.size(); ++k) {
@@ -171,37 +170,37 @@ ProgressRecord ProgressMeter::take(int64_t step, double epoch) {
     r.corpora.push_back({corpora_[k], by_corpus[3 * k] * per_token,
                          by_corpus[3 * k + 2] * per_token, corpus_tokens});
   }
-  window_tokens_ = window_rank_tokens_ = 0;
-  window_steps_ = 0;
-  window_start_ = now;
+  window_.tokens = window_.rank_tokens = 0;
+  window_.steps = 0;
+  window_.start = now;
   last_record_ = r;
   return r;
 }
 
 ProgressMeter::Skips ProgressMeter::unreported_skips() const {
-  if (window_steps_ == 0) return {};
-  return {static_cast<int64_t>(window_update_[1].item<double>()),
-          static_cast<int64_t>(last_skipped_.item<double>())};
+  if (window_.steps == 0) return {};
+  return {static_cast<int64_t>(window_.update[1].item<double>()),
+          static_cast<int64_t>(window_.last_skipped.item<double>())};
 }
 
 // The nearer of the step and time limits, at this process's mean time per step so far.
 double ProgressMeter::eta(int64_t step, double elapsed_s) const {
   const double per_step = elapsed_s / std::max<int64_t>(1, step - start_step_);
   double eta = -1;
-  if (max_steps_ > 0) eta = (max_steps_ - static_cast<double>(step)) * per_step;
-  if (max_minutes_ > 0) {
-    const double left = max_minutes_ * 60.0 - elapsed_s;
+  if (limits_.steps > 0) eta = (limits_.steps - static_cast<double>(step)) * per_step;
+  if (limits_.minutes > 0) {
+    const double left = limits_.minutes * 60.0 - elapsed_s;
     eta = eta < 0 ? left : std::min(eta, left);
   }
   return eta < 0 ? -1 : std::max(0.0, eta);
 }
 
 void ProgressMeter::show(int64_t step, double epoch) {
-  if (!live_) return;
-  if (first_epoch_ < 0) first_epoch_ = epoch;
+  if (!live_.enabled) return;
+  if (live_.first_epoch < 0) live_.first_epoch = epoch;
   const auto now = Clock::now();
-  if (now - last_shown_ < kRedrawEvery) return;
-  last_shown_ = now;
+  if (now - live_.last_shown < kRedrawEvery) return;
+  live_.last_shown = now;
   log::status(view(step, epoch).line(static_cast<size_t>(log::terminal_columns() - 1)));
 }
 
@@ -210,27 +209,27 @@ LiveView ProgressMeter::view(int64_t step, double epoch) const {
   const double elapsed = std::chrono::duration<double>(now - started_).count();
   LiveView v;
   v.step = step;
-  v.max_steps = static_cast<int64_t>(max_steps_);
+  v.max_steps = static_cast<int64_t>(limits_.steps);
   v.epoch = epoch;
   // Right after take() the window is empty: keep showing the record just printed.
-  const bool fresh = window_steps_ > 0 && window_tokens_ > 0;
-  const double window_s = std::chrono::duration<double>(now - window_start_).count();
+  const bool fresh = window_.steps > 0 && window_.tokens > 0;
+  const double window_s = std::chrono::duration<double>(now - window_.start).count();
   // The loss so far in the window is this rank's, read where reading costs nothing (the CPU); on
   // a GPU the live line shows the last record's, as waiting for the GPU would slow training.
   v.loss = last_record_.loss;
-  if (fresh && window_rank_tokens_ > 0 && window_token_sums_.is_cpu()) {
-    v.loss = window_token_sums_[0].item<double>() / window_rank_tokens_;
+  if (fresh && window_.rank_tokens > 0 && window_.token_sums.is_cpu()) {
+    v.loss = window_.token_sums[0].item<double>() / window_.rank_tokens;
   }
-  v.lr = window_steps_ > 0 ? window_lr_ : last_record_.lr;
-  v.tokens_per_s = fresh && window_s > 0 ? window_tokens_ / window_s : last_record_.tokens_per_s;
+  v.lr = window_.steps > 0 ? window_.lr : last_record_.lr;
+  v.tokens_per_s = fresh && window_s > 0 ? window_.tokens / window_s : last_record_.tokens_per_s;
   double fraction = -1;
-  if (max_steps_ > 0) fraction = static_cast<double>(step) / max_steps_;
-  if (max_minutes_ > 0) fraction = std::max(fraction, elapsed / (max_minutes_ * 60.0));
-  if (max_epochs_ > 0) fraction = std::max(fraction, epoch / max_epochs_);
+  if (limits_.steps > 0) fraction = static_cast<double>(step) / limits_.steps;
+  if (limits_.minutes > 0) fraction = std::max(fraction, elapsed / (limits_.minutes * 60.0));
+  if (limits_.epochs > 0) fraction = std::max(fraction, epoch / limits_.epochs);
   v.fraction = fraction < 0 ? -1 : std::min(1.0, fraction);
   v.eta_s = eta(step, elapsed);
-  if (max_epochs_ > 0 && first_epoch_ >= 0 && epoch > first_epoch_) {
-    const double by_epochs = (max_epochs_ - epoch) * elapsed / (epoch - first_epoch_);
+  if (limits_.epochs > 0 && live_.first_epoch >= 0 && epoch > live_.first_epoch) {
+    const double by_epochs = (limits_.epochs - epoch) * elapsed / (epoch - live_.first_epoch);
     v.eta_s = std::max(0.0, v.eta_s < 0 ? by_epochs : std::min(v.eta_s, by_epochs));
   }
   return v;

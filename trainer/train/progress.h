@@ -111,28 +111,40 @@ class ProgressMeter {
 
  private:
   using Clock = std::chrono::steady_clock;
-  double max_steps_;
-  double max_minutes_;
-  int64_t start_step_;
-  Clock::time_point started_;
-  Clock::time_point window_start_;
+  // The run's limits (train.max_steps, max_minutes, max_epochs), for the ETA and the live line's
+  // bar; 0: none.
+  struct Limits {
+    double steps = 0;
+    double minutes = 0;
+    double epochs = 0;
+  };
+  // The current log window: host counts, and the device's sums (undefined until its first step).
+  struct Window {
+    Clock::time_point start;
+    int64_t steps = 0;
+    double tokens = 0;           // all ranks
+    double rank_tokens = 0;      // this rank's
+    double lr = 0;               // the latest step's
+    torch::Tensor token_sums;    // Σ StepStats::token_sums
+    torch::Tensor corpus_sums;   // Σ StepStats::corpus_sums (with corpora)
+    torch::Tensor update;        // Σ StepStats::update
+    torch::Tensor last_skipped;  // max over the window of step × skipped
+  };
+  // The live line on a terminal.
+  struct Live {
+    bool enabled = false;  // show() draws
+    Clock::time_point last_shown;
+    double first_epoch = -1;  // at the first show(), for the epoch-limit ETA
+  };
   double eta(int64_t step, double elapsed_s) const;  // -1 without a step or time limit
 
-  double max_epochs_;
+  Limits limits_;
+  int64_t start_step_;
+  Clock::time_point started_;
   SumOverRanks sum_over_ranks_;
   std::vector<std::string> corpora_;
-  bool live_;                // show() draws
-  Clock::time_point last_shown_;
-  double first_epoch_ = -1;  // at the first show(), for the epoch-limit ETA
-  // The window: host counts, and the device's sums (undefined until its first step).
-  double window_tokens_ = 0;         // all ranks
-  double window_rank_tokens_ = 0;    // this rank's
-  double window_lr_ = 0;             // the latest step's
-  torch::Tensor window_token_sums_;  // Σ StepStats::token_sums
-  torch::Tensor window_corpus_sums_;  // Σ StepStats::corpus_sums (with corpora)
-  torch::Tensor window_update_;      // Σ StepStats::update
-  torch::Tensor last_skipped_;       // max over the window of step × skipped
-  int64_t window_steps_ = 0;
+  Live live_;
+  Window window_;
   double total_tokens_ = 0;
   ProgressRecord last_record_;  // what the live line shows while a new window is empty
 };
