@@ -194,14 +194,14 @@ Corpus::Corpus(const std::string& path) : impl_(std::make_unique<Impl>()) {
   if (H5Fis_hdf5(path.c_str()) <= 0) throw impl_->bad(std::string("not an HDF5 file; ") + kHint);
   impl_->file = h5::Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, random_access().get()));
   if (!impl_->file.valid()) throw impl_->bad("HDF5 cannot open it (damaged file?)");
-  const std::optional<std::string> format =
-      impl_->reading([&] { return h5::read_string_attribute(impl_->file.get(), "format"); });
-  if (format != format::kFormat) {
+  const std::optional<std::string> format_name = impl_->reading(
+      [&] { return h5::read_string_attribute(impl_->file.get(), format::kFormatAttribute); });
+  if (format_name != format::kFormat) {
     throw impl_->bad(std::string("not a Tandem corpus (no root attribute format=\"") +
                      format::kFormat + "\"); " + kHint);
   }
-  const std::optional<int64_t> version =
-      impl_->reading([&] { return h5::read_int_attribute(impl_->file.get(), "format_version"); });
+  const std::optional<int64_t> version = impl_->reading(
+      [&] { return h5::read_int_attribute(impl_->file.get(), format::kVersionAttribute); });
   if (!version || *version < 1 || *version > kMaxFormatVersion) {
     throw impl_->bad("format_version " + (version ? std::to_string(*version) : "(missing)") +
                      " is not supported; expected " + std::to_string(kMaxFormatVersion) +

@@ -11,7 +11,9 @@
 
 namespace tandem::data::corpus_format {
 
-inline constexpr const char* kFormat = "tandem-corpus";  // the root attribute "format"
+inline constexpr const char* kFormatAttribute = "format";  // root attributes
+inline constexpr const char* kVersionAttribute = "format_version";
+inline constexpr const char* kFormat = "tandem-corpus";  // the value of "format"
 inline constexpr int64_t kVersion = 1;                   // a file of one corpus
 inline constexpr int64_t kCorporaVersion = 2;            // a file of several (/corpora)
 

@@ -157,8 +157,8 @@ SplitSummary write_split(hid_t file, const std::string& name, const std::vector<
 
 void write_root(hid_t file, const Vocab& vocab, const PrepOptions& options) {
   h5::write_bytes(file, format::kVocab, vocab.bytes());
-  h5::write_attribute(file, "format", std::string(format::kFormat));
-  h5::write_attribute(file, "format_version",
+  h5::write_attribute(file, format::kFormatAttribute, std::string(format::kFormat));
+  h5::write_attribute(file, format::kVersionAttribute,
                       options.corpora.empty() ? format::kVersion : format::kCorporaVersion);
   h5::write_attribute(file, "vocab_size", vocab.size());
   if (options.vocab_bytes.empty()) {
