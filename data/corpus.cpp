@@ -116,6 +116,9 @@ struct Corpus::Impl {
     }
   }
   SideData open_side(const std::string& split, const std::string& side);
+  bool has_split(const std::string& split) const {
+    return H5Lexists(file.get(), split.c_str(), H5P_DEFAULT) > 0;
+  }
   int64_t pairs_in(const std::string& split);
   std::vector<Direction> read_corpora();
   Directions read_directions();
@@ -176,7 +179,7 @@ SideData Corpus::Impl::open_side(const std::string& split, const std::string& si
 const std::pair<SideData, SideData>& Corpus::Impl::split(const std::string& name) {
   const auto cached = splits.find(name);
   if (cached != splits.end()) return cached->second;
-  if (H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) <= 0) {
+  if (!has_split(name)) {
     throw bad("no split '" + name + "'; expected one that tandem-prep wrote (train, valid, test)");
   }
   SideData src = open_side(name, format::kSource);
@@ -227,8 +230,7 @@ Vocab Corpus::vocab() const {
 
 bool Corpus::has_split(const std::string& split) const {
   h5::QuietErrors quiet;
-  return impl_->reading(
-      [&] { return H5Lexists(impl_->file.get(), split.c_str(), H5P_DEFAULT) > 0; });
+  return impl_->reading([&] { return impl_->has_split(split); });
 }
 
 // Pairs in a split, from its offsets' length alone: without reading the split (a split's sizes are
@@ -275,9 +277,6 @@ std::vector<Direction> Corpus::Impl::read_corpora() {
 // direction over every split whole.
 Directions Corpus::Impl::read_directions() {
   std::vector<Direction> directions = read_corpora();
-  const auto has_split = [this](const char* split) {
-    return H5Lexists(file.get(), split, H5P_DEFAULT) > 0;
-  };
   if (directions.empty()) {
     Direction whole;
     for (const char* split : format::kSplits) {

@@ -89,6 +89,7 @@ class StepReader {
   }
 
   void set_pinned(bool pinned) { pinned_ = pinned; }
+  int64_t directions() const { return static_cast<int64_t>(corpus_starts_.size()); }
 
   // This rank's share of the plan of the epoch `at` is in, built when first asked for (one is
   // held at a time); the epoch's size is remembered for batches_in_epoch, under a lock the caller
@@ -292,6 +293,8 @@ void ShardedLoader::pin_batches(bool pinned) {
   impl_->prefetcher.reset();  // the reader is the caller's while no thread runs
   impl_->reader.set_pinned(pinned);
 }
+
+int64_t ShardedLoader::directions() const { return impl_->reader.directions(); }
 
 int64_t ShardedLoader::batches_in_epoch() {
   Impl& impl = *impl_;

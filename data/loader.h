@@ -45,6 +45,9 @@ class ShardedLoader {
   DataPosition position() const;
   void set_position(const DataPosition& position);  // drops what was prefetched
   int64_t batches_in_epoch();  // size of the current epoch's global plan
+  // The directions its batches say their pairs are of (Batch::corpus): the file's count when it
+  // holds several, else 0.
+  int64_t directions() const;
 
   // Batches handed out from now on hold their tensors in page-locked memory, pinned on the
   // prefetch thread, so that a GPU copies them asynchronously (LibTorch with CUDA only).

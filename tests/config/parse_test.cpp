@@ -137,6 +137,7 @@ TEST(ParseConfig, CorpusWeightsAreReadFromTextOrAMapping) {
       {"'a:1,'", "'': expected name:weight"},
       {"{a: x}", "'a: x': the weight is not a positive number"},
       {"{a: 1, b: 0}", "'b: 0': the weight is not a positive number"},
+      {"{a: '1'}", "'a': expected a number, got the quoted string '1'"},
   };
   for (const auto& [value, message] : bad) {
     EXPECT_EQ(parse_error("data:\n  corpus: c.h5\n  weights: " + value + "\n"),

@@ -103,11 +103,8 @@ TempDir* RestartE2E::dir_ = nullptr;
 // Whether the relaunched job has trained a step: a training record follows the last restart
 // record in metrics.jsonl (a resumed run drops the records past its checkpoint, then appends).
 bool trained_after_restart(const std::string& metrics) {
-  std::ifstream in(metrics);
   bool restarted = false, trained = false;
-  for (std::string line; std::getline(in, line) && !in.eof();) {
-    const auto record = nlohmann::json::parse(line, nullptr, false);
-    if (record.is_discarded()) continue;
+  for (const auto& record : metrics_records(metrics)) {
     const bool restart = record.contains("event");
     restarted = restarted || restart;
     trained = restarted && !restart;

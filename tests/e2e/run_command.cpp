@@ -208,14 +208,22 @@ int BackgroundCommand::wait() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-std::vector<nlohmann::json> training_records(const std::string& path) {
+std::vector<nlohmann::json> metrics_records(const std::string& path) {
   std::ifstream in(path);
   std::vector<nlohmann::json> records;
   for (std::string line; std::getline(in, line);) {
     if (in.eof()) break;  // no newline yet: still being written
     auto record = nlohmann::json::parse(line, nullptr, false);
-    if (!record.is_discarded() && !record.contains("event")) records.push_back(std::move(record));
+    if (!record.is_discarded()) records.push_back(std::move(record));
   }
+  return records;
+}
+
+std::vector<nlohmann::json> training_records(const std::string& path) {
+  std::vector<nlohmann::json> records = metrics_records(path);
+  records.erase(std::remove_if(records.begin(), records.end(),
+                               [](const nlohmann::json& r) { return r.contains("event"); }),
+                records.end());
   return records;
 }
 

@@ -54,8 +54,11 @@ class BackgroundCommand {
   size_t scanned_ = 0;  // output_ before this offset holds no complete unmatched line
 };
 
-// The training records (those without an "event") of the metrics.jsonl at `path`, in order; a
-// last line still being written is left out.
+// Every record of the metrics.jsonl at `path`, in order; a last line still being written is left
+// out.
+std::vector<nlohmann::json> metrics_records(const std::string& path);
+
+// Those of them without an "event": the training records.
 std::vector<nlohmann::json> training_records(const std::string& path);
 
 // Whether the metrics.jsonl at `path` holds a training record of step `step` or later: a run's

@@ -218,7 +218,10 @@ std::string assign(const YAML::Node& node, std::vector<CorpusWeight>* field) {
   for (const auto& entry : node) {
     const std::string* number = plain_scalar(entry.second);
     const std::string name = entry.first.IsScalar() ? entry.first.Scalar() : "";
-    if (number == nullptr) return "a number for each corpus, got " + describe(entry.second);
+    if (number == nullptr) {
+      throw std::invalid_argument("data.weights: '" + name + "': expected a number, got " +
+                                  describe(entry.second));
+    }
     detail::add_corpus_weight(weights, name, *number, name + ": " + *number);
   }
   *field = std::move(weights);

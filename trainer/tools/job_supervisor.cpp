@@ -18,6 +18,7 @@
 #include "trainer/common/signal_sender.h"
 #include "trainer/common/stop_signals.h"
 #include "trainer/common/terminal.h"
+#include "trainer/tools/job_environment.h"
 
 namespace tandem::tools {
 namespace {

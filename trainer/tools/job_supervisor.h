@@ -5,8 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "trainer/tools/job_environment.h"
-
 namespace tandem::tools {
 
 // How a job run_job ran ended.

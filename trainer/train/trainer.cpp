@@ -177,10 +177,8 @@ StepStats Trainer::train_step() {
   clear_gradients();
   if (poison) poison_gradient(optimizer_.adam->parameters().front());
   // Forward and backward; gradient buckets are all-reduced while the last backward runs.
-  const data::Directions& directions = corpus_.directions();
-  const RankStep local =
-      forward_backward(model_, batches, *optimizer_.reducer, device_, config_.train.label_smoothing,
-                       directions.several() ? static_cast<int64_t>(directions.size()) : 0);
+  const RankStep local = forward_backward(model_, batches, *optimizer_.reducer, device_,
+                                          config_.train.label_smoothing, loader_->directions());
   // Agree across ranks: the global target count, and every rank's votes to stop or to save.
   const Agreement agreed =
       agree_across_ranks(local.tgt_tokens, cadence_.local_votes(), ranks_.group.cpu());

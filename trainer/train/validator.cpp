@@ -41,17 +41,19 @@ double ValidationResult::score(const config::ValidMetricChoice& metric) const {
 Validator::Validator(const data::Corpus& corpus, const config::ValidConfig& config,
                      int64_t max_tokens, parallel::Communicator& comm)
     : vocab_(corpus.vocab()), config_(config), max_tokens_(max_tokens), comm_(comm) {
-  const auto lacking = [&](const std::string& which, const std::string& hint) {
+  // `what` ("corpus 'x.h5'") has no valid split; `hint` says how to give it one.
+  const auto lacking = [&](const std::string& what, const std::string& hint) {
     return std::invalid_argument("valid.every_steps is " + std::to_string(config.every_steps) +
-                                 " but corpus '" + which + "' has no valid split (" + hint + ")");
+                                 " but " + what + " has no valid split (" + hint + ")");
   };
   if (!corpus.has_split("valid")) {
-    throw lacking(corpus.path(), "tandem-prep --valid-src/--valid-tgt");
+    throw lacking("corpus '" + corpus.path() + "'", "tandem-prep --valid-src/--valid-tgt");
   }
+  // With several directions, every one is validated: each needs its valid pairs.
   const data::Directions& directions = corpus.directions();
   for (const data::Direction& direction : directions) {
     if (directions.several() && direction.range("valid") == nullptr) {
-      throw lacking(direction.name + "' of '" + corpus.path(),
+      throw lacking("corpus '" + direction.name + "' of '" + corpus.path() + "'",
                     "give it one in the tandem-prep --corpora manifest");
     }
   }
