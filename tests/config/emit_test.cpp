@@ -29,7 +29,7 @@ TEST(ToYaml, WritesEveryKeyInShortestExactForm) {
       "valid:\n  every_steps: 0\n  max_sentences: 0\n  beam: 1\n  metric: bleu\n  patience: 0\n"
       "  samples: 3\n"
       "dist:\n  check_every_steps: 100\n  bucket_mb: 25.0\n  first_bucket_mb: 1.0\n"
-      "  timeout_s: 300.0\n"
+      "  timeout_s: 300.0\n  shard_optimizer: false\n"
       "log:\n  every_steps: 50\n  tensorboard: true\n  tensorboard_dir: \"\"\n";
   EXPECT_EQ(to_yaml(c), expected);
 }

@@ -127,13 +127,14 @@ std::string file_bytes(const std::string& path) {
   return bytes.str();
 }
 
-// Runs the tiny preset with `fault` in its first run, checking that it was restarted once from
-// step 20, finished at step 60 equal bit for bit to the reference, and left no process running.
+// Runs the tiny preset (with `flags`) with `fault` in its first run, checking that it was
+// restarted once from step 20, finished at step 60 equal bit for bit to the reference, and left no
+// process running.
 void expect_restarted_equal_to_reference(const std::string& run, const std::string& fault,
-                                         int timeout_s) {
+                                         int timeout_s, const std::string& flags = "") {
   const std::string expected = RestartE2E::reference();
   BackgroundCommand job("TANDEM_FAULT_INJECT=" + fault + " exec " +
-                        RestartE2E::tiny(run, timeout_s) + " --ranks 2 --max-restarts 1");
+                        RestartE2E::tiny(run, timeout_s) + flags + " --ranks 2 --max-restarts 1");
   const std::string metrics = RestartE2E::metrics(run);
   ASSERT_TRUE(job.wait_until([&] { return reached_step(metrics, 1); })) << job.output();
   std::vector<int> pids = {job.rank_pid(0), job.rank_pid(1)};
@@ -180,6 +181,13 @@ void expect_restarted_equal_to_reference(const std::string& run, const std::stri
 
 TEST_F(RestartE2E, RankKilledAtStep37IsRestartedFromStep20AndEqualsTheUninterruptedRun) {
   expect_restarted_equal_to_reference("sigkill", "rank=1,step=37,kind=sigkill,restart=0", 60);
+}
+
+// With the optimizer state sharded (dist.shard_optimizer changes nothing but memory): the same
+// restart ends equal to the unsharded reference.
+TEST_F(RestartE2E, ShardedRankKilledAtStep37IsRestartedFromStep20AndEqualsTheUnshardedRun) {
+  expect_restarted_equal_to_reference("sharded-sigkill", "rank=1,step=37,kind=sigkill,restart=0",
+                                      60, " --set dist.shard_optimizer=true");
 }
 
 TEST_F(RestartE2E,

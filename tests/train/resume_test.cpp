@@ -114,7 +114,7 @@ TEST(Resume, EveryRankGetsRankZerosCheckpoint) {
   const CheckpointWriter writer(config, vocab.bytes(), comm.rank() == 0);
   writer.save(
       RunState{7, saved.model, *saved.adam, saved.ema.get(), 0.25, {2, 13}, keep_best_state()},
-      comm);
+      comm, comm);
 
   SmallRun resumed(vocab.size(), 50 + comm.rank(), 1);  // other weights and moments on every rank
   ASSERT_FALSE(equal_tensors(checkpoint::named_parameters(resumed.model),
@@ -155,7 +155,7 @@ TEST(Resume, ResetOptimizerKeepsTheFreshMomentsAndAnotherWorldReseedsDropout) {
   if (comm.rank() == 0) std::filesystem::create_directories(config.checkpoint.dir);
   SmallRun saved(vocab.size(), 1, 2);
   CheckpointWriter(config, vocab.bytes(), comm.rank() == 0)
-      .save(RunState{4, saved.model, *saved.adam, saved.ema.get(), 0.1, {}, ""}, comm);
+      .save(RunState{4, saved.model, *saved.adam, saved.ema.get(), 0.1, {}, ""}, comm, comm);
 
   SmallRun fresh(vocab.size(), 9, 0);
   ResumeOptions options;
@@ -236,7 +236,7 @@ TEST(CheckpointWriter, KeepsTheNewestStepFilesAndPointsBestAtAStep) {
   SmallRun run(vocab.size(), 1, 1);
   const CheckpointWriter writer(config, vocab.bytes(), comm.rank() == 0);
   for (int64_t step : {10, 20, 30})
-    writer.save(RunState{step, run.model, *run.adam, nullptr, 0, {}, ""}, comm);
+    writer.save(RunState{step, run.model, *run.adam, nullptr, 0, {}, ""}, comm, comm);
   if (comm.rank() != 0) return;
   writer.link_best(20);
   EXPECT_EQ(checkpoint::step_files(config.checkpoint.dir),

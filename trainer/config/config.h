@@ -159,6 +159,8 @@ struct DistConfig {
   double bucket_mb = 25;            // gradient bucket size cap, MiB (each bucket is one all-reduce)
   double first_bucket_mb = 1;       // cap of the first bucket, sent earliest in the backward pass
   double timeout_s = 300;           // a collective not done after this long ends the job (dead or stuck peer)
+  bool shard_optimizer = false;     // each rank keeps Adam's moments and the moving average for 1/N
+                                    // of the parameters (ZeRO stage 1): the same run, less memory
 };
 
 struct LogConfig {

@@ -63,6 +63,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("dist", "bucket_mb", c.dist.bucket_mb);
   visit("dist", "first_bucket_mb", c.dist.first_bucket_mb);
   visit("dist", "timeout_s", c.dist.timeout_s);
+  visit("dist", "shard_optimizer", c.dist.shard_optimizer);
   visit("log", "every_steps", c.log.every_steps);
   visit("log", "tensorboard", c.log.tensorboard);
   visit("log", "tensorboard_dir", c.log.tensorboard_dir);

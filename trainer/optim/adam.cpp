@@ -68,15 +68,40 @@ torch::Device device_of(const std::vector<torch::Tensor>& params) {
   return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
 }
 
+std::vector<torch::Tensor> parameter_tensors(const Adam::NamedTensors& named) {
+  std::vector<torch::Tensor> tensors;
+  for (const auto& [name, param] : named) tensors.push_back(param);
+  return tensors;
+}
+
+void check_step_range(int64_t step) {
+  if (step < 0 || step > kMaxSteps) {
+    throw std::invalid_argument("optimizer state: step " + std::to_string(step) + " outside [0, " +
+                                std::to_string(kMaxSteps) + "]");
+  }
+}
+
 }  // namespace
 
-Adam::Adam(std::vector<std::pair<std::string, torch::Tensor>> named_params, AdamOptions options)
-    : params_(std::move(named_params)), options_(options) {
+Adam::Adam(NamedTensors named_params, AdamOptions options)
+    : Adam(named_params, options,
+           ShardPlan(ShardPlan::shapes_of(parameter_tensors(named_params)))) {}
+
+Adam::Adam(NamedTensors named_params, AdamOptions options, ShardPlan plan)
+    : params_(std::move(named_params)), options_(options), plan_(std::move(plan)) {
+  tensors_ = parameter_tensors(params_);
+  for (size_t i = 0; i < tensors_.size() || i < plan_.params(); ++i) {
+    if (i >= tensors_.size() || i >= plan_.params() ||
+        tensors_[i].sizes().vec() != plan_.shape(i)) {
+      throw std::invalid_argument("Adam: the shard plan describes other parameters than the " +
+                                  std::to_string(tensors_.size()) + " given");
+    }
+  }
   torch::NoGradGuard no_grad;
-  for (const auto& [name, param] : params_) {
-    tensors_.push_back(param);
-    exp_avg_.push_back(torch::zeros_like(param, torch::MemoryFormat::Contiguous));
-    exp_avg_sq_.push_back(torch::zeros_like(param, torch::MemoryFormat::Contiguous));
+  for (const Piece& piece : plan_.owned()) {
+    updated_.push_back(ShardPlan::slice(tensors_[piece.param].detach(), piece));
+    exp_avg_.push_back(torch::zeros_like(updated_.back(), torch::MemoryFormat::Contiguous));
+    exp_avg_sq_.push_back(torch::zeros_like(updated_.back(), torch::MemoryFormat::Contiguous));
   }
   step_ = torch::zeros({}, torch::TensorOptions(device_of(tensors_)).dtype(torch::kFloat32));
 }
@@ -90,11 +115,20 @@ void Adam::step(double lr, const GradientGate& gate) {
     step_on_cpu(lr, gate);
     return;
   }
-  auto grads = gradients(tensors_);
+  auto grads = piece_gradients();
   const AdamUpdate update{options_.beta1, options_.beta2, options_.eps, lr,
                           gate.scale,     gate.finite};
-  if (fused_adam_update(tensors_, grads, exp_avg_, exp_avg_sq_, step_, update)) return;
-  adam_masked_update(tensors_, grads, exp_avg_, exp_avg_sq_, step_, update);
+  if (fused_adam_update(updated_, grads, exp_avg_, exp_avg_sq_, step_, update)) return;
+  adam_masked_update(updated_, grads, exp_avg_, exp_avg_sq_, step_, update);
+}
+
+std::vector<torch::Tensor> Adam::piece_gradients() const {
+  std::vector<torch::Tensor> grads;
+  for (const Piece& piece : plan_.owned()) {
+    const torch::Tensor& grad = tensors_[piece.param].grad();
+    grads.push_back(grad.defined() ? ShardPlan::slice(grad, piece) : grad);
+  }
+  return grads;
 }
 
 // The gate is on the CPU: read, it decides here.
@@ -113,14 +147,16 @@ void Adam::step_on_cpu(double lr, const GradientGate& gate) {
   const AdamScalars scalars{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
                             static_cast<float>(options_.eps), static_cast<float>(correction2),
                             static_cast<float>(lr / correction1)};
-  for (size_t i = 0; i < params_.size(); ++i) {
-    torch::Tensor& param = params_[i].second;
-    if (!param.grad().defined()) continue;
-    torch::Tensor grad = param.grad();
+  const auto grads = piece_gradients();
+  for (size_t i = 0; i < updated_.size(); ++i) {
+    torch::Tensor& param = updated_[i];
+    if (!grads[i].defined()) continue;
+    torch::Tensor grad = grads[i];
     if (cpu_float(param) && cpu_float(grad)) {
       adam_cpu(param.data_ptr<float>(), grad.data_ptr<float>(), exp_avg_[i].data_ptr<float>(),
                exp_avg_sq_[i].data_ptr<float>(), param.numel(), static_cast<float>(scale), scalars);
-      // Written through its pointer: counted here, as the fused GPU update counts its writes.
+      // Written through its pointer: counted here (in the counter it shares with its parameter),
+      // as the fused GPU update counts its writes.
       torch::autograd::impl::bump_version(param);
       continue;
     }
@@ -151,24 +187,19 @@ void Adam::release_gradients() {
 }
 
 // The live buffers, not copies: a checkpoint writer reads them before the next step().
-std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>> Adam::state() const {
-  std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>> state;
+std::map<std::string, Adam::NamedTensors> Adam::state() const {
+  std::map<std::string, NamedTensors> state;
   auto& exp_avg = state["exp_avg"];
   auto& exp_avg_sq = state["exp_avg_sq"];
-  for (size_t i = 0; i < params_.size(); ++i) {
-    exp_avg.emplace_back(params_[i].first, exp_avg_[i]);
-    exp_avg_sq.emplace_back(params_[i].first, exp_avg_sq_[i]);
+  for (size_t i = 0; i < updated_.size(); ++i) {
+    const std::string& name = params_[plan_.owned()[i].param].first;
+    exp_avg.emplace_back(name, exp_avg_[i]);
+    exp_avg_sq.emplace_back(name, exp_avg_sq_[i]);
   }
   return state;
 }
 
-void Adam::load_state(
-    const std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>>& state,
-    int64_t step) {
-  if (step < 0 || step > kMaxSteps) {
-    throw std::invalid_argument("optimizer state: step " + std::to_string(step) + " outside [0, " +
-                                std::to_string(kMaxSteps) + "]");
-  }
+void Adam::check_state(const std::map<std::string, NamedTensors>& state) const {
   for (const auto& [group_name, group] : state) {
     if (group_name != "exp_avg" && group_name != "exp_avg_sq") {
       throw std::invalid_argument("optimizer state: unknown group " + group_name +
@@ -185,19 +216,31 @@ void Adam::load_state(
       throw std::invalid_argument(std::string("optimizer state: group ") + group_name +
                                   " is missing");
     }
+    for (const auto& [name, param] : params_)
+      find_state(state.at(group_name), group_name, name, param);
   }
+}
+
+void Adam::load_state(const std::map<std::string, NamedTensors>& state, int64_t step) {
+  check_step_range(step);
   // Everything is checked before anything is copied, so a failed load leaves the optimizer as it
   // was.
-  std::vector<const torch::Tensor*> avg, avg_sq;
-  for (const auto& [name, param] : params_) {
-    avg.push_back(&find_state(state.at("exp_avg"), "exp_avg", name, param));
-    avg_sq.push_back(&find_state(state.at("exp_avg_sq"), "exp_avg_sq", name, param));
-  }
+  check_state(state);
   torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    exp_avg_[i].copy_(*avg[i]);
-    exp_avg_sq_[i].copy_(*avg_sq[i]);
+  for (size_t i = 0; i < updated_.size(); ++i) {
+    const Piece& piece = plan_.owned()[i];
+    const auto& [name, param] = params_[piece.param];
+    const auto saved = [&](const char* group) {
+      return ShardPlan::slice(find_state(state.at(group), group, name, param).contiguous(), piece);
+    };
+    exp_avg_[i].copy_(saved("exp_avg"));
+    exp_avg_sq_[i].copy_(saved("exp_avg_sq"));
   }
+  step_.fill_(static_cast<double>(step));
+}
+
+void Adam::set_step_count(int64_t step) {
+  check_step_range(step);
   step_.fill_(static_cast<double>(step));
 }
 

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/optim/shard_plan.h"
+
 namespace tandem::optim {
 
 // Adam (Kingma & Ba) with bias correction, state held per named parameter so it can be saved to
@@ -38,14 +40,23 @@ GradientGate gate_gradients(const std::vector<torch::Tensor>& params, double max
 // Gradients used as they are (scale 1, finite), on `device`.
 GradientGate open_gate(const torch::Device& device);
 
+// With a sharded plan, a rank keeps the moments of its own pieces only and updates only those
+// elements (the gradients are whole everywhere); the updated pieces then travel to the other ranks
+// (shard_exchange.h). The step count is kept, and moves, on every rank alike.
 class Adam {
  public:
-  Adam(std::vector<std::pair<std::string, torch::Tensor>> named_params, AdamOptions options);
+  using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
-  // One update of every parameter that has a gradient, scaled by gate.scale, at learning rate
-  // `lr`; nothing changes (the step count included) where gate.finite is false. On the CPU the
-  // gate is read directly; elsewhere it is applied on the device: fused Adam (LibTorch >= 2 on
-  // CUDA, clipping as its gradient scale and the skip as its found_inf), else masked tensor ops.
+  // Every parameter whole, on this rank (not sharded).
+  Adam(NamedTensors named_params, AdamOptions options);
+  // The pieces `plan` gives this rank (the plan must describe these parameters).
+  Adam(NamedTensors named_params, AdamOptions options, ShardPlan plan);
+
+  // One update of every parameter (piece, when sharded) that has a gradient, scaled by gate.scale,
+  // at learning rate `lr`; nothing changes (the step count included) where gate.finite is false. On
+  // the CPU the gate is read directly; elsewhere it is applied on the device: fused Adam (LibTorch
+  // >= 2 on CUDA, clipping as its gradient scale and the skip as its found_inf), else masked tensor
+  // ops.
   void step(double lr, const GradientGate& gate);
   void step(double lr);  // gradients as they are
   void zero_grad();      // sets gradients to zero (keeps the buffers)
@@ -54,26 +65,36 @@ class Adam {
   void release_gradients();
   // Updates taken (skipped steps not counted). Read from the device: on a GPU it waits for it.
   int64_t step_count() const;
-  // The parameters it updates, in the order given.
+  // The parameters, all of them, in the order given (the gradients' owners).
   const std::vector<torch::Tensor>& parameters() const { return tensors_; }
+  const ShardPlan& plan() const { return plan_; }
 
-  // "exp_avg" and "exp_avg_sq" groups, parameter name → tensor, and the step count.
-  std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>> state() const;
-  // Throws std::invalid_argument naming the parameter when a name or shape is missing or differs.
-  void load_state(
-      const std::map<std::string, std::vector<std::pair<std::string, torch::Tensor>>>& state,
-      int64_t step);
+  // "exp_avg" and "exp_avg_sq" groups: the live moments of this rank's pieces (plan().owned()
+  // order), each named after its parameter; whole parameters when not sharded.
+  std::map<std::string, NamedTensors> state() const;
+  // A whole state (every parameter's moments, as a checkpoint holds them): checked against all
+  // parameters, then this rank's pieces copied in. Throws std::invalid_argument naming the
+  // parameter when a name or shape is missing or differs, changing nothing.
+  void load_state(const std::map<std::string, NamedTensors>& state, int64_t step);
+  // The same check alone.
+  void check_state(const std::map<std::string, NamedTensors>& state) const;
+  // Sets the update count (after the moments arrived another way, e.g. by broadcast).
+  void set_step_count(int64_t step);
 
  private:
-  std::vector<std::pair<std::string, torch::Tensor>> params_;
+  NamedTensors params_;
   std::vector<torch::Tensor> tensors_;  // the same parameters, for multi-tensor operations
   AdamOptions options_;
-  std::vector<torch::Tensor> exp_avg_;
+  ShardPlan plan_;
+  std::vector<torch::Tensor> updated_;  // this rank's pieces of the parameters (views)
+  std::vector<torch::Tensor> exp_avg_;  // their moments, in the same order
   std::vector<torch::Tensor> exp_avg_sq_;
   // float32 0-dim on the parameters' device, as fused Adam reads it (exact up to 2^24 steps).
   torch::Tensor step_;
 
   void step_on_cpu(double lr, const GradientGate& gate);
+  // This rank's pieces of the gradients (undefined where a parameter has none).
+  std::vector<torch::Tensor> piece_gradients() const;
 };
 
 }  // namespace tandem::optim

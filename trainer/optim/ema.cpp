@@ -1,7 +1,6 @@
 #include "trainer/optim/ema.h"
 
 #include <algorithm>
-#include <map>
 #include <stdexcept>
 
 #include "trainer/kernels/cuda/gpu_ops.h"
@@ -69,12 +68,6 @@ void Ema::update(int64_t step) {
 void Ema::reset() {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) averages_[i].second.copy_(params_[i].second);
-}
-
-void Ema::load(const NamedTensors& saved) {
-  const std::map<std::string, torch::Tensor> by_name(saved.begin(), saved.end());
-  torch::NoGradGuard no_grad;
-  for (auto& [name, average] : averages_) average.copy_(by_name.at(name));
 }
 
 void Ema::swap_with_parameters() {

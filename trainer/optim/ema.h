@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,14 +18,16 @@ namespace tandem::optim {
 // with t the number of optimizer steps taken: the second term lets the first steps count while the
 // average is young (as TensorFlow's ExponentialMovingAverage does with num_updates), so a short run
 // is not dominated by its random initialisation. Every rank holds the same parameters after a step,
-// so every rank keeps the same average without communicating. Averages are fp32, on the
-// parameters' device.
+// so every rank keeps the same average without communicating; with the optimizer state sharded,
+// a rank averages only its pieces of the parameters (ShardPlan::owned_slices). Averages are fp32,
+// on the parameters' device.
 
 class Ema {
  public:
   using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
-  // Starts as a copy of `params` (which it keeps references to and follows); decay in (0, 1).
+  // Starts as a copy of `params` (which it keeps references to and follows: parameters, or views
+  // of their pieces); decay in (0, 1).
   Ema(const NamedTensors& params, double decay);
 
   // The weight d of the old average after `step` optimizer steps.
@@ -43,10 +46,6 @@ class Ema {
   // buffers: a broadcast into them changes the average.
   const NamedTensors& averages() const { return averages_; }
 
-  // Copies saved averages in by name; they must have the parameters' names and shapes (callers
-  // reading a checkpoint check with checkpoint::check_compatible first).
-  void load(const NamedTensors& saved);
-
   // Exchanges the parameters' values with the averages (bit for bit; twice restores both).
   void swap_with_parameters();
 
@@ -59,20 +58,27 @@ class Ema {
 };
 
 // The model holds the averages for as long as this lives (validation with the smoothed weights);
-// does nothing with a null Ema.
+// does nothing with a null Ema. `share`, when given, runs after each exchange (collective: with
+// sharded averages, each rank's swapped pieces go to the others).
 class AveragedWeights {
  public:
-  explicit AveragedWeights(Ema* ema) : ema_(ema) {
-    if (ema_) ema_->swap_with_parameters();
+  explicit AveragedWeights(Ema* ema, std::function<void()> share = {})
+      : ema_(ema), share_(std::move(share)) {
+    exchange();
   }
-  ~AveragedWeights() {
-    if (ema_) ema_->swap_with_parameters();
-  }
+  ~AveragedWeights() { exchange(); }
   AveragedWeights(const AveragedWeights&) = delete;
   AveragedWeights& operator=(const AveragedWeights&) = delete;
 
  private:
+  void exchange() {
+    if (!ema_) return;
+    ema_->swap_with_parameters();
+    if (share_) share_();
+  }
+
   Ema* ema_;
+  std::function<void()> share_;
 };
 
 }  // namespace tandem::optim

@@ -1,11 +1,14 @@
 #include "trainer/train/checkpoint_writer.h"
 
 #include <filesystem>
+#include <map>
 #include <utility>
+#include <vector>
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/log.h"
+#include "trainer/optim/shard_exchange.h"
 #include "trainer/train/rng.h"
 
 namespace tandem::train {
@@ -39,16 +42,34 @@ std::string CheckpointWriter::step_path(int64_t step) const {
   return (fs::path(dir_) / checkpoint::step_file_name(step)).string();
 }
 
-void CheckpointWriter::save(const RunState& state, parallel::Communicator& comm) const {
+void CheckpointWriter::save(const RunState& state, parallel::Communicator& comm,
+                            parallel::Communicator& tensors) const {
   const auto parameters = checkpoint::named_parameters(state.model);
   auto rngs = comm.gather_bytes(dropout_rng_state(parameters.front().second.device()), 0);
+  // Sharded state: every rank's pieces, whole, on rank 0.
+  const optim::ShardPlan& plan = state.adam.plan();
+  const auto whole = [&](const checkpoint::NamedTensors& pieces, const torch::TensorOptions& type) {
+    std::vector<torch::Tensor> mine;
+    for (const auto& [name, piece] : pieces) mine.push_back(piece);
+    const auto gathered = optim::gather_whole(plan, mine, type, tensors);
+    checkpoint::NamedTensors named;
+    for (size_t i = 0; i < gathered.size(); ++i)
+      named.emplace_back(parameters[i].first, gathered[i]);
+    return named;
+  };
+  const torch::TensorOptions param_type = parameters.front().second.options();
+  std::map<std::string, checkpoint::NamedTensors> optimizer;
+  for (const auto& [group, pieces] : state.adam.state())
+    optimizer[group] = whole(pieces, param_type);
+  checkpoint::NamedTensors ema;
+  if (state.ema) ema = whole(state.ema->averages(), param_type.dtype(torch::kFloat32));
   if (comm.rank() != 0) return;
   checkpoint::CheckpointData data;
   data.step = state.step;
   data.world_size = comm.size();
   data.model = parameters;
-  if (state.ema) data.ema = state.ema->averages();
-  data.optimizer = state.adam.state();
+  data.ema = std::move(ema);
+  data.optimizer = std::move(optimizer);
   data.optimizer_step = state.adam.step_count();
   data.schedule = {{"lr", state.lr}};
   data.data_epoch = state.position.epoch;

@@ -40,8 +40,11 @@ class CheckpointWriter {
   // when another job has it.
   CheckpointWriter(const config::Config& config, std::string vocab_bytes, bool owner);
 
-  // Collective (every rank's RNG state travels to rank 0); rank 0 writes, atomically, and logs.
-  void save(const RunState& state, parallel::Communicator& comm) const;
+  // Collective: every rank's RNG state travels to rank 0 over `comm` (the host's), and, when the
+  // optimizer state is sharded, every rank's pieces of it over `tensors` (where the tensors live:
+  // MPI or NCCL); rank 0 writes, atomically, and logs.
+  void save(const RunState& state, parallel::Communicator& comm,
+            parallel::Communicator& tensors) const;
   // Rank 0: best.h5 becomes the checkpoint of `step` (which must exist).
   void link_best(int64_t step) const;
   // The path of the step file of `step`.

@@ -2,6 +2,7 @@
 
 #include <torch/cuda.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/log.h"
 #include "trainer/config/config.h"
+#include "trainer/optim/shard_exchange.h"
 #include "trainer/train/rng.h"
 
 namespace tandem::train {
@@ -25,16 +27,21 @@ std::string encode(const ResumePoint& p) {
                          {"next_batch", p.position.next_batch},
                          {"optimizer_step", p.optimizer_step},
                          {"rng", rng},
-                         {"validation", p.validation}};
+                         {"validation", p.validation},
+                         {"average_continues", p.average_continues}};
   const auto bytes = nlohmann::json::to_cbor(j);
   return std::string(bytes.begin(), bytes.end());
 }
 
 ResumePoint decode(const std::string& bytes) {
   const auto j = nlohmann::json::from_cbor(bytes);
-  ResumePoint p{
-      j.at("step"), j.at("world_size"), {j.at("epoch"), j.at("next_batch")}, j.at("optimizer_step"),
-      {},           j.at("validation")};
+  ResumePoint p{j.at("step"),
+                j.at("world_size"),
+                {j.at("epoch"), j.at("next_batch")},
+                j.at("optimizer_step"),
+                {},
+                j.at("validation"),
+                j.at("average_continues")};
   for (const auto& state : j.at("rng")) {
     const auto& b = state.get_binary();
     p.rng.emplace_back(b.begin(), b.end());
@@ -60,10 +67,11 @@ void check_same_function(const std::string& path, const std::string& config_yaml
   }
 }
 
-// Rank 0: the file into the model and the optimizer, and what else the other ranks need.
+// Rank 0: the file, checked, into the model; what else the other ranks need. `data` keeps the
+// optimizer's state and the average for the ranks that hold their pieces.
 ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
-                         const ResumeTarget& target) {
-  auto data = checkpoint::load(path);
+                         const ResumeTarget& target, checkpoint::CheckpointData& data) {
+  data = checkpoint::load(path);
   if (data.vocab != target.corpus.vocab().bytes()) {
     throw std::invalid_argument("checkpoint '" + path + "': its vocabulary differs from corpus '" +
                                 target.corpus.path() + "' (token ids would mean other pieces)");
@@ -76,15 +84,13 @@ ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
                                 "it with --reset-optimizer");
   }
   if (!options.reset_optimizer) target.adam.load_state(data.optimizer, data.optimizer_step);
-  if (target.ema) {
-    if (!options.reset_optimizer && !data.ema.empty()) {
-      checkpoint::check_compatible(path + " /ema", data.ema, target.ema->averages());
-      target.ema->load(data.ema);
-    } else {
-      target.ema->reset();
-      log::info(std::string("the weights' moving average starts from the checkpoint's weights (") +
-                (data.ema.empty() ? "it holds no average" : "optimizer reset") + ")");
-    }
+  const bool average_continues = target.ema && !options.reset_optimizer && !data.ema.empty();
+  if (average_continues) {
+    checkpoint::check_compatible(path + " /ema", data.ema,
+                                 checkpoint::named_parameters(target.model));
+  } else if (target.ema) {
+    log::info(std::string("the weights' moving average starts from the checkpoint's weights (") +
+              (data.ema.empty() ? "it holds no average" : "optimizer reset") + ")");
   }
   for (size_t rank = 0; rank < data.rng.size(); ++rank) {
     try {
@@ -96,26 +102,51 @@ ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
   }
   return ResumePoint{
       data.step,           data.world_size,     {data.data_epoch, data.data_next_batch},
-      data.optimizer_step, std::move(data.rng), std::move(data.validation)};
+      data.optimizer_step, std::move(data.rng), std::move(data.validation),
+      average_continues};
 }
 
-// Rank 0's parameters and optimizer moments to every rank, in place.
-void broadcast_tensors(const ResumeTarget& target, const ResumePoint& point, bool reset_optimizer,
-                       parallel::Communicator& tensors) {
+// The saved tensors in the model's parameter order (names checked before).
+std::vector<torch::Tensor> in_parameter_order(const checkpoint::NamedTensors& saved,
+                                              const checkpoint::NamedTensors& params) {
+  const std::map<std::string, torch::Tensor> by_name(saved.begin(), saved.end());
+  std::vector<torch::Tensor> ordered;
+  for (const auto& [name, param] : params) ordered.push_back(by_name.at(name));
+  return ordered;
+}
+
+std::vector<torch::Tensor> tensors_of(const checkpoint::NamedTensors& named) {
+  std::vector<torch::Tensor> tensors;
+  for (const auto& [name, tensor] : named) tensors.push_back(tensor);
+  return tensors;
+}
+
+// Rank 0's parameters to every rank, and the pieces of the optimizer state and the average to the
+// ranks that keep them (every rank, unless the state is sharded), in place.
+void distribute(const ResumeTarget& target, const ResumePoint& point,
+                const checkpoint::CheckpointData& data, bool reset_optimizer,
+                parallel::Communicator& tensors) {
   torch::NoGradGuard no_grad;
-  for (auto& [name, p] : checkpoint::named_parameters(target.model)) tensors.broadcast(p, 0);
-  if (target.ema) {
-    for (const auto& named : target.ema->averages()) {
-      torch::Tensor average = named.second;  // the live buffer
-      tensors.broadcast(average, 0);
-    }
+  auto params = checkpoint::named_parameters(target.model);
+  for (auto& [name, p] : params) tensors.broadcast(p, 0);
+  const optim::ShardPlan& plan = target.adam.plan();
+  const bool root = tensors.rank() == 0;
+  const torch::TensorOptions param_type = params.front().second.options();
+  if (target.ema && point.average_continues) {
+    optim::scatter_whole(
+        plan, root ? in_parameter_order(data.ema, params) : std::vector<torch::Tensor>{},
+        tensors_of(target.ema->averages()), param_type.dtype(torch::kFloat32), tensors);
+  } else if (target.ema) {
+    target.ema->reset();  // from the weights just received
   }
   if (reset_optimizer) return;
-  auto state = target.adam.state();  // live buffers: broadcast in place, then adopt the step
-  for (auto& [group_name, group] : state) {
-    for (auto& named : group) tensors.broadcast(named.second, 0);
+  for (const auto& [group, pieces] : target.adam.state()) {
+    optim::scatter_whole(
+        plan,
+        root ? in_parameter_order(data.optimizer.at(group), params) : std::vector<torch::Tensor>{},
+        tensors_of(pieces), param_type, tensors);
   }
-  target.adam.load_state(state, point.optimizer_step);
+  target.adam.set_step_count(point.optimizer_step);
 }
 
 }  // namespace
@@ -124,9 +155,10 @@ ResumePoint load_everywhere(const std::string& path, const ResumeOptions& option
                             const ResumeTarget& target, parallel::Communicator& host,
                             parallel::Communicator& tensors) {
   ResumePoint point;
-  if (host.rank() == 0) point = read_on_root(path, options, target);
+  checkpoint::CheckpointData data;  // rank 0's, until the ranks have their pieces
+  if (host.rank() == 0) point = read_on_root(path, options, target, data);
   point = decode(host.broadcast_bytes(encode(point), 0));
-  broadcast_tensors(target, point, options.reset_optimizer, tensors);
+  distribute(target, point, data, options.reset_optimizer, tensors);
   return point;
 }
 

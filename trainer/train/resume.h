@@ -17,8 +17,9 @@ namespace tandem::train {
 
 // Resuming a run from a checkpoint, on every rank at once. Rank 0 alone reads the file (it may
 // live on rank 0's disk only, and a bad file then fails on one rank with one message) and sends
-// the others what they need: parameters and optimizer moments by broadcast, the rest as one CBOR
-// message.
+// the others what they need: parameters by broadcast, the optimizer's moments and the average to
+// the ranks that keep them (every rank, or with sharded state each piece's owner), the rest as one
+// CBOR message. Any world size, sharded or not, reads any checkpoint.
 
 struct ResumeOptions {
   std::string path;              // empty: the newest checkpoint in checkpoint.dir, if any
@@ -34,6 +35,8 @@ struct ResumePoint {
   int64_t optimizer_step = 0;
   std::vector<std::string> rng;  // that run's CPU generator states, one per rank
   std::string validation;        // its keep-best state (KeepBest::to_json), "" when none
+  bool average_continues = false;  // the kept average goes on from the checkpoint's (else it
+                                   // restarts from the weights)
 };
 
 // What resuming loads in place, and the corpus whose vocabulary the checkpoint must share.

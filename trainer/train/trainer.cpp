@@ -13,6 +13,7 @@
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/fault_injection.h"
 #include "trainer/common/log.h"
+#include "trainer/optim/shard_exchange.h"
 #include "trainer/runtime/cpu_runtime.h"
 #include "trainer/train/batch_fit.h"
 #include "trainer/train/forward_backward.h"
@@ -48,6 +49,16 @@ void poison_gradient(torch::Tensor param) {
   param.mutable_grad() = torch::full_like(param, std::nan(""));
 }
 
+// The banner's line on sharded optimizer state; nothing when it is not sharded.
+std::string describe_sharding(const optim::ShardPlan& plan) {
+  if (!plan.sharded()) return "";
+  int64_t total = 0;
+  for (size_t i = 0; i < plan.params(); ++i) total += plan.numel(i);
+  return "optimizer state sharded over " + std::to_string(plan.ranks()) +
+         " ranks (dist.shard_optimizer): rank 0 keeps Adam's moments and the average of " +
+         std::to_string(plan.elements_of(0)) + " of " + std::to_string(total) + " values\n";
+}
+
 // Text as a Markdown code block: every line indented by four spaces.
 std::string as_markdown_code(const std::string& text) {
   std::string code = "    ";
@@ -61,6 +72,18 @@ std::string as_markdown_code(const std::string& text) {
 optim::AdamOptions adam_options(const config::TrainConfig& train) {
   return optim::AdamOptions{train.adam_beta1, train.adam_beta2, train.adam_eps};
 }
+
+// With dist.shard_optimizer, each rank's 1/N of the parameters' elements; else all of them.
+optim::ShardPlan shard_plan(const config::DistConfig& dist, const checkpoint::NamedTensors& named,
+                            const parallel::ProcessGroup& group) {
+  std::vector<torch::Tensor> params;
+  for (const auto& [name, p] : named) params.push_back(p);
+  auto shapes = optim::ShardPlan::shapes_of(params);
+  if (!dist.shard_optimizer) return optim::ShardPlan(std::move(shapes));
+  return optim::ShardPlan(std::move(shapes), group.size(), group.rank());
+}
+
+constexpr double kBytesPerMb = 1024.0 * 1024.0;
 
 }  // namespace
 
@@ -114,9 +137,11 @@ void Trainer::build_model() {
   model_->to(device_.device);
   const auto named = checkpoint::named_parameters(model_);
   check_same_layout(named, ranks_.group.cpu());
-  optimizer_.adam = std::make_unique<optim::Adam>(named, adam_options(config_.train));
+  optimizer_.adam = std::make_unique<optim::Adam>(named, adam_options(config_.train),
+                                                  shard_plan(config_.dist, named, ranks_.group));
   if (config_.train.ema_decay > 0) {
-    optimizer_.ema = std::make_unique<optim::Ema>(named, config_.train.ema_decay);
+    optimizer_.ema = std::make_unique<optim::Ema>(optimizer_.adam->plan().owned_slices(named),
+                                                  config_.train.ema_decay);
   }
   optimizer_.reducer = std::make_unique<parallel::GradientReducer>(
       optimizer_.adam->parameters(), ranks_.tensors(), config_.dist.bucket_mb,
@@ -218,6 +243,7 @@ void Trainer::update(StepStats& stats) {
   stats.lr = optim::learning_rate(optimizer_.schedule, step_);
   optimizer_.adam->step(stats.lr, gate);
   if (optimizer_.ema) optimizer_.ema->update(step_, gate.finite);
+  share_updated_parameters();  // with sharded state: each rank's pieces to the others
   stats.update = torch::stack({gate.norm, gate.finite.logical_not().to(torch::kFloat64)});
 }
 
@@ -278,10 +304,17 @@ void Trainer::log_skipped_updates(int64_t count, int64_t last, int64_t up_to) {
   }
 }
 
+void Trainer::share_updated_parameters() {
+  optim::share_updated(optimizer_.adam->plan(), optimizer_.adam->parameters(), ranks_.tensors(),
+                       static_cast<int64_t>(config_.dist.bucket_mb * kBytesPerMb));
+}
+
 void Trainer::validate() {
   ValidationOutcome outcome;
   {
-    const optim::AveragedWeights averaged(optimizer_.ema.get());  // what eval and decode will use
+    // What eval and decode will use (with sharded averages, every rank's pieces, shared).
+    const optim::AveragedWeights averaged(optimizer_.ema.get(),
+                                          [this] { share_updated_parameters(); });
     outcome = validation_->run(model_, step_);
   }
   model_->train();
@@ -299,7 +332,7 @@ void Trainer::save_checkpoint() {
   outputs_.checkpoints->save(RunState{step_, model_, *optimizer_.adam, optimizer_.ema.get(),
                                       optim::learning_rate(optimizer_.schedule, step_),
                                       loader_->position(), validation_->keep_best().to_json()},
-                             ranks_.group.cpu());
+                             ranks_.group.cpu(), ranks_.tensors());
 }
 
 int64_t Trainer::completed_epochs() {
@@ -327,7 +360,7 @@ std::string Trainer::banner() {
       << "corpus " << corpus_.path() << ": " << corpus_.size("train")
       << " training pairs, vocabulary " << corpus_.vocab().size() << "\n"
       << "model: " << count << " parameters\n"
-      << "resolved config:\n"
+      << describe_sharding(optimizer_.adam->plan()) << "resolved config:\n"
       << config::to_yaml(config_);
   return out.str();
 }

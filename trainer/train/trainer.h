@@ -93,6 +93,7 @@ class Trainer {
   void resume_from(const std::string& path, const ResumeOptions& options);
   void clear_gradients();                 // before a step: released alone on a GPU, else zeroed
   void update(StepStats& stats);          // gradient norm, clip, Adam (or skip), the average
+  void share_updated_parameters();        // sharded optimizer state: the owners' pieces to all
   void after_step(ProgressMeter& meter);  // log, check, validate, save, as the cadence says
   // Rank 0, at a log step and at the end: updates skipped for a non-finite gradient norm.
   void log_skipped_updates(int64_t count, int64_t last, int64_t up_to);

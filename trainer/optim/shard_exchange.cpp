@@ -1,0 +1,118 @@
+#include "trainer/optim/shard_exchange.h"
+
+#include <algorithm>
+
+namespace tandem::optim {
+namespace {
+
+// A buffer of at least `elements` elements of type `options`, kept between calls of one exchange.
+class Scratch {
+ public:
+  explicit Scratch(torch::TensorOptions options) : options_(options) {}
+  torch::Tensor take(int64_t elements) {
+    if (!buffer_.defined() || buffer_.numel() < elements)
+      buffer_ = torch::empty({elements}, options_);
+    return buffer_.narrow(0, 0, elements);
+  }
+
+ private:
+  torch::TensorOptions options_;
+  torch::Tensor buffer_;
+};
+
+// One broadcast from `owner` of several of its pieces, laid end to end.
+void broadcast_together(const std::vector<torch::Tensor>& slices, int owner,
+                        parallel::Communicator& comm) {
+  if (slices.size() == 1) {
+    torch::Tensor only = slices.front();
+    comm.broadcast(only, owner);
+    return;
+  }
+  torch::Tensor flat;
+  if (comm.rank() == owner) {
+    flat = torch::cat(slices);
+  } else {
+    int64_t elements = 0;
+    for (const auto& s : slices) elements += s.numel();
+    flat = torch::empty({elements}, slices.front().options());
+  }
+  comm.broadcast(flat, owner);
+  if (comm.rank() == owner) return;
+  int64_t offset = 0;
+  for (const auto& s : slices) {
+    torch::Tensor target = s;
+    target.copy_(flat.narrow(0, offset, s.numel()));
+    offset += s.numel();
+  }
+}
+
+}  // namespace
+
+void share_updated(const ShardPlan& plan, const std::vector<torch::Tensor>& params,
+                   parallel::Communicator& comm, int64_t chunk_bytes) {
+  if (!plan.sharded()) return;
+  torch::NoGradGuard no_grad;
+  for (int owner = 0; owner < plan.ranks(); ++owner) {
+    std::vector<torch::Tensor> chunk;
+    int64_t bytes = 0;
+    for (const Piece& piece : plan.pieces()) {
+      if (piece.rank != owner) continue;
+      torch::Tensor slice = ShardPlan::slice(params[piece.param].detach(), piece).view({-1});
+      const int64_t slice_bytes = slice.numel() * slice.element_size();
+      const bool fits = chunk.empty() || (bytes + slice_bytes <= chunk_bytes &&
+                                          slice.scalar_type() == chunk.front().scalar_type());
+      if (!fits) {
+        broadcast_together(chunk, owner, comm);
+        chunk.clear();
+        bytes = 0;
+      }
+      chunk.push_back(slice);
+      bytes += slice_bytes;
+    }
+    if (!chunk.empty()) broadcast_together(chunk, owner, comm);
+  }
+}
+
+// Pieces travel one broadcast each (a checkpoint is rare; the copies stay one piece large).
+std::vector<torch::Tensor> gather_whole(const ShardPlan& plan,
+                                        const std::vector<torch::Tensor>& pieces,
+                                        const torch::TensorOptions& options,
+                                        parallel::Communicator& comm, int root) {
+  const bool at_root = comm.rank() == root;
+  if (!plan.sharded()) return at_root ? pieces : std::vector<torch::Tensor>{};
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> whole;
+  if (at_root) {
+    for (size_t i = 0; i < plan.params(); ++i) {
+      whole.push_back(torch::empty(plan.shape(i), options.device(torch::kCPU)));
+    }
+  }
+  Scratch scratch(options);
+  size_t mine = 0;  // this rank's next piece
+  for (const Piece& piece : plan.pieces()) {
+    torch::Tensor buffer =
+        piece.rank == comm.rank() ? pieces[mine++].view({-1}) : scratch.take(piece.size());
+    if (piece.rank != root) comm.broadcast(buffer, piece.rank);
+    if (at_root) ShardPlan::slice(whole[piece.param], piece).view({-1}).copy_(buffer);
+  }
+  return whole;
+}
+
+void scatter_whole(const ShardPlan& plan, const std::vector<torch::Tensor>& whole,
+                   const std::vector<torch::Tensor>& pieces, const torch::TensorOptions& options,
+                   parallel::Communicator& comm, int root) {
+  const bool at_root = comm.rank() == root;
+  torch::NoGradGuard no_grad;
+  Scratch scratch(options);
+  size_t mine = 0;
+  for (const Piece& piece : plan.pieces()) {
+    torch::Tensor buffer =
+        plan.holds(piece) ? pieces[mine++].view({-1}) : scratch.take(piece.size());
+    if (at_root) {
+      buffer.copy_(ShardPlan::slice(whole[piece.param].contiguous(), piece).reshape({-1}));
+    }
+    if (piece.rank != root) comm.broadcast(buffer, root);
+  }
+}
+
+}  // namespace tandem::optim

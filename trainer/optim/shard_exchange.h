@@ -1,0 +1,38 @@
+// Moving a sharded optimizer's pieces between ranks: each owner's updated pieces of the parameters
+// to every rank after a step, every rank's pieces whole to rank 0 for a checkpoint, and a
+// checkpoint's whole tensors from rank 0 to the pieces' owners on resume.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "trainer/optim/shard_plan.h"
+#include "trainer/parallel/communicator.h"
+
+namespace tandem::optim {
+
+// After an update: every rank receives the other ranks' pieces of `params` (all parameters, in
+// the plan's order), in place. An owner's pieces travel together in broadcasts of at most
+// `chunk_bytes` (a larger piece alone, without a copy). Nothing happens when the plan is not
+// sharded (every rank updated everything).
+void share_updated(const ShardPlan& plan, const std::vector<torch::Tensor>& params,
+                   parallel::Communicator& comm, int64_t chunk_bytes);
+
+// Collective: the whole tensors, one per parameter in order, assembled on `root` from every
+// rank's `pieces` (one per plan.owned(), as Adam::state() or Ema::averages() hold them; of type
+// `options` on every rank). On root they are CPU tensors, copies (the pieces themselves when the
+// plan is not sharded); elsewhere the result is empty.
+std::vector<torch::Tensor> gather_whole(const ShardPlan& plan,
+                                        const std::vector<torch::Tensor>& pieces,
+                                        const torch::TensorOptions& options,
+                                        parallel::Communicator& comm, int root = 0);
+
+// Collective, the reverse: `whole` (on root only: one tensor per parameter, in order, any device)
+// into every rank's `pieces` (in place, one per plan.owned(), of type `options`).
+void scatter_whole(const ShardPlan& plan, const std::vector<torch::Tensor>& whole,
+                   const std::vector<torch::Tensor>& pieces, const torch::TensorOptions& options,
+                   parallel::Communicator& comm, int root = 0);
+
+}  // namespace tandem::optim
