@@ -12,6 +12,7 @@
 #include <regex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "trainer/common/temp_dir.h"
 
@@ -120,6 +121,50 @@ TEST_F(CheckpointTest, RoundTripPreservesEveryFieldBitwise) {
   EXPECT_EQ(loaded.vocab, saved.vocab);
   EXPECT_EQ(loaded.model[7].second.dim(), 0);  // the 0-d tensor stays 0-d
   EXPECT_FALSE(fs::exists(path_ + ".tmp"));
+}
+
+// A save that fetches /ema's and /optimizer's tensors one at a time writes the file the values
+// would, asking for each tensor once, in streamed_groups()'s order; the outline reads them back as
+// shapes, load_tensor one at a time.
+TEST_F(CheckpointTest, AStreamedSaveWritesWhatTheValuesWouldAndTheOutlineReadsTheirShapes) {
+  const CheckpointData values = make_data();
+  CheckpointData streamed = make_data();
+  const auto placeholders = [](NamedTensors& group) {
+    for (auto& [name, t] : group) t = torch::empty(t.sizes(), t.options().device(torch::kMeta));
+  };
+  placeholders(streamed.ema);
+  for (auto& [group, tensors] : streamed.optimizer) placeholders(tensors);
+  std::vector<std::string> asked;
+  streamed.fetch = [&](const std::string& group, size_t index) {
+    asked.push_back(group + "/" + std::to_string(index));
+    const NamedTensors& source =
+        group == "ema" ? values.ema
+                       : values.optimizer.at(group.substr(std::string("optimizer/").size()));
+    return source[index].second;
+  };
+  save(path_, streamed);
+  EXPECT_EQ(asked, (std::vector<std::string>{"ema/0", "ema/1", "optimizer/exp_avg/0",
+                                             "optimizer/exp_avg/1", "optimizer/exp_avg_sq/0",
+                                             "optimizer/exp_avg_sq/1"}));
+  const CheckpointData loaded = load(path_);
+  expect_same_tensors(values.ema, loaded.ema);
+  expect_same_tensors(values.optimizer.at("exp_avg_sq"), loaded.optimizer.at("exp_avg_sq"));
+
+  const CheckpointData outline = load_outline(path_);
+  ASSERT_EQ(outline.optimizer.at("exp_avg").size(), 2u);
+  EXPECT_TRUE(outline.optimizer.at("exp_avg")[0].second.is_meta());
+  EXPECT_EQ(outline.optimizer.at("exp_avg")[0].second.sizes(), torch::IntArrayRef({3, 4}));
+  EXPECT_EQ(outline.model.size(), values.model.size());
+  EXPECT_EQ(outline.optimizer_step, 17);
+  expect_bitwise_equal(load_tensor(path_, "optimizer/exp_avg", kWeight),
+                       values.optimizer.at("exp_avg")[0].second, "load_tensor");
+
+  // A fetched tensor of another shape than announced fails the save, leaving no file.
+  streamed.fetch = [&](const std::string&, size_t) { return torch::zeros({7}); };
+  const std::string other = (dir_ / "other.h5").string();
+  EXPECT_THROW(save(other, streamed), std::runtime_error);
+  EXPECT_FALSE(fs::exists(other));
+  EXPECT_FALSE(fs::exists(other + ".tmp"));
 }
 
 TEST_F(CheckpointTest, FillsTorchVersionAndCreationTimeWhenEmpty) {

@@ -1,6 +1,7 @@
 // The checkpoint reader on edits of a real checkpoint checkpoint::save wrote (hdf5_edit.h): what
 // resuming reads (load: every tensor, the optimizer state, the data position, the RNG states, the
-// keep-best record), and what eval and decode read (load_for_inference, raw and averaged weights),
+// keep-best record; and as resume reads it, the outline then each tensor alone), and what eval and
+// decode read (load_for_inference, raw and averaged weights),
 // then a sentence translated with what was loaded.
 #include <string>
 #include <vector>
@@ -34,6 +35,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     train::KeepBest keep_best(config.valid.metric, config.valid.patience);
     keep_best.restore(loaded.validation, path + " /validation");
     for (const std::string& state : loaded.rng) train::check_dropout_rng_state(state);
+  });
+  fuzz::refused_or_read([&] {
+    const checkpoint::CheckpointData outline = checkpoint::load_outline(path);
+    for (const auto& [group, tensors] : checkpoint::streamed_groups(outline)) {
+      for (const auto& [name, shape] : *tensors) {
+        const torch::Tensor read = checkpoint::load_tensor(path, group, name);
+        if (!read.sizes().equals(shape.sizes()))
+          fuzz::fail("a tensor read alone differs in shape from the outline's");
+      }
+    }
   });
   for (const auto weights : {checkpoint::Weights::kRaw, checkpoint::Weights::kAverage}) {
     fuzz::refused_or_read([&] {

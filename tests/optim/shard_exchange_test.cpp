@@ -1,7 +1,7 @@
 // Sharded optimizer state between ranks (np 2 and 3): after share_updated every rank holds each
-// owner's pieces; gather_whole puts every rank's pieces together on rank 0 and scatter_whole
-// hands a whole tensor's pieces back to their owners, each checked element for element against a
-// value that names the element and its owner.
+// owner's pieces; gather_param puts every rank's pieces of a parameter together on rank 0 and
+// scatter_param hands a whole tensor's pieces back to their owners, each checked element for
+// element against a value that names the element and its owner.
 #include "trainer/optim/shard_exchange.h"
 
 #include <gtest/gtest.h>
@@ -62,23 +62,21 @@ TEST(ShardExchange, PiecesGatherWholeOnRankZeroAndScatterBackToTheirOwners) {
   for (const Piece& piece : plan.owned()) {
     pieces.push_back(ShardPlan::slice(params[piece.param], piece).clone());
   }
-  const auto whole = gather_whole(plan, pieces, torch::kFloat32, comm);
-  if (comm.rank() == 0) {
-    ASSERT_EQ(whole.size(), kShapes.size());
-    for (size_t i = 0; i < whole.size(); ++i) {
-      EXPECT_TRUE(torch::equal(whole[i], owners_values(plan, i))) << "parameter " << i;
+  for (size_t i = 0; i < plan.params(); ++i) {
+    const torch::Tensor whole = gather_param(plan, i, pieces, torch::kFloat32, comm);
+    if (comm.rank() == 0) {
+      EXPECT_TRUE(torch::equal(whole, owners_values(plan, i))) << "parameter " << i;
+    } else {
+      EXPECT_FALSE(whole.defined());
     }
-  } else {
-    EXPECT_TRUE(whole.empty());
   }
 
   std::vector<torch::Tensor> received;
   for (const auto& piece : pieces) received.push_back(torch::full_like(piece, -7.0));
-  std::vector<torch::Tensor> source;
-  if (comm.rank() == 0) {
-    for (size_t i = 0; i < plan.params(); ++i) source.push_back(owners_values(plan, i) * 2);
+  for (size_t i = 0; i < plan.params(); ++i) {
+    const torch::Tensor source = comm.rank() == 0 ? owners_values(plan, i) * 2 : torch::Tensor();
+    scatter_param(plan, i, source, received, torch::kFloat32, comm);
   }
-  scatter_whole(plan, source, received, torch::kFloat32, comm);
   for (size_t k = 0; k < received.size(); ++k) {
     EXPECT_TRUE(torch::equal(received[k], pieces[k] * 2)) << "piece " << k;
   }
@@ -92,16 +90,15 @@ TEST(ShardExchange, AnUnshardedPlanGathersRankZerosOwnTensorsAndScattersToEveryR
     mine.push_back(torch::full(plan.shape(i), 1.0 * comm.rank()));
   share_updated(plan, mine, comm, 1024);  // nothing to share: every rank updated everything
   EXPECT_TRUE(torch::equal(mine[0], torch::full(plan.shape(0), 1.0 * comm.rank())));
-  const auto whole = gather_whole(plan, mine, torch::kFloat32, comm);
+  const torch::Tensor whole = gather_param(plan, 2, mine, torch::kFloat32, comm);
   if (comm.rank() == 0) {
-    ASSERT_EQ(whole.size(), mine.size());
-    EXPECT_TRUE(whole[2].is_same(mine[2]));  // the live tensors themselves, no copy
+    EXPECT_TRUE(whole.is_same(mine[2]));  // the live tensor itself, no copy
   }
-  std::vector<torch::Tensor> source;
-  if (comm.rank() == 0) {
-    for (size_t i = 0; i < plan.params(); ++i) source.push_back(torch::full(plan.shape(i), 5.0));
+  for (size_t i = 0; i < plan.params(); ++i) {
+    const torch::Tensor source =
+        comm.rank() == 0 ? torch::full(plan.shape(i), 5.0) : torch::Tensor();
+    scatter_param(plan, i, source, mine, torch::kFloat32, comm);
   }
-  scatter_whole(plan, source, mine, torch::kFloat32, comm);
   for (size_t i = 0; i < mine.size(); ++i) {
     EXPECT_TRUE(torch::equal(mine[i], torch::full(plan.shape(i), 5.0))) << "parameter " << i;
   }

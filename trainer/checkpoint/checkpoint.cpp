@@ -38,14 +38,26 @@ void write_root_attributes(hid_t file, const CheckpointData& data) {
   }
 }
 
+// Group `name` of `parent`, whose path streamed_groups() calls `path`: its tensors as they are, or
+// each fetched in turn.
+void write_group(hid_t parent, const std::string& name, const std::string& path,
+                 const NamedTensors& tensors, const CheckpointData& data) {
+  if (!data.fetch) {
+    write_tensors(parent, name, tensors);
+    return;
+  }
+  write_tensors(parent, name, tensors, [&](size_t index) { return data.fetch(path, index); });
+}
+
 void write_contents(hid_t file, const CheckpointData& data) {
   write_root_attributes(file, data);
   write_tensors(file, "model", data.model);
-  if (!data.ema.empty()) write_tensors(file, "ema", data.ema);
+  if (!data.ema.empty()) write_group(file, "ema", "ema", data.ema, data);
   Handle optimizer = h5::create_group(file, "optimizer", h5::LinkOrder::kCreation);
   h5::write_attribute(optimizer.get(), "step", data.optimizer_step);
-  for (const auto& [group, tensors] : data.optimizer)
-    write_tensors(optimizer.get(), group, tensors);
+  for (const auto& [group, tensors] : data.optimizer) {
+    write_group(optimizer.get(), group, "optimizer/" + group, tensors, data);
+  }
   Handle schedule = h5::create_group(file, "schedule", h5::LinkOrder::kCreation);
   for (const auto& [key, value] : data.schedule) h5::write_attribute(schedule.get(), key, value);
   Handle position = h5::create_group(file, "data", h5::LinkOrder::kCreation);
@@ -100,7 +112,14 @@ Handle open_checkpoint(const std::string& path) {
   return file;
 }
 
-void read_model_part(hid_t file, CheckpointData& data, bool tensors) {
+// What a reader takes of the tensor groups: their values, their shapes (meta tensors), or nothing.
+enum class Tensors { kValues, kShapes, kNone };
+
+NamedTensors read_group(hid_t group, const std::string& path, Tensors tensors) {
+  return tensors == Tensors::kValues ? read_tensors(group, path) : read_shapes(group, path);
+}
+
+void read_model_part(hid_t file, CheckpointData& data, Tensors tensors) {
   data.step = require_int(file, "step", "/");
   data.world_size = require_int(file, "world_size", "/");
   data.torch_version = require_string(file, "torch_version");
@@ -110,9 +129,9 @@ void read_model_part(hid_t file, CheckpointData& data, bool tensors) {
     for (std::string path; std::getline(paths, path);) data.averaged_from.push_back(path);
   }
   data.holds_ema = H5Lexists(file, "ema", H5P_DEFAULT) > 0;
-  if (tensors) {
-    data.model = read_tensors(require_group(file, "model").get(), "/model");
-    if (data.holds_ema) data.ema = read_tensors(require_group(file, "ema").get(), "/ema");
+  if (tensors != Tensors::kNone) {
+    data.model = read_group(require_group(file, "model").get(), "/model", tensors);
+    if (data.holds_ema) data.ema = read_group(require_group(file, "ema").get(), "/ema", tensors);
   }
   const std::optional<std::string> config = h5::read_string_dataset(file, "config");
   if (!config) throw std::invalid_argument("string dataset /config is missing or unreadable");
@@ -120,7 +139,7 @@ void read_model_part(hid_t file, CheckpointData& data, bool tensors) {
   data.vocab = read_bytes(file, "vocab", "/vocab");
 }
 
-void read_training_part(hid_t file, CheckpointData& data) {
+void read_training_part(hid_t file, CheckpointData& data, Tensors tensors) {
   if (const auto validation = h5::read_string_dataset(file, "validation")) {
     data.validation = *validation;
   }
@@ -128,7 +147,7 @@ void read_training_part(hid_t file, CheckpointData& data) {
   data.optimizer_step = require_int(optimizer.get(), "step", "/optimizer");
   for (const std::string& name : h5::link_names(optimizer.get())) {
     data.optimizer[name] =
-        read_tensors(require_group(optimizer.get(), name).get(), "/optimizer/" + name);
+        read_group(require_group(optimizer.get(), name).get(), "/optimizer/" + name, tensors);
   }
   Handle schedule = require_group(file, "schedule");
   for (const std::string& key : h5::attribute_names(schedule.get())) {
@@ -164,11 +183,12 @@ auto with_checkpoint(const std::string& path, const Read& read) {
   }
 }
 
-CheckpointData read_checkpoint(const std::string& path, bool training_state, bool tensors = true) {
+CheckpointData read_checkpoint(const std::string& path, bool training_state,
+                               Tensors tensors = Tensors::kValues) {
   return with_checkpoint(path, [&](hid_t file) {
     CheckpointData data;
     read_model_part(file, data, tensors);
-    if (training_state) read_training_part(file, data);
+    if (training_state) read_training_part(file, data, tensors);
     return data;
   });
 }
@@ -185,44 +205,52 @@ void save(const std::string& path, const CheckpointData& data) {
   write_atomically(path, data, [&](hid_t file) { write_contents(file, data); });
 }
 
+std::vector<std::pair<std::string, const NamedTensors*>> streamed_groups(
+    const CheckpointData& data) {
+  std::vector<std::pair<std::string, const NamedTensors*>> groups;
+  if (!data.ema.empty()) groups.emplace_back("ema", &data.ema);
+  for (const auto& [group, tensors] : data.optimizer) {
+    groups.emplace_back("optimizer/" + group, &tensors);
+  }
+  return groups;
+}
+
 CheckpointData load(const std::string& path) { return read_checkpoint(path, true); }
 
 CheckpointData load_model_only(const std::string& path) { return read_checkpoint(path, false); }
 
 CheckpointData load_description(const std::string& path) {
-  return read_checkpoint(path, false, false);
+  return read_checkpoint(path, false, Tensors::kNone);
+}
+
+CheckpointData load_outline(const std::string& path) {
+  return read_checkpoint(path, true, Tensors::kShapes);
+}
+
+torch::Tensor load_tensor(const std::string& path, const std::string& group,
+                          const std::string& name) {
+  return with_checkpoint(path, [&](hid_t file) {
+    Handle tensors = require_group(file, group);
+    return read_tensor(tensors.get(), name, "/" + group + "/" + name);
+  });
 }
 
 void read_parameters(const std::string& path, const std::string& group,
                      const NamedTensors& params) {
   with_checkpoint(path, [&](hid_t file) {
     Handle tensors = require_group(file, group);
-    struct Saved {
-      Handle dataset;
-      torch::ScalarType dtype;
-    };
-    std::map<std::string, Saved> datasets;
-    NamedTensors shapes;  // meta tensors: the datasets' shapes and types, no memory
-    for (const std::string& name : h5::link_names(tensors.get())) {
-      const std::string full_name = "/" + group + "/" + name;
-      Handle dataset = open_dataset(tensors.get(), name, full_name);
-      const DatasetShape shape = shape_of(dataset.get(), full_name);
-      shapes.emplace_back(
-          name, torch::empty(shape.sizes,
-                             torch::TensorOptions().dtype(shape.dtype).device(torch::kMeta)));
-      datasets.emplace(name, Saved{std::move(dataset), shape.dtype});
-    }
-    check_compatible(path, shapes, params);
+    check_compatible(path, read_shapes(tensors.get(), "/" + group), params);
     torch::NoGradGuard no_grad;
     for (const auto& [name, param] : params) {
-      const Saved& saved = datasets.at(name);
       const std::string full_name = "/" + group + "/" + name;
+      const Handle dataset = open_dataset(tensors.get(), name, full_name);
+      const DatasetShape saved = shape_of(dataset.get(), full_name);
       if (param.is_cpu() && param.is_contiguous() && param.scalar_type() == saved.dtype) {
-        read_into(saved.dataset.get(), param, full_name);
-      } else {  // through a CPU tensor of the saved type, from the dataset already open
+        read_into(dataset.get(), param, full_name);
+      } else {  // through a CPU tensor of the saved type
         const torch::Tensor staged =
             torch::empty(param.sizes(), torch::TensorOptions().dtype(saved.dtype));
-        read_into(saved.dataset.get(), staged, full_name);
+        read_into(dataset.get(), staged, full_name);
         param.copy_(staged);
       }
     }

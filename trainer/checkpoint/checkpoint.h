@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -35,6 +36,10 @@ constexpr int64_t kFormatVersion = 1;
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
+// Where a save may take /ema's and /optimizer's tensors one at a time: `group` is "ema" or
+// "optimizer/<group>", `index` the tensor's place in it (streamed_groups() gives the order).
+using TensorFetch = std::function<torch::Tensor(const std::string& group, size_t index)>;
+
 struct CheckpointData {
   int64_t step = 0;
   int64_t world_size = 1;
@@ -53,7 +58,16 @@ struct CheckpointData {
   std::string torch_version;                 // filled by save() when empty
   std::string created;                       // filled by save() when empty
   std::vector<std::string> averaged_from;    // inputs of an averaged checkpoint; empty otherwise
+  // When set, `ema` and `optimizer` hold placeholders (meta tensors: names, shapes and types) and
+  // save() asks `fetch` for each of their tensors just before writing it, then lets it go: the
+  // whole state is never in memory at once (a sharded optimizer's, gathered piece by piece).
+  TensorFetch fetch;
 };
+
+// The groups whose tensors save() takes from CheckpointData::fetch, in the order it writes them
+// ("ema" when there is one, then "optimizer/<group>" in the map's order), with their tensors.
+std::vector<std::pair<std::string, const NamedTensors*>> streamed_groups(
+    const CheckpointData& data);
 
 // Writes atomically; throws std::runtime_error naming the path on failure and leaves any previous
 // file at `path` untouched.
@@ -71,6 +85,14 @@ CheckpointData load_model_only(const std::string& path);
 // What eval/decode need to build the model (config, vocab, step, holds_ema), no tensors; same
 // errors. read_parameters then fills the model.
 CheckpointData load_description(const std::string& path);
+
+// Everything, with the tensors of /model, /ema and /optimizer as meta tensors (names, shapes and
+// types, no values): what a resume checks before it reads the tensors one at a time; same errors.
+CheckpointData load_outline(const std::string& path);
+
+// One tensor: dataset `name` of group `group` ("optimizer/exp_avg", "ema"); same errors.
+torch::Tensor load_tensor(const std::string& path, const std::string& group,
+                          const std::string& name);
 
 // Reads group `group` ("model" or "ema") of `path` straight into `params` (each saved tensor into
 // the parameter of its name, without a copy in between where the parameter is a contiguous CPU

@@ -101,9 +101,21 @@ void write_tensor(hid_t group, const std::string& name, const torch::Tensor& ten
 }
 
 void write_tensors(hid_t parent, const std::string& group_name, const NamedTensors& tensors) {
+  write_tensors(parent, group_name, tensors, [&](size_t index) { return tensors[index].second; });
+}
+
+void write_tensors(hid_t parent, const std::string& group_name, const NamedTensors& placeholders,
+                   const std::function<torch::Tensor(size_t)>& fetch) {
   check_name(group_name);
   Handle group = h5::create_group(parent, group_name, h5::LinkOrder::kCreation);
-  for (const auto& [name, tensor] : tensors) write_tensor(group.get(), name, tensor);
+  for (size_t i = 0; i < placeholders.size(); ++i) {
+    const torch::Tensor tensor = fetch(i);
+    if (!tensor.sizes().equals(placeholders[i].second.sizes())) {
+      throw std::runtime_error("tensor " + group_name + "/" + placeholders[i].first +
+                               ": fetched with another shape than announced");
+    }
+    write_tensor(group.get(), placeholders[i].first, tensor);
+  }
 }
 
 void write_bytes(hid_t parent, const std::string& name, const std::string& bytes) {
@@ -172,6 +184,19 @@ NamedTensors read_tensors(hid_t group, const std::string& group_path) {
     tensors.emplace_back(name, read_tensor(group, name, group_path + "/" + name));
   }
   return tensors;
+}
+
+NamedTensors read_shapes(hid_t group, const std::string& group_path) {
+  NamedTensors shapes;
+  for (const std::string& name : h5::link_names(group)) {
+    const std::string full_name = group_path + "/" + name;
+    const Handle dataset = open_dataset(group, name, full_name);
+    const DatasetShape shape = shape_of(dataset.get(), full_name);
+    shapes.emplace_back(
+        name,
+        torch::empty(shape.sizes, torch::TensorOptions().dtype(shape.dtype).device(torch::kMeta)));
+  }
+  return shapes;
 }
 
 std::string read_bytes(hid_t parent, const std::string& name, const std::string& full_name) {

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ namespace tandem::checkpoint {
 void write_tensor(hid_t group, const std::string& name, const torch::Tensor& tensor);
 // The tensors as datasets of a new group `group_name` of `parent`, in their order.
 void write_tensors(hid_t parent, const std::string& group_name, const NamedTensors& tensors);
+// The same, each dataset's values asked of `fetch` (by index) just before it is written, the
+// tensors given standing for them (names; shapes).
+void write_tensors(hid_t parent, const std::string& group_name, const NamedTensors& placeholders,
+                   const std::function<torch::Tensor(size_t)>& fetch);
 // Bytes as a uint8 dataset.
 void write_bytes(hid_t parent, const std::string& name, const std::string& bytes);
 
@@ -36,6 +41,9 @@ void read_into(hid_t dataset, const torch::Tensor& tensor, const std::string& fu
 torch::Tensor read_tensor(hid_t group, const std::string& name, const std::string& full_name);
 // Every dataset of `group`, in creation order; group_path names them in errors.
 NamedTensors read_tensors(hid_t group, const std::string& group_path);
+// The same as meta tensors: each dataset's name, shape and type, checked as shape_of checks them,
+// without reading (or allocating for) its values.
+NamedTensors read_shapes(hid_t group, const std::string& group_path);
 std::string read_bytes(hid_t parent, const std::string& name, const std::string& full_name);
 h5::Handle require_group(hid_t parent, const std::string& name);
 int64_t require_int(hid_t object, const std::string& name, const std::string& where);

@@ -46,6 +46,16 @@ void broadcast_together(const std::vector<torch::Tensor>& slices, int owner,
   }
 }
 
+// This rank's first piece of parameter `param` in plan.owned() order (its pieces of a parameter
+// are consecutive there).
+size_t first_owned(const ShardPlan& plan, size_t param) {
+  const auto& owned = plan.owned();
+  return static_cast<size_t>(
+      std::lower_bound(owned.begin(), owned.end(), param,
+                       [](const Piece& piece, size_t p) { return piece.param < p; }) -
+      owned.begin());
+}
+
 }  // namespace
 
 void share_updated(const ShardPlan& plan, const std::vector<torch::Tensor>& params,
@@ -74,43 +84,39 @@ void share_updated(const ShardPlan& plan, const std::vector<torch::Tensor>& para
 }
 
 // Pieces travel one broadcast each (a checkpoint is rare; the copies stay one piece large).
-std::vector<torch::Tensor> gather_whole(const ShardPlan& plan,
-                                        const std::vector<torch::Tensor>& pieces,
-                                        const torch::TensorOptions& options,
-                                        parallel::Communicator& comm, int root) {
+torch::Tensor gather_param(const ShardPlan& plan, size_t param,
+                           const std::vector<torch::Tensor>& pieces,
+                           const torch::TensorOptions& options, parallel::Communicator& comm,
+                           int root) {
   const bool at_root = comm.rank() == root;
-  if (!plan.sharded()) return at_root ? pieces : std::vector<torch::Tensor>{};
+  if (!plan.sharded()) return at_root ? pieces[param] : torch::Tensor();
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> whole;
-  if (at_root) {
-    for (size_t i = 0; i < plan.params(); ++i) {
-      whole.push_back(torch::empty(plan.shape(i), options.device(torch::kCPU)));
-    }
-  }
+  torch::Tensor whole;
+  if (at_root) whole = torch::empty(plan.shape(param), options.device(torch::kCPU));
   Scratch scratch(options);
-  size_t mine = 0;  // this rank's next piece
+  size_t mine = first_owned(plan, param);
   for (const Piece& piece : plan.pieces()) {
+    if (piece.param != param) continue;
     torch::Tensor buffer =
         piece.rank == comm.rank() ? pieces[mine++].view({-1}) : scratch.take(piece.size());
     if (piece.rank != root) comm.broadcast(buffer, piece.rank);
-    if (at_root) ShardPlan::slice(whole[piece.param], piece).view({-1}).copy_(buffer);
+    if (at_root) ShardPlan::slice(whole, piece).view({-1}).copy_(buffer);
   }
   return whole;
 }
 
-void scatter_whole(const ShardPlan& plan, const std::vector<torch::Tensor>& whole,
+void scatter_param(const ShardPlan& plan, size_t param, const torch::Tensor& whole,
                    const std::vector<torch::Tensor>& pieces, const torch::TensorOptions& options,
                    parallel::Communicator& comm, int root) {
   const bool at_root = comm.rank() == root;
   torch::NoGradGuard no_grad;
   Scratch scratch(options);
-  size_t mine = 0;
+  size_t mine = first_owned(plan, param);
   for (const Piece& piece : plan.pieces()) {
+    if (piece.param != param) continue;
     torch::Tensor buffer =
         plan.holds(piece) ? pieces[mine++].view({-1}) : scratch.take(piece.size());
-    if (at_root) {
-      buffer.copy_(ShardPlan::slice(whole[piece.param].contiguous(), piece).reshape({-1}));
-    }
+    if (at_root) buffer.copy_(ShardPlan::slice(whole.contiguous(), piece).reshape({-1}));
     if (piece.rank != root) comm.broadcast(buffer, root);
   }
 }

@@ -1,5 +1,5 @@
 // Moving a sharded optimizer's pieces between ranks: each owner's updated pieces of the parameters
-// to every rank after a step, every rank's pieces whole to rank 0 for a checkpoint, and a
+// to every rank after a step, a parameter's pieces whole to rank 0 for a checkpoint, and a
 // checkpoint's whole tensors from rank 0 to the pieces' owners on resume.
 #pragma once
 
@@ -20,18 +20,20 @@ namespace tandem::optim {
 void share_updated(const ShardPlan& plan, const std::vector<torch::Tensor>& params,
                    parallel::Communicator& comm, int64_t chunk_bytes);
 
-// Collective: the whole tensors, one per parameter in order, assembled on `root` from every
-// rank's `pieces` (one per plan.owned(), as Adam::state() or Ema::averages() hold them; of type
-// `options` on every rank). On root they are CPU tensors, copies (the pieces themselves when the
-// plan is not sharded); elsewhere the result is empty.
-std::vector<torch::Tensor> gather_whole(const ShardPlan& plan,
-                                        const std::vector<torch::Tensor>& pieces,
-                                        const torch::TensorOptions& options,
-                                        parallel::Communicator& comm, int root = 0);
+// Collective: parameter `param`'s whole tensor assembled on `root` from every rank's `pieces` (one
+// per plan.owned(), as Adam::state() or Ema::averages() hold them; of type `options` on every
+// rank). On root it is a CPU tensor, a copy (the piece itself when the plan is not sharded);
+// elsewhere it is undefined. One parameter at a time, so that a checkpoint of a sharded state
+// never holds more than one of its tensors whole.
+torch::Tensor gather_param(const ShardPlan& plan, size_t param,
+                           const std::vector<torch::Tensor>& pieces,
+                           const torch::TensorOptions& options, parallel::Communicator& comm,
+                           int root = 0);
 
-// Collective, the reverse: `whole` (on root only: one tensor per parameter, in order, any device)
-// into every rank's `pieces` (in place, one per plan.owned(), of type `options`).
-void scatter_whole(const ShardPlan& plan, const std::vector<torch::Tensor>& whole,
+// Collective, the reverse: `whole` (parameter `param`'s tensor, any device; defined on root only)
+// into every rank's `pieces` (in place, one per plan.owned(), of type `options`) that hold a part
+// of it.
+void scatter_param(const ShardPlan& plan, size_t param, const torch::Tensor& whole,
                    const std::vector<torch::Tensor>& pieces, const torch::TensorOptions& options,
                    parallel::Communicator& comm, int root = 0);
 

@@ -27,6 +27,42 @@ void link_as(const std::string& target, const std::string& dir, const std::strin
   fs::rename(tmp, fs::path(dir) / name);
 }
 
+// A sharded state's groups (this rank's pieces in `data`) become whole-tensor placeholders that
+// rank 0's save fetches one at a time, each gathered from the pieces' owners; the other ranks take
+// part in the same gathers, in the same order, here.
+void stream_pieces(const optim::ShardPlan& plan, const checkpoint::NamedTensors& parameters,
+                   bool with_ema, parallel::Communicator& tensors,
+                   checkpoint::CheckpointData& data) {
+  struct Group {
+    std::vector<torch::Tensor> pieces;  // this rank's, in plan.owned() order
+    torch::TensorOptions options;       // their type, on the parameters' device
+  };
+  std::map<std::string, Group> groups;  // "ema", "optimizer/<group>"
+  const auto stand_in = [&](const std::string& group, checkpoint::NamedTensors& mine,
+                            torch::ScalarType dtype) {
+    const torch::TensorOptions options = parameters.front().second.options().dtype(dtype);
+    groups[group].options = options;
+    for (const auto& [name, piece] : mine) groups[group].pieces.push_back(piece);
+    mine.clear();
+    for (const auto& [name, p] : parameters) {
+      mine.emplace_back(name, torch::empty(p.sizes(), options.device(torch::kMeta)));
+    }
+  };
+  // A rank may hold no piece at all: what the file holds is decided by the run, not by its pieces.
+  if (with_ema) stand_in("ema", data.ema, torch::kFloat32);
+  for (auto& [group, mine] : data.optimizer) {
+    stand_in("optimizer/" + group, mine, parameters.front().second.scalar_type());
+  }
+  data.fetch = [&plan, &tensors, groups](const std::string& group, size_t index) {
+    const Group& g = groups.at(group);
+    return optim::gather_param(plan, index, g.pieces, g.options, tensors);
+  };
+  if (tensors.rank() == 0) return;
+  for (const auto& [group, placeholders] : checkpoint::streamed_groups(data)) {
+    for (size_t i = 0; i < placeholders->size(); ++i) data.fetch(group, i);
+  }
+}
+
 }  // namespace
 
 CheckpointWriter::CheckpointWriter(const config::Config& config, std::string vocab_bytes,
@@ -46,30 +82,16 @@ void CheckpointWriter::save(const RunState& state, parallel::Communicator& comm,
                             parallel::Communicator& tensors) const {
   const auto parameters = checkpoint::named_parameters(state.model);
   auto rngs = comm.gather_bytes(dropout_rng_state(parameters.front().second.device()), 0);
-  // Sharded state: every rank's pieces, whole, on rank 0.
-  const optim::ShardPlan& plan = state.adam.plan();
-  const auto whole = [&](const checkpoint::NamedTensors& pieces, const torch::TensorOptions& type) {
-    std::vector<torch::Tensor> mine;
-    for (const auto& [name, piece] : pieces) mine.push_back(piece);
-    const auto gathered = optim::gather_whole(plan, mine, type, tensors);
-    checkpoint::NamedTensors named;
-    for (size_t i = 0; i < gathered.size(); ++i)
-      named.emplace_back(parameters[i].first, gathered[i]);
-    return named;
-  };
-  const torch::TensorOptions param_type = parameters.front().second.options();
-  std::map<std::string, checkpoint::NamedTensors> optimizer;
-  for (const auto& [group, pieces] : state.adam.state())
-    optimizer[group] = whole(pieces, param_type);
-  checkpoint::NamedTensors ema;
-  if (state.ema) ema = whole(state.ema->averages(), param_type.dtype(torch::kFloat32));
-  if (comm.rank() != 0) return;
   checkpoint::CheckpointData data;
   data.step = state.step;
   data.world_size = comm.size();
   data.model = parameters;
-  data.ema = std::move(ema);
-  data.optimizer = std::move(optimizer);
+  if (state.ema) data.ema = state.ema->averages();
+  data.optimizer = state.adam.state();
+  if (state.adam.plan().sharded()) {
+    stream_pieces(state.adam.plan(), parameters, state.ema != nullptr, tensors, data);
+  }
+  if (comm.rank() != 0) return;
   data.optimizer_step = state.adam.step_count();
   data.schedule = {{"lr", state.lr}};
   data.data_epoch = state.position.epoch;

@@ -2,7 +2,6 @@
 
 #include <torch/cuda.h>
 
-#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <utility>
@@ -67,23 +66,27 @@ void check_same_function(const std::string& path, const std::string& config_yaml
   }
 }
 
-// Rank 0: the file, checked, into the model; what else the other ranks need. `data` keeps the
-// optimizer's state and the average for the ranks that hold their pieces.
+// Rank 0: the file checked whole (names, shapes, checksums of the weights), its weights read into
+// the model; what else the other ranks need. The optimizer state and the average are read later,
+// a tensor at a time, as distribute() hands their pieces out.
 ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
-                         const ResumeTarget& target, checkpoint::CheckpointData& data) {
-  data = checkpoint::load(path);
+                         const ResumeTarget& target) {
+  checkpoint::CheckpointData data = checkpoint::load_outline(path);
   if (data.vocab != target.corpus.vocab().bytes()) {
     throw std::invalid_argument("checkpoint '" + path + "': its vocabulary differs from corpus '" +
                                 target.corpus.path() + "' (token ids would mean other pieces)");
   }
   check_same_function(path, data.config_yaml, target.model->options());
-  checkpoint::load_parameters(target.model, data.model, path);
+  checkpoint::read_parameters(path, "model", checkpoint::named_parameters(target.model));
   if (!options.reset_optimizer && data.optimizer.empty()) {
     throw std::invalid_argument("checkpoint '" + path +
                                 "' holds no optimizer state (an averaged checkpoint?); resume from "
                                 "it with --reset-optimizer");
   }
-  if (!options.reset_optimizer) target.adam.load_state(data.optimizer, data.optimizer_step);
+  if (!options.reset_optimizer) {
+    target.adam.check_state(data.optimizer);
+    target.adam.set_step_count(data.optimizer_step);  // checks its range
+  }
   const bool average_continues = target.ema && !options.reset_optimizer && !data.ema.empty();
   if (average_continues) {
     checkpoint::check_compatible(path + " /ema", data.ema,
@@ -106,45 +109,44 @@ ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
       average_continues};
 }
 
-// The saved tensors in the model's parameter order (names checked before).
-std::vector<torch::Tensor> in_parameter_order(const checkpoint::NamedTensors& saved,
-                                              const checkpoint::NamedTensors& params) {
-  const std::map<std::string, torch::Tensor> by_name(saved.begin(), saved.end());
-  std::vector<torch::Tensor> ordered;
-  for (const auto& [name, param] : params) ordered.push_back(by_name.at(name));
-  return ordered;
-}
-
 std::vector<torch::Tensor> tensors_of(const checkpoint::NamedTensors& named) {
   std::vector<torch::Tensor> tensors;
   for (const auto& [name, tensor] : named) tensors.push_back(tensor);
   return tensors;
 }
 
+// Group `group` of the file ("ema", "optimizer/exp_avg"), read by rank 0 a tensor at a time, into
+// the pieces each rank keeps (`pieces`, of type `options`).
+void scatter_group(const std::string& path, const std::string& group, const ResumeTarget& target,
+                   const checkpoint::NamedTensors& pieces, const torch::TensorOptions& options,
+                   parallel::Communicator& tensors) {
+  const auto params = checkpoint::named_parameters(target.model);
+  const std::vector<torch::Tensor> mine = tensors_of(pieces);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const torch::Tensor whole = tensors.rank() == 0
+                                    ? checkpoint::load_tensor(path, group, params[i].first)
+                                    : torch::Tensor();
+    optim::scatter_param(target.adam.plan(), i, whole, mine, options, tensors);
+  }
+}
+
 // Rank 0's parameters to every rank, and the pieces of the optimizer state and the average to the
 // ranks that keep them (every rank, unless the state is sharded), in place.
-void distribute(const ResumeTarget& target, const ResumePoint& point,
-                const checkpoint::CheckpointData& data, bool reset_optimizer,
-                parallel::Communicator& tensors) {
+void distribute(const std::string& path, const ResumeTarget& target, const ResumePoint& point,
+                bool reset_optimizer, parallel::Communicator& tensors) {
   torch::NoGradGuard no_grad;
   auto params = checkpoint::named_parameters(target.model);
   for (auto& [name, p] : params) tensors.broadcast(p, 0);
-  const optim::ShardPlan& plan = target.adam.plan();
-  const bool root = tensors.rank() == 0;
   const torch::TensorOptions param_type = params.front().second.options();
   if (target.ema && point.average_continues) {
-    optim::scatter_whole(
-        plan, root ? in_parameter_order(data.ema, params) : std::vector<torch::Tensor>{},
-        tensors_of(target.ema->averages()), param_type.dtype(torch::kFloat32), tensors);
+    scatter_group(path, "ema", target, target.ema->averages(), param_type.dtype(torch::kFloat32),
+                  tensors);
   } else if (target.ema) {
     target.ema->reset();  // from the weights just received
   }
   if (reset_optimizer) return;
   for (const auto& [group, pieces] : target.adam.state()) {
-    optim::scatter_whole(
-        plan,
-        root ? in_parameter_order(data.optimizer.at(group), params) : std::vector<torch::Tensor>{},
-        tensors_of(pieces), param_type, tensors);
+    scatter_group(path, "optimizer/" + group, target, pieces, param_type, tensors);
   }
   target.adam.set_step_count(point.optimizer_step);
 }
@@ -155,10 +157,9 @@ ResumePoint load_everywhere(const std::string& path, const ResumeOptions& option
                             const ResumeTarget& target, parallel::Communicator& host,
                             parallel::Communicator& tensors) {
   ResumePoint point;
-  checkpoint::CheckpointData data;  // rank 0's, until the ranks have their pieces
-  if (host.rank() == 0) point = read_on_root(path, options, target, data);
+  if (host.rank() == 0) point = read_on_root(path, options, target);
   point = decode(host.broadcast_bytes(encode(point), 0));
-  distribute(target, point, data, options.reset_optimizer, tensors);
+  distribute(path, target, point, options.reset_optimizer, tensors);
   return point;
 }
 
