@@ -73,13 +73,14 @@ optim::AdamOptions adam_options(const config::TrainConfig& train) {
   return optim::AdamOptions{train.adam_beta1, train.adam_beta2, train.adam_eps};
 }
 
-// With dist.shard_optimizer, each rank's 1/N of the parameters' elements; else all of them.
+// With dist.shard_optimizer, each rank's 1/N of the parameters' elements; else (and alone) all of
+// them.
 optim::ShardPlan shard_plan(const config::DistConfig& dist, const checkpoint::NamedTensors& named,
                             const parallel::ProcessGroup& group) {
   std::vector<torch::Tensor> params;
   for (const auto& [name, p] : named) params.push_back(p);
   auto shapes = optim::ShardPlan::shapes_of(params);
-  if (!dist.shard_optimizer) return optim::ShardPlan(std::move(shapes));
+  if (!dist.shard_optimizer || group.size() == 1) return optim::ShardPlan(std::move(shapes));
   return optim::ShardPlan(std::move(shapes), group.size(), group.rank());
 }
 
