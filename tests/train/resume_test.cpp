@@ -8,11 +8,13 @@
 
 #include <filesystem>
 #include <memory>
+#include <vector>
 
 #include "tests/common/mpi_test.h"
 #include "tests/common/synthetic_corpus.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/model_io.h"
+#include "trainer/optim/shard_exchange.h"
 #include "trainer/train/checkpoint_writer.h"
 #include "trainer/train/keep_best.h"
 #include "trainer/train/rng.h"
@@ -45,9 +47,10 @@ class SharedCorpus {
 };
 
 // A small model, its optimizer and the weights' moving average, initialised from `seed`, after
-// `steps` Adam updates.
+// `steps` Adam updates; with `sharded`, the optimizer state and the average sharded over the
+// process group's ranks, each update's pieces shared as the trainer shares them.
 struct SmallRun {
-  SmallRun(int64_t vocab, uint64_t seed, int steps) {
+  SmallRun(int64_t vocab, uint64_t seed, int steps, bool sharded = false) {
     torch::manual_seed(seed);
     model::TransformerOptions o;
     o.vocab_size = vocab;
@@ -57,12 +60,20 @@ struct SmallRun {
     o.decoder_layers = 1;
     o.d_ff = 32;
     model = model::Transformer(o);
-    adam = std::make_unique<optim::Adam>(checkpoint::named_parameters(model), optim::AdamOptions{});
-    ema = std::make_unique<optim::Ema>(checkpoint::named_parameters(model), 0.9);
+    const auto named = checkpoint::named_parameters(model);
+    auto& comm = test::process_group().cpu();
+    std::vector<torch::Tensor> params;
+    for (const auto& [name, p] : named) params.push_back(p);
+    const auto shapes = optim::ShardPlan::shapes_of(params);
+    adam = std::make_unique<optim::Adam>(
+        named, optim::AdamOptions{},
+        sharded ? optim::ShardPlan(shapes, comm.size(), comm.rank()) : optim::ShardPlan(shapes));
+    ema = std::make_unique<optim::Ema>(adam->plan().owned_slices(named), 0.9);
     for (int s = 0; s < steps; ++s) {
       for (auto p : adam->parameters()) p.mutable_grad() = torch::sin(p.detach() * (s + 2));
       adam->step(1e-2);
       ema->update(s + 1);
+      optim::share_updated(adam->plan(), adam->parameters(), comm, 1 << 20);
     }
   }
   model::Transformer model{nullptr};
@@ -175,6 +186,45 @@ TEST(Resume, ResetOptimizerKeepsTheFreshMomentsAndAnotherWorldReseedsDropout) {
   const std::string reseeded = cpu_rng_state();
   torch::manual_seed(dropout_seed(5, comm.rank()) + 4);
   EXPECT_EQ(reseeded, cpu_rng_state());
+}
+
+// A sharded run saves what the same run unsharded saves, and that checkpoint resumes into a
+// sharded run (each rank's pieces) and an unsharded one (everything) alike.
+TEST(Resume, AShardedStateSavesWholeAndResumesShardedOrNot) {
+  auto& comm = test::process_group().cpu();
+  SharedCorpus shared;
+  const auto vocab = shared.corpus().vocab();
+  const config::Config config = run_config(shared);
+  if (comm.rank() == 0) std::filesystem::create_directories(config.checkpoint.dir);
+  SmallRun sharded(vocab.size(), 1, 3, true);
+  const SmallRun whole(vocab.size(), 1, 3);
+  ASSERT_TRUE(equal_tensors(checkpoint::named_parameters(sharded.model),
+                            checkpoint::named_parameters(whole.model)));
+  const CheckpointWriter writer(config, vocab.bytes(), comm.rank() == 0);
+  writer.save(RunState{3, sharded.model, *sharded.adam, sharded.ema.get(), 0.5, {}, ""}, comm,
+              comm);
+  if (comm.rank() == 0) {
+    const auto saved = checkpoint::load(writer.step_path(3));
+    EXPECT_TRUE(equal_tensors(saved.ema, whole.ema->averages()));
+    EXPECT_TRUE(equal_tensors(saved.optimizer.at("exp_avg"), whole.adam->state().at("exp_avg")));
+    EXPECT_TRUE(
+        equal_tensors(saved.optimizer.at("exp_avg_sq"), whole.adam->state().at("exp_avg_sq")));
+    EXPECT_EQ(saved.optimizer_step, 3);
+  }
+  for (const bool shard : {true, false}) {
+    SmallRun resumed(vocab.size(), 60 + comm.rank(), 1, shard);
+    load_everywhere(writer.step_path(3), {},
+                    {resumed.model, *resumed.adam, resumed.ema.get(), shared.corpus()}, comm, comm);
+    EXPECT_TRUE(equal_tensors(checkpoint::named_parameters(resumed.model),
+                              checkpoint::named_parameters(whole.model)));
+    const auto expected_ema = resumed.adam->plan().owned_slices(whole.ema->averages());
+    EXPECT_TRUE(equal_tensors(resumed.ema->averages(), expected_ema)) << "sharded " << shard;
+    const auto expected_avg =
+        resumed.adam->plan().owned_slices(whole.adam->state().at("exp_avg_sq"));
+    EXPECT_TRUE(equal_tensors(resumed.adam->state().at("exp_avg_sq"), expected_avg))
+        << "sharded " << shard;
+    EXPECT_EQ(resumed.adam->step_count(), 3);
+  }
 }
 
 // Errors are raised on rank 0, which reads the file; the job then ends (tandem-train aborts
