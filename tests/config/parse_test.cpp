@@ -54,7 +54,7 @@ TEST(ParseConfig, ClosedSetsNameEveryAllowedValue) {
       {"train.precision=fp16", "train.precision: expected fp32 or bf16, got 'fp16'"},
       {"model.activation=gelu", "model.activation: expected relu or swish, got 'gelu'"},
       {"model.positions=learned",
-       "model.positions: expected interleaved or halves, got 'learned'"},
+       "model.positions: expected interleaved, halves or fairseq, got 'learned'"},
   };
   for (const auto& [override_text, message] : cases) {
     const std::string error = parse_error(kMinimal, {override_text});
@@ -73,6 +73,8 @@ TEST(ParseConfig, ClosedSetsReadEverySpelling) {
       "my.yaml");
   EXPECT_EQ(c.model.activation, Activation::kSwish);
   EXPECT_EQ(c.model.positions, PositionLayout::kHalves);
+  EXPECT_EQ(parse_config(kMinimal, "my.yaml", {"model.positions=fairseq"}).model.positions,
+            PositionLayout::kFairseq);
   EXPECT_EQ(c.train.schedule, Schedule::kInverseSqrt);
   EXPECT_EQ(c.train.device, Device::kCpu);
   EXPECT_EQ(c.train.precision, Precision::kBf16);

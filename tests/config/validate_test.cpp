@@ -82,6 +82,12 @@ TEST(Validate, EachRuleNamesKeyValueAndExpectation) {
        "checkpoint.every_minutes: expected >= 0 (0 disables)"},
       {[](Config& c) { c.valid.beam = 0; }, "valid.beam: expected >= 1, got 0"},
       {[](Config& c) { c.dist.timeout_s = 0; }, "dist.timeout_s: expected a positive number"},
+      {[](Config& c) {
+         c.model.d_model = 2;
+         c.model.heads = 1;
+         c.model.positions = PositionLayout::kFairseq;
+       },
+       "model.d_model: expected at least 4 with model.positions fairseq, got 2"},
       {[](Config& c) { c.dist.check_every_steps = -5; },
        "dist.check_every_steps: expected >= 0 (0 disables), got -5"},
   };

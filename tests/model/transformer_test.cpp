@@ -209,6 +209,36 @@ TEST(Transformer, SinusoidalPositionsEqualClosedForm) {
   }
 }
 
+// fairseq's table (M2M-100, NLLB-200): row p holds position p + 2 (after padding index 1), the
+// sines of (p + 2) / 10000^(i/(h-1)) in the first h = floor(d/2) columns and the cosines in the
+// next h, zeros in a last column when d is odd. float32 arithmetic, as fairseq's, rounds the
+// angles of far positions: within 1e-6 of the closed form up to position 50, 1e-4 up to 1,026.
+TEST(Transformer, FairseqPositionsStartAfterThePaddingIndexWithTheirOwnFrequencies) {
+  for (int64_t d : {8, 7}) {
+    const int64_t rows = 1024;
+    const auto pe = sinusoidal_positions(rows, d, PositionLayout::kFairseq);
+    ASSERT_EQ(pe.sizes(), torch::IntArrayRef({rows, d}));
+    const auto a = pe.accessor<float, 2>();
+    const int64_t h = d / 2;
+    for (int64_t p = 0; p < rows; ++p) {
+      for (int64_t j = 0; j < d; ++j) {
+        const int64_t i = j < h ? j : j - h;
+        const double angle = static_cast<double>(p + 2) / std::pow(10000.0, double(i) / (h - 1));
+        const double expected = j >= 2 * h ? 0.0 : j < h ? std::sin(angle) : std::cos(angle);
+        EXPECT_NEAR(a[p][j], expected, p < 50 ? 1e-6 : 1e-4) << "p=" << p << " j=" << j;
+      }
+    }
+  }
+  // Not Marian's halves: other frequencies, and rows two positions on.
+  EXPECT_FALSE(torch::allclose(sinusoidal_positions(8, 8, PositionLayout::kFairseq),
+                               sinusoidal_positions(8, 8, PositionLayout::kHalves)));
+  TransformerOptions o;
+  o.d_model = 2;
+  o.heads = 1;
+  o.positions = PositionLayout::kFairseq;
+  EXPECT_THROW(Transformer{o}, std::invalid_argument);
+}
+
 // An independent forward pass for one unpadded sentence, written from the paper with explicit
 // per-head, per-query loops and read straight from the parameters by name (double precision).
 class ReferenceTransformer {

@@ -20,9 +20,17 @@ model::TransformerOptions model_options(const config::ModelConfig& config, int64
   options.max_positions = config.max_positions;
   options.activation = config.activation == config::Activation::kSwish ? model::Activation::kSwish
                                                                        : model::Activation::kRelu;
-  options.positions = config.positions == config::PositionLayout::kHalves
-                          ? model::PositionLayout::kHalves
-                          : model::PositionLayout::kInterleaved;
+  switch (config.positions) {
+    case config::PositionLayout::kInterleaved:
+      options.positions = model::PositionLayout::kInterleaved;
+      break;
+    case config::PositionLayout::kHalves:
+      options.positions = model::PositionLayout::kHalves;
+      break;
+    case config::PositionLayout::kFairseq:
+      options.positions = model::PositionLayout::kFairseq;
+      break;
+  }
   return options;
 }
 

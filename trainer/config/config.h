@@ -19,7 +19,7 @@ enum class Device { kAuto, kCpu, kCuda };
 enum class Precision { kFp32, kBf16 };
 enum class ValidMetric { kBleu, kChrf, kLoss };
 enum class Activation { kRelu, kSwish };
-enum class PositionLayout { kInterleaved, kHalves };
+enum class PositionLayout { kInterleaved, kHalves, kFairseq };
 
 // The YAML spellings of each closed set, in the order of its enum.
 template <class Enum>
@@ -46,7 +46,7 @@ struct Spellings<Activation> {
 };
 template <>
 struct Spellings<PositionLayout> {
-  static constexpr std::array<const char*, 2> kNames{"interleaved", "halves"};
+  static constexpr std::array<const char*, 3> kNames{"interleaved", "halves", "fairseq"};
 };
 
 // The YAML spelling of a value: name_of(Schedule::kInverseSqrt) is "inverse_sqrt".

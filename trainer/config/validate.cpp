@@ -75,6 +75,9 @@ void validate_model(const ModelConfig& m) {
   // from this number, also when a checkpoint's /config says it.
   require(m.max_positions > 0 && m.max_positions <= kMaxPositions, "model.max_positions",
           m.max_positions, "an integer in [1, " + text(kMaxPositions) + "]");
+  // fairseq's frequencies divide by d/2 - 1.
+  require(m.positions != PositionLayout::kFairseq || m.d_model >= 4, "model.d_model", m.d_model,
+          "at least 4 with model.positions fairseq");
 }
 
 void validate_data(const DataConfig& d) {

@@ -26,6 +26,8 @@ void validate(const TransformerOptions& o) {
   require(o.d_ff > 0, "d_ff", o.d_ff, "> 0");
   require(o.dropout >= 0 && o.dropout < 1, "dropout", o.dropout, "in [0, 1)");
   require(o.max_positions > 0, "max_positions", o.max_positions, "> 0");
+  require(o.positions != PositionLayout::kFairseq || o.d_model >= 4, "d_model", o.d_model,
+          ">= 4 with fairseq positions");
 }
 
 StackOptions stack_options(const TransformerOptions& o, int64_t layers) {
@@ -35,7 +37,27 @@ StackOptions stack_options(const TransformerOptions& o, int64_t layers) {
 
 }  // namespace
 
+namespace {
+
+// fairseq's table (SinusoidalPositionalEmbedding.get_embedding) for positions 2 .. max_len + 1, in
+// its float32 arithmetic: the weights a fairseq model was trained with, to the last bit that
+// LibTorch's sin and cos give.
+torch::Tensor fairseq_positions(int64_t max_len, int64_t d_model) {
+  const int64_t half = d_model / 2;
+  const double step = std::log(10000.0) / static_cast<double>(half - 1);
+  const auto frequency = torch::exp(torch::arange(half, torch::kLong).to(torch::kFloat) * -step);
+  const auto position = torch::arange(2, max_len + 2, torch::kLong).to(torch::kFloat).unsqueeze(1);
+  const auto angle = position * frequency.unsqueeze(0);  // [max_len, half]
+  auto pe = torch::zeros({max_len, d_model}, torch::kFloat);
+  pe.slice(1, 0, half).copy_(angle.sin());
+  pe.slice(1, half, 2 * half).copy_(angle.cos());
+  return pe;
+}
+
+}  // namespace
+
 torch::Tensor sinusoidal_positions(int64_t max_len, int64_t d_model, PositionLayout layout) {
+  if (layout == PositionLayout::kFairseq) return fairseq_positions(max_len, d_model);
   // In double so that large positions keep their precision; float32 only at the end.
   auto position = torch::arange(max_len, torch::kDouble).unsqueeze(1);  // [max_len, 1]
   auto two_i = torch::arange(0, d_model, 2, torch::kDouble);            // [ceil(d/2)]

@@ -26,9 +26,12 @@ namespace tandem::model {
 // ("positions"), not a parameter: it is not in named_parameters(), so checkpoints skip it.
 
 // Where the sinusoidal table puts the sin and cos of angle i = p / 10000^(2i/d):
-//   interleaved: pe[p, 2i] = sin, pe[p, 2i+1] = cos (the paper, fairseq, Tandem's default);
-//   halves: pe[p, i] = sin, pe[p, h + i] = cos with h = ceil(d/2) (Marian, MarianMT).
-enum class PositionLayout { kInterleaved, kHalves };
+//   interleaved: pe[p, 2i] = sin, pe[p, 2i+1] = cos (the paper's formula, Tandem's default);
+//   halves: pe[p, i] = sin, pe[p, h + i] = cos with h = ceil(d/2) (Marian, MarianMT);
+//   fairseq: pe[p, i] = sin, pe[p, h + i] = cos of (p + 2) / 10000^(i/(h-1)) with h = floor(d/2)
+//     (a last column of zeros when d is odd): fairseq's table (M2M-100, NLLB-200), whose rows start
+//     after its padding index 1, computed in float32 as fairseq computes it.
+enum class PositionLayout { kInterleaved, kHalves, kFairseq };
 
 // Checked by the TransformerImpl constructor (std::invalid_argument naming the field).
 struct TransformerOptions {

@@ -49,9 +49,10 @@ ResumePoint decode(const std::string& bytes) {
 }
 
 std::string describe(const model::TransformerOptions& o) {
+  const char* positions[] = {"interleaved", "halves", "fairseq"};  // in the enum's order
   return std::string("model.activation ") +
          (o.activation == model::Activation::kSwish ? "swish" : "relu") + ", model.positions " +
-         (o.positions == model::PositionLayout::kHalves ? "halves" : "interleaved");
+         positions[static_cast<int>(o.positions)];
 }
 
 // What the parameters' names and shapes do not show: the checkpoint's model must compute what this
