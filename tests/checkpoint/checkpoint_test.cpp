@@ -125,7 +125,7 @@ TEST_F(CheckpointTest, RoundTripPreservesEveryFieldBitwise) {
 
 // A save that fetches /ema's and /optimizer's tensors one at a time writes the file the values
 // would, asking for each tensor once, in streamed_groups()'s order; the outline reads them back as
-// shapes, load_tensor one at a time.
+// shapes, a GroupReader one at a time.
 TEST_F(CheckpointTest, AStreamedSaveWritesWhatTheValuesWouldAndTheOutlineReadsTheirShapes) {
   const CheckpointData values = make_data();
   CheckpointData streamed = make_data();
@@ -156,8 +156,11 @@ TEST_F(CheckpointTest, AStreamedSaveWritesWhatTheValuesWouldAndTheOutlineReadsTh
   EXPECT_EQ(outline.optimizer.at("exp_avg")[0].second.sizes(), torch::IntArrayRef({3, 4}));
   EXPECT_EQ(outline.model.size(), values.model.size());
   EXPECT_EQ(outline.optimizer_step, 17);
-  expect_bitwise_equal(load_tensor(path_, "optimizer/exp_avg", kWeight),
-                       values.optimizer.at("exp_avg")[0].second, "load_tensor");
+  const GroupReader reader(path_, "optimizer/exp_avg");
+  expect_bitwise_equal(reader.read(kWeight), values.optimizer.at("exp_avg")[0].second,
+                       "GroupReader");
+  EXPECT_THROW(reader.read("no.such.tensor"), std::invalid_argument);
+  EXPECT_THROW(GroupReader(path_, "optimizer/no_such_group"), std::invalid_argument);
 
   // A fetched tensor of another shape than announced fails the save, leaving no file.
   streamed.fetch = [&](const std::string&, size_t) { return torch::zeros({7}); };

@@ -39,8 +39,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::refused_or_read([&] {
     const checkpoint::CheckpointData outline = checkpoint::load_outline(path);
     for (const auto& [group, tensors] : checkpoint::streamed_groups(outline)) {
+      const checkpoint::GroupReader file(path, group);
       for (const auto& [name, shape] : *tensors) {
-        const torch::Tensor read = checkpoint::load_tensor(path, group, name);
+        const torch::Tensor read = file.read(name);
         if (!read.sizes().equals(shape.sizes()))
           fuzz::fail("a tensor read alone differs in shape from the outline's");
       }

@@ -62,9 +62,7 @@ struct SmallRun {
     model = model::Transformer(o);
     const auto named = checkpoint::named_parameters(model);
     auto& comm = test::process_group().cpu();
-    std::vector<torch::Tensor> params;
-    for (const auto& [name, p] : named) params.push_back(p);
-    const auto shapes = optim::ShardPlan::shapes_of(params);
+    const auto shapes = optim::ShardPlan::shapes_of(named);
     adam = std::make_unique<optim::Adam>(
         named, optim::AdamOptions{},
         sharded ? optim::ShardPlan(shapes, comm.size(), comm.rank()) : optim::ShardPlan(shapes));

@@ -166,21 +166,29 @@ void read_training_part(hid_t file, CheckpointData& data, Tensors tensors) {
   }
 }
 
-// Runs `read` on the open checkpoint at `path`, its errors named after the file (once: those that
-// already name it, as check_compatible's do, pass as they are).
+// Runs `read`, its errors named after the checkpoint at `path` (once: those that already name it,
+// as check_compatible's do, pass as they are).
 template <typename Read>
-auto with_checkpoint(const std::string& path, const Read& read) {
+auto with_named_errors(const std::string& path, const Read& read) {
   h5::QuietErrors quiet;
   const std::string named = "checkpoint '" + path + "'";
   try {
-    Handle file = open_checkpoint(path);
-    return read(file.get());
+    return read();
   } catch (const std::invalid_argument& e) {
     if (std::string(e.what()).rfind(named, 0) == 0) throw;
     throw std::invalid_argument(named + ": " + e.what());
   } catch (const std::runtime_error& e) {  // listing a damaged group
     throw std::invalid_argument(named + ": " + e.what());
   }
+}
+
+// Runs `read` on the open checkpoint at `path`, its errors named after the file.
+template <typename Read>
+auto with_checkpoint(const std::string& path, const Read& read) {
+  return with_named_errors(path, [&] {
+    Handle file = open_checkpoint(path);
+    return read(file.get());
+  });
 }
 
 CheckpointData read_checkpoint(const std::string& path, bool training_state,
@@ -227,11 +235,28 @@ CheckpointData load_outline(const std::string& path) {
   return read_checkpoint(path, true, Tensors::kShapes);
 }
 
-torch::Tensor load_tensor(const std::string& path, const std::string& group,
-                          const std::string& name) {
-  return with_checkpoint(path, [&](hid_t file) {
-    Handle tensors = require_group(file, group);
-    return read_tensor(tensors.get(), name, "/" + group + "/" + name);
+struct GroupReader::Open {
+  std::string path;
+  std::string group;
+  Handle file;
+  Handle tensors;  // closed before the file
+};
+
+GroupReader::GroupReader(const std::string& path, const std::string& group)
+    : open_(with_named_errors(path, [&] {
+        auto open = std::make_unique<Open>();
+        open->path = path;
+        open->group = group;
+        open->file = open_checkpoint(path);
+        open->tensors = require_group(open->file.get(), group);
+        return open;
+      })) {}
+
+GroupReader::~GroupReader() = default;
+
+torch::Tensor GroupReader::read(const std::string& name) const {
+  return with_named_errors(open_->path, [&] {
+    return read_tensor(open_->tensors.get(), name, "/" + open_->group + "/" + name);
   });
 }
 

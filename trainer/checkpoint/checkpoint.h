@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,9 +91,22 @@ CheckpointData load_description(const std::string& path);
 // types, no values): what a resume checks before it reads the tensors one at a time; same errors.
 CheckpointData load_outline(const std::string& path);
 
-// One tensor: dataset `name` of group `group` ("optimizer/exp_avg", "ema"); same errors.
-torch::Tensor load_tensor(const std::string& path, const std::string& group,
-                          const std::string& name);
+// The tensors of one group ("optimizer/exp_avg", "ema") read one at a time, the file opened once:
+// what a resume hands out piece by piece without holding the group whole. Same errors as load(),
+// from the constructor (a missing file or group) and from read() (a missing or damaged dataset).
+class GroupReader {
+ public:
+  GroupReader(const std::string& path, const std::string& group);
+  ~GroupReader();
+  GroupReader(const GroupReader&) = delete;
+  GroupReader& operator=(const GroupReader&) = delete;
+
+  torch::Tensor read(const std::string& name) const;  // dataset `name` of the group
+
+ private:
+  struct Open;  // the open file and group
+  std::unique_ptr<Open> open_;
+};
 
 // Reads group `group` ("model" or "ema") of `path` straight into `params` (each saved tensor into
 // the parameter of its name, without a copy in between where the parameter is a contiguous CPU

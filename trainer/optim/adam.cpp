@@ -84,18 +84,17 @@ void check_step_range(int64_t step) {
 }  // namespace
 
 Adam::Adam(NamedTensors named_params, AdamOptions options)
-    : Adam(named_params, options,
-           ShardPlan(ShardPlan::shapes_of(parameter_tensors(named_params)))) {}
+    : Adam(named_params, options, ShardPlan(ShardPlan::shapes_of(named_params))) {}
 
 Adam::Adam(NamedTensors named_params, AdamOptions options, ShardPlan plan)
     : params_(std::move(named_params)), options_(options), plan_(std::move(plan)) {
   tensors_ = parameter_tensors(params_);
-  for (size_t i = 0; i < tensors_.size() || i < plan_.params(); ++i) {
-    if (i >= tensors_.size() || i >= plan_.params() ||
-        tensors_[i].sizes().vec() != plan_.shape(i)) {
-      throw std::invalid_argument("Adam: the shard plan describes other parameters than the " +
-                                  std::to_string(tensors_.size()) + " given");
-    }
+  bool same = plan_.params() == params_.size();
+  for (size_t i = 0; same && i < params_.size(); ++i)
+    same = tensors_[i].sizes().vec() == plan_.shape(i);
+  if (!same) {
+    throw std::invalid_argument("Adam: the shard plan describes other parameters than the " +
+                                std::to_string(tensors_.size()) + " given");
   }
   torch::NoGradGuard no_grad;
   for (const Piece& piece : plan_.owned()) {

@@ -55,9 +55,10 @@ ShardPlan::ShardPlan(std::vector<std::vector<int64_t>> shapes, int ranks, int ra
   }
 }
 
-std::vector<std::vector<int64_t>> ShardPlan::shapes_of(const std::vector<torch::Tensor>& params) {
+std::vector<std::vector<int64_t>> ShardPlan::shapes_of(
+    const std::vector<std::pair<std::string, torch::Tensor>>& params) {
   std::vector<std::vector<int64_t>> shapes;
-  for (const torch::Tensor& p : params) shapes.push_back(p.sizes().vec());
+  for (const auto& [name, p] : params) shapes.push_back(p.sizes().vec());
   return shapes;
 }
 

@@ -43,8 +43,9 @@ class ShardPlan {
   // Sharded over `ranks` ranks, seen from rank `rank`.
   ShardPlan(std::vector<std::vector<int64_t>> shapes, int ranks, int rank);
 
-  // The shapes of the parameters' tensors.
-  static std::vector<std::vector<int64_t>> shapes_of(const std::vector<torch::Tensor>& params);
+  // The shapes of the (named) parameters' tensors.
+  static std::vector<std::vector<int64_t>> shapes_of(
+      const std::vector<std::pair<std::string, torch::Tensor>>& params);
 
   bool sharded() const { return ranks_ > 0; }
   int ranks() const { return ranks_; }  // 0 when not sharded

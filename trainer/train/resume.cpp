@@ -2,6 +2,7 @@
 
 #include <torch/cuda.h>
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <utility>
@@ -123,10 +124,10 @@ void scatter_group(const std::string& path, const std::string& group, const Resu
                    parallel::Communicator& tensors) {
   const auto params = checkpoint::named_parameters(target.model);
   const std::vector<torch::Tensor> mine = tensors_of(pieces);
+  std::unique_ptr<checkpoint::GroupReader> file;  // rank 0's
+  if (tensors.rank() == 0) file = std::make_unique<checkpoint::GroupReader>(path, group);
   for (size_t i = 0; i < params.size(); ++i) {
-    const torch::Tensor whole = tensors.rank() == 0
-                                    ? checkpoint::load_tensor(path, group, params[i].first)
-                                    : torch::Tensor();
+    const torch::Tensor whole = file ? file->read(params[i].first) : torch::Tensor();
     optim::scatter_param(target.adam.plan(), i, whole, mine, options, tensors);
   }
 }

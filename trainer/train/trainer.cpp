@@ -77,9 +77,7 @@ optim::AdamOptions adam_options(const config::TrainConfig& train) {
 // them.
 optim::ShardPlan shard_plan(const config::DistConfig& dist, const checkpoint::NamedTensors& named,
                             const parallel::ProcessGroup& group) {
-  std::vector<torch::Tensor> params;
-  for (const auto& [name, p] : named) params.push_back(p);
-  auto shapes = optim::ShardPlan::shapes_of(params);
+  auto shapes = optim::ShardPlan::shapes_of(named);
   if (!dist.shard_optimizer || group.size() == 1) return optim::ShardPlan(std::move(shapes));
   return optim::ShardPlan(std::move(shapes), group.size(), group.rank());
 }
