@@ -4,6 +4,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +16,7 @@
 
 #include "data/sentencepiece_check.h"
 #include "data/sentencepiece_module.h"
+#include "trainer/common/edit_distance.h"
 
 namespace tandem::data {
 namespace {
@@ -101,10 +104,14 @@ std::unordered_map<std::string, std::string> trainer_args(const VocabTrainOption
 
 // A paired vocabulary's bytes: this line, then the source model, the target model (each a
 // little-endian uint64 length and its bytes), the number of pieces (uint32) and each piece (a
-// uint32 length and its bytes). A SentencePiece model proto never starts with it (its first byte
-// is a field tag, 0x0a).
+// uint32 length and its bytes). Version 2 (written only when there are extras) goes on with the
+// number of language codes (uint32), each code's language (a uint32 length and its bytes) and id
+// (uint32), then the number of other special ids (uint32) and each id (uint32). A SentencePiece
+// model proto never starts with either line (its first byte is a field tag, 0x0a).
 constexpr char kPairMagic[] = "tandem paired vocabulary 1\n";
+constexpr char kPairMagic2[] = "tandem paired vocabulary 2\n";
 constexpr size_t kPairMagicSize = sizeof kPairMagic - 1;
+static_assert(sizeof kPairMagic == sizeof kPairMagic2, "one magic length");
 
 template <class T>
 void put(std::string& out, T value) {
@@ -180,12 +187,19 @@ bool is_language_tag(const std::string& piece) {
          piece.compare(piece.size() - 2, 2, "<<") == 0;
 }
 
+std::string lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
 }  // namespace
 
 struct Vocab::Pair {
   std::unique_ptr<SentencePieceModel> target;
   std::vector<std::string> pieces;               // by id
   std::unordered_map<std::string, int32_t> ids;  // by piece
+  PairExtras extras;
+  std::vector<bool> skipped;  // by id: a code or another special that decode() leaves out
 };
 
 Vocab::Vocab() = default;
@@ -207,7 +221,7 @@ Vocab Vocab::train(const std::vector<std::string>& texts, const VocabTrainOption
 }
 
 Vocab Vocab::from_pair(const std::string& source_model, const std::string& target_model,
-                       std::vector<std::string> pieces) {
+                       std::vector<std::string> pieces, PairExtras extras) {
   if (pieces.size() <= static_cast<size_t>(kEosId) ||
       pieces.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     throw std::invalid_argument("paired vocabulary: " + std::to_string(pieces.size()) +
@@ -224,9 +238,63 @@ Vocab Vocab::from_pair(const std::string& source_model, const std::string& targe
                                   std::to_string(id));
     }
   }
+  const auto size = static_cast<int32_t>(pieces.size());
+  vocab.pair_->skipped.assign(pieces.size(), false);
+  auto mark = [&](int32_t id, const std::string& what) {
+    if (id <= kEosId || id >= size) {
+      throw std::invalid_argument("paired vocabulary: " + what + " has id " + std::to_string(id) +
+                                  ", outside (" + std::to_string(kEosId) + ", " +
+                                  std::to_string(size) + ")");
+    }
+    if (vocab.pair_->skipped[id]) {
+      throw std::invalid_argument("paired vocabulary: id " + std::to_string(id) + " (" + what +
+                                  ") is named twice among the codes and specials");
+    }
+    vocab.pair_->skipped[id] = true;
+  };
+  std::unordered_map<std::string, int32_t> languages;
+  for (const LanguageCode& code : extras.codes) {
+    if (code.language.empty() || !languages.emplace(code.language, code.id).second) {
+      throw std::invalid_argument("paired vocabulary: language code '" + code.language +
+                                  "' is empty or given twice");
+    }
+    mark(code.id, "language code '" + code.language + "'");
+  }
+  for (const int32_t id : extras.specials) mark(id, "a special piece");
+  std::sort(extras.codes.begin(), extras.codes.end(),
+            [](const LanguageCode& a, const LanguageCode& b) { return a.id < b.id; });
   vocab.pair_->pieces = std::move(pieces);
+  vocab.pair_->extras = std::move(extras);
   vocab.find_tags();
   return vocab;
+}
+
+const std::vector<LanguageCode>& Vocab::language_codes() const {
+  static const std::vector<LanguageCode> kNone;
+  return pair_ ? pair_->extras.codes : kNone;
+}
+
+int32_t Vocab::code_id(const std::string& language) const {
+  for (const LanguageCode& code : language_codes()) {
+    if (code.language == language) return code.id;
+  }
+  return -1;
+}
+
+std::vector<std::string> Vocab::nearest_languages(const std::string& language, size_t count) const {
+  std::vector<std::pair<size_t, std::string>> ranked;
+  for (const LanguageCode& code : language_codes()) {
+    ranked.emplace_back(edit_distance(lower(language), lower(code.language)), code.language);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (size_t i = 0; i < ranked.size() && i < count; ++i) out.push_back(ranked[i].second);
+  return out;
+}
+
+bool Vocab::skipped(int32_t id) const {
+  return id <= kEosId || id >= size() || (pair_ && pair_->skipped[id]);
 }
 
 void Vocab::find_tags() {
@@ -250,7 +318,8 @@ int32_t Vocab::tag_id(const std::string& tag) const {
 }
 
 Vocab Vocab::from_bytes(const std::string& bytes) {
-  if (bytes.compare(0, kPairMagicSize, kPairMagic) != 0) {
+  const bool version2 = bytes.compare(0, kPairMagicSize, kPairMagic2) == 0;
+  if (!version2 && bytes.compare(0, kPairMagicSize, kPairMagic) != 0) {
     Vocab vocab;
     load_model(bytes, "the vocabulary", &vocab.sp_);
     vocab.find_tags();
@@ -266,13 +335,29 @@ Vocab Vocab::from_bytes(const std::string& bytes) {
   for (uint32_t i = 0; i < count; ++i) {
     pieces.push_back(in.text(in.number<uint32_t>("a piece's size"), "a piece"));
   }
-  if (!in.done()) throw std::invalid_argument("paired vocabulary: bytes after the last piece");
-  return from_pair(source, target, std::move(pieces));
+  PairExtras extras;
+  if (version2) {
+    const uint32_t codes = in.number<uint32_t>("the number of language codes");
+    for (uint32_t i = 0; i < codes && i <= count; ++i) {
+      std::string language = in.text(in.number<uint32_t>("a language's size"), "a language");
+      const auto id = in.number<uint32_t>("a language code's id");
+      extras.codes.push_back({std::move(language), static_cast<int32_t>(std::min(id, count))});
+    }
+    const uint32_t specials = in.number<uint32_t>("the number of special ids");
+    for (uint32_t i = 0; i < specials && i <= count; ++i) {
+      extras.specials.push_back(
+          static_cast<int32_t>(std::min(in.number<uint32_t>("a special id"), count)));
+    }
+  }
+  if (!in.done()) throw std::invalid_argument("paired vocabulary: bytes after its last record");
+  return from_pair(source, target, std::move(pieces), std::move(extras));
 }
 
 std::string Vocab::bytes() const {
   if (!pair_) return sp_->serialized();
-  std::string out(kPairMagic, kPairMagicSize);
+  const PairExtras& extras = pair_->extras;
+  const bool version2 = !extras.codes.empty() || !extras.specials.empty();
+  std::string out(version2 ? kPairMagic2 : kPairMagic, kPairMagicSize);
   for (const std::string& model : {sp_->serialized(), pair_->target->serialized()}) {
     put<uint64_t>(out, model.size());
     out += model;
@@ -282,6 +367,15 @@ std::string Vocab::bytes() const {
     put<uint32_t>(out, static_cast<uint32_t>(piece.size()));
     out += piece;
   }
+  if (!version2) return out;
+  put<uint32_t>(out, static_cast<uint32_t>(extras.codes.size()));
+  for (const LanguageCode& code : extras.codes) {
+    put<uint32_t>(out, static_cast<uint32_t>(code.language.size()));
+    out += code.language;
+    put<uint32_t>(out, static_cast<uint32_t>(code.id));
+  }
+  put<uint32_t>(out, static_cast<uint32_t>(extras.specials.size()));
+  for (const int32_t id : extras.specials) put<uint32_t>(out, static_cast<uint32_t>(id));
   return out;
 }
 
@@ -308,7 +402,9 @@ std::vector<int32_t> Vocab::encode(const std::string& text, Side side) const {
     out.insert(out.end(), ids.begin(), ids.end());
     return out;
   }
-  const auto [language, rest] = split_language_token(text);
+  // MarianTokenizer's >>xx<< tags; a model with language codes takes those as ids instead.
+  const auto [language, rest] =
+      coded() ? std::pair<std::string, std::string>{"", text} : split_language_token(text);
   std::vector<std::string> pieces;
   if (!language.empty()) pieces.push_back(language);
   std::vector<std::string> more;
@@ -325,9 +421,10 @@ std::vector<int32_t> Vocab::encode(const std::string& text, Side side) const {
   return ids;
 }
 
-// A paired vocabulary detokenizes as MarianTokenizer.decode(skip_special_tokens=True): the
-// specials (unk too) are left out, the rest are the side's SentencePiece pieces joined, with any
-// "▁" left in them a space, and white space trimmed at both ends.
+// A paired vocabulary detokenizes as MarianTokenizer.decode(skip_special_tokens=True) (and
+// NllbTokenizer's, M2M100Tokenizer's): the specials (unk, language codes and the extras' other
+// ids too) are left out, the rest are the side's SentencePiece pieces joined, with any "▁" left in
+// them a space, and white space trimmed at both ends.
 std::string Vocab::decode(const std::vector<int32_t>& ids, Side side) const {
   std::string text;
   if (!pair_) {
@@ -337,7 +434,7 @@ std::string Vocab::decode(const std::vector<int32_t>& ids, Side side) const {
   }
   std::vector<std::string> pieces;
   for (const int32_t id : ids) {
-    if (id > kEosId && id < size()) pieces.push_back(pair_->pieces[id]);
+    if (!skipped(id)) pieces.push_back(pair_->pieces[id]);
   }
   const auto& model = side == Side::kTarget ? pair_->target : sp_;
   const std::string error = model->decode_pieces(pieces, &text);

@@ -4,7 +4,7 @@
 //   the SentencePiece C++ trainer;
 // - paired: a source and a target SentencePiece model whose pieces map into one id table, as a
 //   MarianMT (OPUS-MT) model's source.spm, target.spm and vocab.json do; a piece the table lacks
-//   is unk. Written by tandem-import.
+//   is unk; it may carry a model's language codes (PairExtras). Written by tandem-import.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +35,22 @@ struct VocabTrainOptions {
 // Which side's text is tokenized or detokenized: a paired vocabulary has a model for each.
 enum class Side { kSource, kTarget };
 
+// A language code of a model whose sequences start with one (NLLB-200, M2M-100): the language as
+// its users name it ("eng_Latn", "en") and the id of its token ("eng_Latn", "__en__"). A source
+// is [source code] pieces </s>; a target [target code] pieces </s>, after the decoder's start.
+struct LanguageCode {
+  std::string language;
+  int32_t id = -1;
+};
+
+// What a paired vocabulary knows beyond its pieces: the language codes, and the ids that are
+// neither text nor produced from text (a <mask>, rows without a piece), which decode() skips as
+// it skips the codes.
+struct PairExtras {
+  std::vector<LanguageCode> codes;
+  std::vector<int32_t> specials;
+};
+
 class Vocab {
  public:
   // Trains a joint model on the lines of `texts` (all sides together). Deterministic for the
@@ -42,8 +58,9 @@ class Vocab {
   static Vocab train(const std::vector<std::string>& texts, const VocabTrainOptions& options);
   // A paired vocabulary: the two SentencePiece models' bytes, and pieces[id], the text of id `id`
   // (at least the four specials, each text once). std::invalid_argument naming what is wrong.
+  // `extras` must name ids of the table, each code and language once.
   static Vocab from_pair(const std::string& source_model, const std::string& target_model,
-                         std::vector<std::string> pieces);
+                         std::vector<std::string> pieces, PairExtras extras = {});
   // Either kind, from the bytes bytes() produced (as stored in corpus and checkpoint files); a
   // joint vocabulary's bytes are its SentencePiece model's. std::invalid_argument if neither.
   static Vocab from_bytes(const std::string& bytes);
@@ -70,12 +87,21 @@ class Vocab {
   // tandem-prep's multilingual corpora have them), in id order; and a tag's id, -1 if absent.
   std::vector<std::string> language_tags() const;
   int32_t tag_id(const std::string& tag) const;
+  // The language codes of a model that marks languages with them (NLLB-200, M2M-100), in id
+  // order; none for any other vocabulary. A code's id, -1 if the model has no such language.
+  const std::vector<LanguageCode>& language_codes() const;
+  int32_t code_id(const std::string& language) const;
+  bool coded() const { return !language_codes().empty(); }
+  // The languages of the codes nearest to `language` (edit distance, case ignored), at most
+  // `count`, nearest first: for "unknown language" messages.
+  std::vector<std::string> nearest_languages(const std::string& language, size_t count) const;
 
  private:
   struct Pair;  // a paired vocabulary's target model and id table
 
   Vocab();
   void find_tags();                         // fills tags_ from the pieces
+  bool skipped(int32_t id) const;           // a paired vocabulary's id that decode() leaves out
   std::unique_ptr<SentencePieceModel> sp_;  // the joint model, or the paired source side's
   std::unique_ptr<Pair> pair_;              // null for a joint vocabulary
   std::vector<std::pair<std::string, int32_t>> tags_;  // language tags and their ids, by id

@@ -251,5 +251,59 @@ TEST_F(PairedVocab, BadTablesAreRefusedNamingTheProblem) {
   }
 }
 
+// Language codes as NLLB-200's and M2M-100's (ids of the table named by their language) and
+// another special: kept through the bytes, left out of decoded text, found by language, and the
+// nearest languages named for one the model lacks. ">>es<<" is an ordinary piece then.
+TEST_F(PairedVocab, LanguageCodesAndSpecialsRoundTripAndAreLeftOutOfText) {
+  auto pieces = pieces_;
+  pieces.insert(pieces.end(), {"eng_Latn", "spa_Latn", "spa_Latm", "<mask>"});
+  const auto first = static_cast<int32_t>(pieces_.size());
+  PairExtras extras;
+  extras.codes = {{"spa_Latn", first + 1}, {"eng_Latn", first}, {"spa_Latm", first + 2}};
+  extras.specials = {first + 3};
+  const Vocab vocab = Vocab::from_pair(source_->bytes(), target_->bytes(), pieces, extras);
+  EXPECT_TRUE(vocab.coded());
+  EXPECT_FALSE(paired().coded());
+  ASSERT_EQ(vocab.language_codes().size(), 3u);
+  EXPECT_EQ(vocab.language_codes()[0].language, "eng_Latn");  // in id order
+  EXPECT_EQ(vocab.code_id("spa_Latn"), first + 1);
+  EXPECT_EQ(vocab.code_id("fra_Latn"), -1);
+  EXPECT_EQ(vocab.nearest_languages("SPA_latn", 2),
+            (std::vector<std::string>{"spa_Latn", "spa_Latm"}));
+
+  const Vocab loaded = Vocab::from_bytes(vocab.bytes());
+  EXPECT_EQ(loaded.bytes(), vocab.bytes());
+  EXPECT_EQ(loaded.code_id("spa_Latm"), first + 2);
+  const std::string line = tgt_lines_[1];
+  auto ids = loaded.encode(line, Side::kTarget);
+  EXPECT_EQ(ids, vocab.encode(line, Side::kTarget));
+  ids.insert(ids.begin(), first + 1);
+  ids.insert(ids.begin() + 2, first + 3);
+  EXPECT_EQ(loaded.decode(ids, Side::kTarget), vocab.decode(ids, Side::kTarget));
+  EXPECT_EQ(loaded.decode({first + 1, first + 3}, Side::kTarget), "");
+  // A coded model takes no >>xx<< tags: the text is SentencePiece's alone.
+  EXPECT_EQ(vocab.encode(">>es<< " + line, Side::kSource), by_hand(*source_, ">>es<< " + line));
+  // Without extras the bytes stay version 1, as before codes existed.
+  EXPECT_EQ(paired().bytes().compare(0, 27, "tandem paired vocabulary 1\n"), 0);
+  EXPECT_EQ(vocab.bytes().compare(0, 27, "tandem paired vocabulary 2\n"), 0);
+  const std::string bytes = vocab.bytes();
+  for (size_t size = bytes.size() - 60; size < bytes.size(); ++size) {
+    EXPECT_THROW(Vocab::from_bytes(bytes.substr(0, size)), std::invalid_argument) << size;
+  }
+
+  auto refused = [&](PairExtras bad, const std::string& expected) {
+    try {
+      Vocab::from_pair(source_->bytes(), target_->bytes(), pieces, std::move(bad));
+      ADD_FAILURE() << "accepted: " << expected;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  refused({{{"eng_Latn", first}, {"eng_Latn", first + 1}}, {}}, "'eng_Latn' is empty or given");
+  refused({{{"eng_Latn", first}}, {first}}, "named twice");
+  refused({{{"eng_Latn", kEosId}}, {}}, "outside");
+  refused({{{"eng_Latn", static_cast<int32_t>(pieces.size())}}, {}}, "outside");
+}
+
 }  // namespace
 }  // namespace tandem::data
