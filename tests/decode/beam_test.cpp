@@ -112,6 +112,38 @@ TEST(BeamSearch, MinLenKeepsShorterHypothesesOutOfTheFinishedOnes) {
   }
 }
 
+// A forced first token (a target language's code): every hypothesis starts with it at no score,
+// and the rest is the naive search from there, at beams 1 and 4, min_len 0 and 2, each row its
+// own token.
+TEST(BeamSearch, AForcedFirstTokenStartsEveryHypothesisAndTheSearchGoesOnFromIt) {
+  auto model = tiny_model(1.5);
+  torch::manual_seed(3);
+  const auto sentences = random_sentences({3, 5, 2, 6});
+  const std::vector<int32_t> first = {7, 9, 7, 12};
+  for (const int64_t beam : {1, 4}) {
+    for (const int64_t min_len : {0, 2}) {
+      auto options = beam_options(beam, beam, 0.6);
+      options.min_len = min_len;
+      auto lists = beam_search(model, source_batch(sentences), options, first);
+      for (size_t i = 0; i < sentences.size(); ++i) {
+        const auto limit = step_limit(sentences[i].size(), options, model->options().max_positions);
+        const auto expected = naive_beam(model, sentences[i], options, limit, first[i]);
+        ASSERT_EQ(lists[i].size(), expected.size());
+        for (size_t n = 0; n < expected.size(); ++n) {
+          const auto what = "beam " + std::to_string(beam) + ", min_len " +
+                            std::to_string(min_len) + ", sentence " + std::to_string(i);
+          ASSERT_FALSE(lists[i][n].tokens.empty()) << what;
+          EXPECT_EQ(lists[i][n].tokens.front(), first[i]) << what;
+          EXPECT_GE(static_cast<int64_t>(lists[i][n].tokens.size()), 1 + min_len) << what;
+          expect_same(lists[i][n], expected[n], what);
+        }
+      }
+    }
+  }
+  EXPECT_THROW(beam_search(model, source_batch(sentences), beam_options(2, 1, 0.6), {7}),
+               std::invalid_argument);
+}
+
 TEST(BeamSearch, EqualsNaiveFullDecoderBeamSearchOnATrainedModel) {
   torch::manual_seed(3);
   auto sentences = random_sentences({2, 8, 5, 3, 6, 4});

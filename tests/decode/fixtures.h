@@ -213,20 +213,29 @@ inline ProbeBatch probe_batch(uint64_t seed) {
 // the first K others live on; done at K finished or at max_steps, where the live ones finish
 // unterminated; the n best by score / length^alpha. An ensemble scores a token by the weighted sum
 // of its models' log-probabilities.
+// With `first_token` >= 0 every hypothesis starts with that token at no score (one live
+// hypothesis after step 1), and min_len counts the tokens after it.
 inline std::vector<Hypothesis> naive_beam(const Ensemble& ensemble,
                                           const std::vector<int32_t>& sentence,
-                                          const DecodeOptions& options, int64_t max_steps) {
+                                          const DecodeOptions& options, int64_t max_steps,
+                                          int32_t first_token = -1) {
   torch::NoGradGuard no_grad;
   const auto src = source_row(sentence);
   const auto k = static_cast<size_t>(options.beam_size);
   std::vector<Hypothesis> live(1), finished;
-  for (int64_t step = 1; step <= max_steps && finished.size() < k; ++step) {
+  int64_t step = 1, min_len = options.min_len;
+  if (first_token >= 0) {
+    live[0].tokens = {first_token};
+    step = 2;
+    min_len += 1;
+  }
+  for (; step <= max_steps && finished.size() < k; ++step) {
     std::vector<Hypothesis> candidates;
     for (const auto& hyp : live) {
       auto logp = ensemble_next_logp(ensemble, src, hyp.tokens);
       for (int64_t token = 0; token < logp.size(0); ++token) {
         if (!emittable(token)) continue;
-        if (token == kEosId && static_cast<int64_t>(hyp.tokens.size()) < options.min_len) continue;
+        if (token == kEosId && static_cast<int64_t>(hyp.tokens.size()) < min_len) continue;
         Hypothesis c = hyp;
         c.score += logp[token].item<double>();
         c.ended = token == kEosId;

@@ -188,14 +188,24 @@ void validate(const DecodeOptions& options, int64_t vocab_size) {
 
 std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
                                                  const torch::Tensor& src_in,
-                                                 const DecodeOptions& options) {
+                                                 const DecodeOptions& options,
+                                                 const std::vector<int32_t>& first_tokens) {
   validate(options, ensemble.vocab_size());
+  if (!first_tokens.empty() && static_cast<int64_t>(first_tokens.size()) != src_in.size(0)) {
+    throw std::invalid_argument("beam_search: " + std::to_string(first_tokens.size()) +
+                                " first tokens for " + std::to_string(src_in.size(0)) + " rows");
+  }
+  const bool forced = !first_tokens.empty();
   torch::NoGradGuard no_grad;
   const int64_t batch = src_in.size(0);
   std::vector<std::vector<Hypothesis>> finished(batch);
   if (batch == 0) return finished;
   auto src = src_in.to(ensemble.device(), torch::kLong);
-  const auto limits = step_limits(src, options, ensemble.max_positions());
+  auto limits = step_limits(src, options, ensemble.max_positions());
+  if (forced) {  // the forced token and at least one step after it
+    for (auto& limit : limits)
+      limit = std::min(std::max<int64_t>(limit, 2), ensemble.max_positions());
+  }
   const int64_t longest = *std::max_element(limits.begin(), limits.end());
   // Encoder output and its cross-attention keys/values: once per sentence, shared by its K beam
   // rows. The self-attention caches are allocated once, for the longest sentence's limit.
@@ -211,14 +221,24 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
   beams.tokens.resize(batch);
   beams.scores.assign(batch, 0.0);
   auto tokens = torch::full({batch}, kBosId, src.options());
-  for (int64_t step = 1; !beams.sentence.empty(); ++step) {
+  int64_t step = 1;
+  if (forced) {
+    for (size_t i = 0; i < models.size(); ++i) models[i]->decode_step(tokens, states[i]);
+    for (int64_t row = 0; row < batch; ++row) beams.tokens[row] = {first_tokens[row]};
+    tokens =
+        torch::tensor(std::vector<int64_t>(first_tokens.begin(), first_tokens.end()), torch::kLong)
+            .to(src.device());
+    step = 2;
+  }
+  const int64_t min_len = options.min_len + (forced ? 1 : 0);
+  for (; !beams.sentence.empty(); ++step) {
     std::vector<torch::Tensor> logits;
     for (size_t i = 0; i < models.size(); ++i) {
       logits.push_back(models[i]->decode_step(tokens, states[i]));
     }
     // Step s adds a hypothesis' s-th token: EOS may end it there once s - 1 >= min_len.
-    auto choice = best_candidates(logits, ensemble.weights(), beams, options.beam_size,
-                                  step <= options.min_len);
+    auto choice =
+        best_candidates(logits, ensemble.weights(), beams, options.beam_size, step <= min_len);
     auto rows = advance(beams, choice, step, limits, options, finished);
     if (beams.sentence.empty()) break;
     for (auto& state : states) state.select(rows, beams.width);

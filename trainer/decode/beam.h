@@ -79,7 +79,14 @@ void validate(const DecodeOptions& options, int64_t vocab_size);
 // It stops sooner, with the same results, once no live hypothesis can still score among the
 // `nbest` best finished ones (its descendants' scores can only fall). With K = 1 this is exactly
 // greedy decoding.
+//
+// `first_tokens`, when given, holds per row the token its hypotheses start with (a target
+// language's code, as transformers' forced_bos_token_id and CTranslate2's target_prefix make it):
+// the first step feeds BOS as always, and its choice is that token, adding 0 to the score. It is
+// one of the hypothesis' tokens (so it counts in its length), and options.min_len counts the
+// tokens after it.
 std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble, const torch::Tensor& src,
-                                                 const DecodeOptions& options);
+                                                 const DecodeOptions& options,
+                                                 const std::vector<int32_t>& first_tokens = {});
 
 }  // namespace tandem::decode

@@ -30,8 +30,13 @@ torch::Tensor make_batch(const std::vector<std::vector<int32_t>>& sources,
 
 std::vector<std::vector<Hypothesis>> translate_nbest(
     const Ensemble& ensemble, const std::vector<std::vector<int32_t>>& sources,
-    const DecodeOptions& options) {
+    const DecodeOptions& options, const std::vector<int32_t>& first_tokens) {
   validate(options, ensemble.vocab_size());
+  if (!first_tokens.empty() && first_tokens.size() != sources.size()) {
+    throw std::invalid_argument("translate: " + std::to_string(first_tokens.size()) +
+                                " first tokens for " + std::to_string(sources.size()) +
+                                " sentences");
+  }
   // Similar lengths batch together, so little compute goes to padding: rows x padded width (EOS
   // included) stays within batch_tokens.
   std::vector<int64_t> padded(sources.size());
@@ -45,7 +50,11 @@ std::vector<std::vector<Hypothesis>> translate_nbest(
   auto work = [&] {
     for (size_t n; (n = taken.fetch_add(1)) < batches.size();) {
       const auto& rows = batches[batches.size() - 1 - n];
-      auto hyps = beam_search(ensemble, make_batch(sources, rows), options);
+      std::vector<int32_t> first;
+      for (const int64_t row : rows) {
+        if (!first_tokens.empty()) first.push_back(first_tokens[row]);
+      }
+      auto hyps = beam_search(ensemble, make_batch(sources, rows), options, first);
       for (size_t i = 0; i < rows.size(); ++i) results[rows[i]] = std::move(hyps[i]);
     }
   };
@@ -75,11 +84,12 @@ std::vector<std::vector<Hypothesis>> translate_nbest(
 
 std::vector<Hypothesis> translate(const Ensemble& ensemble,
                                   const std::vector<std::vector<int32_t>>& sources,
-                                  const DecodeOptions& options) {
+                                  const DecodeOptions& options,
+                                  const std::vector<int32_t>& first_tokens) {
   DecodeOptions best = options;
   best.nbest = 1;
   std::vector<Hypothesis> out;
-  for (auto& hyps : translate_nbest(ensemble, sources, best))
+  for (auto& hyps : translate_nbest(ensemble, sources, best, first_tokens))
     out.push_back(std::move(hyps.front()));
   return out;
 }

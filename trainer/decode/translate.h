@@ -11,13 +11,15 @@
 namespace tandem::decode {
 
 // Sentences are token ids without EOS. → per sentence its options.nbest hypotheses, best first.
+// `first_tokens`: none, or per sentence the token its translations start with (beam_search's).
 std::vector<std::vector<Hypothesis>> translate_nbest(
     const Ensemble& ensemble, const std::vector<std::vector<int32_t>>& sources,
-    const DecodeOptions& options);
+    const DecodeOptions& options, const std::vector<int32_t>& first_tokens = {});
 
 // The best hypothesis of each sentence (options.nbest is ignored).
 std::vector<Hypothesis> translate(const Ensemble& ensemble,
                                   const std::vector<std::vector<int32_t>>& sources,
-                                  const DecodeOptions& options);
+                                  const DecodeOptions& options,
+                                  const std::vector<int32_t>& first_tokens = {});
 
 }  // namespace tandem::decode

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
+#include <stdexcept>
 
 #include "data/batch.h"
 #include "data/batch_plan.h"
@@ -77,7 +79,8 @@ TeacherForced teacher_forced(const decode::Ensemble& ensemble,
 
 std::vector<std::vector<Translation>> translate_tokens_nbest(
     const decode::Ensemble& ensemble, const data::Vocab& vocab,
-    std::vector<std::vector<int32_t>> sources, const decode::DecodeOptions& options) {
+    std::vector<std::vector<int32_t>> sources, const decode::DecodeOptions& options,
+    const std::vector<int32_t>& first_tokens) {
   ensemble.eval();
   const size_t limit = position_limit(ensemble);
   int64_t truncated = 0;
@@ -85,7 +88,7 @@ std::vector<std::vector<Translation>> translate_tokens_nbest(
   warn_truncated(truncated, limit);
   std::vector<std::vector<Translation>> out;
   out.reserve(sources.size());
-  for (const auto& hypotheses : decode::translate_nbest(ensemble, sources, options)) {
+  for (const auto& hypotheses : decode::translate_nbest(ensemble, sources, options, first_tokens)) {
     out.emplace_back();
     for (const auto& h : hypotheses) {
       out.back().push_back(
@@ -98,15 +101,34 @@ std::vector<std::vector<Translation>> translate_tokens_nbest(
 std::vector<std::string> translate_tokens(const decode::Ensemble& ensemble,
                                           const data::Vocab& vocab,
                                           std::vector<std::vector<int32_t>> sources,
-                                          const decode::DecodeOptions& options) {
+                                          const decode::DecodeOptions& options,
+                                          const std::vector<int32_t>& first_tokens) {
   decode::DecodeOptions best = options;
   best.nbest = 1;
   std::vector<std::string> out;
   out.reserve(sources.size());
-  for (auto& translations : translate_tokens_nbest(ensemble, vocab, std::move(sources), best)) {
+  for (auto& translations :
+       translate_tokens_nbest(ensemble, vocab, std::move(sources), best, first_tokens)) {
     out.push_back(std::move(translations.front().text));
   }
   return out;
+}
+
+std::vector<int32_t> target_codes(const data::Vocab& vocab,
+                                  const std::vector<data::SentencePair>& pairs) {
+  std::vector<int32_t> codes;
+  if (!vocab.coded()) return codes;
+  std::set<int32_t> known;
+  for (const auto& code : vocab.language_codes()) known.insert(code.id);
+  for (const auto& pair : pairs) {
+    if (pair.tgt.empty() || !known.count(pair.tgt.front())) {
+      throw std::invalid_argument(
+          "a sentence pair whose target does not start with a language code of the model "
+          "(prepare the corpus with tandem-prep --vocab-from the model)");
+    }
+    codes.push_back(pair.tgt.front());
+  }
+  return codes;
 }
 
 Evaluation evaluate(const decode::Ensemble& ensemble, const data::Vocab& vocab,
@@ -118,7 +140,7 @@ Evaluation evaluate(const decode::Ensemble& ensemble, const data::Vocab& vocab,
   std::vector<std::vector<int32_t>> sources;
   sources.reserve(pairs.size());
   for (const auto& pair : pairs) sources.push_back(pair.src);
-  out.hypotheses = translate_tokens(ensemble, vocab, sources, options);
+  out.hypotheses = translate_tokens(ensemble, vocab, sources, options, target_codes(vocab, pairs));
   out.bleu = corpus_bleu(out.hypotheses, references);
   out.chrf = corpus_chrf(out.hypotheses, references);
   return out;

@@ -42,18 +42,29 @@ struct Translation {
 };
 
 // The options.nbest best translations of each token sequence, best first, in input order. Sources
-// longer than the model's position table are truncated, with a warning.
+// longer than the model's position table are truncated, with a warning. `first_tokens`: none, or
+// per sentence the token its translations start with (a model with language codes: the target
+// language's; see decode::beam_search).
 std::vector<std::vector<Translation>> translate_tokens_nbest(
     const decode::Ensemble& ensemble, const data::Vocab& vocab,
-    std::vector<std::vector<int32_t>> sources, const decode::DecodeOptions& options);
+    std::vector<std::vector<int32_t>> sources, const decode::DecodeOptions& options,
+    const std::vector<int32_t>& first_tokens = {});
 
 // The best translation of each token sequence, detokenized (translate_tokens_nbest with nbest 1).
 std::vector<std::string> translate_tokens(const decode::Ensemble& ensemble,
                                           const data::Vocab& vocab,
                                           std::vector<std::vector<int32_t>> sources,
-                                          const decode::DecodeOptions& options);
+                                          const decode::DecodeOptions& options,
+                                          const std::vector<int32_t>& first_tokens = {});
 
-// Everything at once; `references` are the detokenized reference sentences of `pairs`.
+// Per pair, the language code its target starts with, for a vocabulary with codes (NLLB-200,
+// M2M-100: what translations of its source must start with); none for any other vocabulary.
+// std::invalid_argument when such a vocabulary's pair has no code there.
+std::vector<int32_t> target_codes(const data::Vocab& vocab,
+                                  const std::vector<data::SentencePair>& pairs);
+
+// Everything at once; `references` are the detokenized reference sentences of `pairs`. With a
+// vocabulary with language codes, each translation starts with its pair's (target_codes).
 Evaluation evaluate(const decode::Ensemble& ensemble, const data::Vocab& vocab,
                     const std::vector<data::SentencePair>& pairs,
                     const std::vector<std::string>& references, int64_t max_tokens,
