@@ -7,15 +7,16 @@
 namespace tandem::data {
 namespace {
 
-// A pair's source gets `tag` (>= 0) as its first token; max_len counts it.
-void encode_slice(const Vocab& vocab, int64_t max_len, int32_t tag, const RawPair* pairs,
-                  size_t count, EncodedSlice& out) {
+// Each side gets its prefix (>= 0) as its first token; max_len counts it.
+void encode_slice(const Vocab& vocab, int64_t max_len, SentencePrefixes prefixes,
+                  const RawPair* pairs, size_t count, EncodedSlice& out) {
   for (size_t i = 0; i < count; ++i) {
     Verdict verdict = raw_verdict(pairs[i].src, pairs[i].tgt);
     if (verdict == kKept) {
       std::vector<int32_t> src = vocab.encode(pairs[i].src, Side::kSource);
-      const std::vector<int32_t> tgt = vocab.encode(pairs[i].tgt, Side::kTarget);
-      if (tag >= 0 && !src.empty()) src.insert(src.begin(), tag);
+      std::vector<int32_t> tgt = vocab.encode(pairs[i].tgt, Side::kTarget);
+      if (prefixes.src >= 0 && !src.empty()) src.insert(src.begin(), prefixes.src);
+      if (prefixes.tgt >= 0 && !tgt.empty()) tgt.insert(tgt.begin(), prefixes.tgt);
       const auto longest = static_cast<int64_t>(std::max(src.size(), tgt.size()));
       if (src.empty() || tgt.empty()) {  // e.g. only characters the normalizer removes
         verdict = kEmpty;
@@ -34,8 +35,9 @@ void encode_slice(const Vocab& vocab, int64_t max_len, int32_t tag, const RawPai
 
 }  // namespace
 
-std::vector<EncodedSlice> encode_chunk(const Vocab& vocab, int64_t max_len, int32_t tag,
-                                       const RawPair* pairs, size_t count, int threads) {
+std::vector<EncodedSlice> encode_chunk(const Vocab& vocab, int64_t max_len,
+                                       SentencePrefixes prefixes, const RawPair* pairs,
+                                       size_t count, int threads) {
   const size_t slices = std::max<size_t>(1, std::min<size_t>(threads, count));
   std::vector<EncodedSlice> encoded(slices);
   std::vector<std::exception_ptr> errors(slices);
@@ -43,7 +45,7 @@ std::vector<EncodedSlice> encode_chunk(const Vocab& vocab, int64_t max_len, int3
     try {
       const size_t begin = count * k / slices;
       const size_t end = count * (k + 1) / slices;
-      encode_slice(vocab, max_len, tag, pairs + begin, end - begin, encoded[k]);
+      encode_slice(vocab, max_len, prefixes, pairs + begin, end - begin, encoded[k]);
     } catch (...) {
       errors[k] = std::current_exception();
     }

@@ -20,7 +20,39 @@ namespace {
 // The corpora to write: options.corpora, or the one corpus of options.splits (no name).
 std::vector<CorpusFiles> corpora_of(const PrepOptions& options) {
   if (!options.corpora.empty()) return options.corpora;
-  return {CorpusFiles{"", "", "", options.splits}};
+  return {CorpusFiles{"", options.src_lang, options.tgt_lang, options.splits}};
+}
+
+// A vocabulary with language codes needs each corpus's languages among them; any other takes none
+// for one corpus.
+void check_languages(const PrepOptions& options, const Vocab& vocab,
+                     const std::vector<CorpusFiles>& corpora) {
+  if (!vocab.coded()) {
+    if (!options.src_lang.empty() || !options.tgt_lang.empty()) {
+      throw std::invalid_argument(
+          "--src-lang/--tgt-lang name a corpus's languages for a vocabulary with language codes "
+          "(--vocab-from an imported NLLB-200 or M2M-100); this one has none");
+    }
+    return;
+  }
+  for (const CorpusFiles& corpus : corpora) {
+    const std::string where = corpus.name.empty() ? "the corpus" : "corpus '" + corpus.name + "'";
+    for (const auto& [side, language] :
+         {std::pair{"source", corpus.src_lang}, std::pair{"target", corpus.tgt_lang}}) {
+      if (vocab.code_id(language) >= 0) continue;
+      std::string nearest;
+      for (const std::string& l : vocab.nearest_languages(language, 5)) {
+        nearest += (nearest.empty() ? "" : ", ") + l;
+      }
+      throw std::invalid_argument(
+          where + ": " +
+          (language.empty() ? std::string("no ") + side + " language"
+                            : std::string(side) + " language '" + language + "' is not a code") +
+          " of the vocabulary of '" + options.vocab_from + "', which marks languages with codes " +
+          (corpus.name.empty() ? "(give --src-lang and --tgt-lang" : "(name them in the manifest") +
+          "; the nearest: " + nearest + ")");
+    }
+  }
 }
 
 // ">>es<<" for each target language, in order of appearance, when there are several; none
@@ -79,8 +111,11 @@ PrepSummary prepare_corpus(const PrepOptions& options) {
       PairReader check_readable(files, label_of(corpus, files.name));
     }
   }
-  const std::vector<std::string> tags = language_tags(corpora);
+  // A vocabulary with language codes marks both sides with them, never with tags.
+  const bool coded = !options.vocab_bytes.empty() && Vocab::from_bytes(options.vocab_bytes).coded();
+  const std::vector<std::string> tags = coded ? std::vector<std::string>{} : language_tags(corpora);
   const Vocab vocab = make_vocab(options, corpora, tags);
+  check_languages(options, vocab, corpora);
 
   PrepSummary summary;
   summary.vocab_size = vocab.size();

@@ -31,6 +31,10 @@ struct PrepOptions {
   // corpus), and where it came from; empty: train one with `vocab`.
   std::string vocab_bytes;
   std::string vocab_from;
+  // The one corpus's languages (of `splits`), for a vocabulary with language codes (NLLB-200's
+  // eng_Latn, M2M-100's en): its sources start with the source's code and its targets with the
+  // target's, as the model reads and predicts them. Several corpora give theirs each.
+  std::string src_lang, tgt_lang;
   int64_t max_len = 250;          // pairs with more tokens than this on a side are skipped
   int threads = 0;                // encoding threads; 0 = one per core. The output is the same
                                   // for every count.

@@ -158,6 +158,61 @@ TEST(Prep, AGivenPairedVocabularyEncodesEachSideWithItsModel) {
   EXPECT_EQ(h5::read_string_attribute(file.get(), "vocab_from"), "imported.h5");
 }
 
+// A given vocabulary with language codes (an imported NLLB-200's): one corpus's --src-lang and
+// --tgt-lang start each side with its code; an unknown code is refused naming the nearest, and
+// languages for a vocabulary without codes are refused.
+TEST(Prep, AVocabularyWithLanguageCodesStartsEachSideWithItsCode) {
+  testing::TempDir dir;
+  const testing::SyntheticText text = testing::synthetic_text(50, 4);
+  testing::write_lines(dir.file("train.src"), text.src);
+  testing::write_lines(dir.file("train.tgt"), text.tgt);
+  const Vocab joint = Vocab::train(text.src, testing::small_vocab());
+  std::vector<std::string> pieces;
+  for (int32_t id = 0; id < joint.size(); ++id) pieces.push_back(joint.piece(id));
+  const auto eng = static_cast<int32_t>(pieces.size()), spa = eng + 1;
+  pieces.insert(pieces.end(), {"eng_Latn", "spa_Latn"});
+  const Vocab coded = Vocab::from_pair(joint.bytes(), joint.bytes(), pieces,
+                                       {{{"eng_Latn", eng}, {"spa_Latn", spa}}, {}});
+  PrepOptions options;
+  options.splits = {{"train", {dir.file("train.src")}, {dir.file("train.tgt")}}};
+  options.out = dir.file("corpus.h5");
+  options.vocab_bytes = coded.bytes();
+  options.vocab_from = "nllb.h5";
+  options.src_lang = "eng_Latn";
+  options.tgt_lang = "spa_Latn";
+  prepare_corpus(options);
+  const auto pairs = Corpus(options.out).read("train", {0, 7});
+  const int lines[] = {0, 7};
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    auto src = coded.encode(text.src[lines[i]], Side::kSource);
+    auto tgt = coded.encode(text.tgt[lines[i]], Side::kTarget);
+    src.insert(src.begin(), eng);
+    tgt.insert(tgt.begin(), spa);
+    EXPECT_EQ(pairs[i].src, src);
+    EXPECT_EQ(pairs[i].tgt, tgt);
+  }
+  auto refused = [&](PrepOptions bad, const std::string& expected) {
+    bad.out = dir.file("refused.h5");
+    try {
+      prepare_corpus(bad);
+      ADD_FAILURE() << "accepted: " << expected;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(bad.out));
+  };
+  PrepOptions typo = options;
+  typo.tgt_lang = "spa_latn";
+  refused(typo, "target language 'spa_latn' is not a code of the vocabulary of 'nllb.h5'");
+  refused(typo, "the nearest: spa_Latn");
+  PrepOptions none = options;
+  none.src_lang.clear();
+  refused(none, "no source language");
+  PrepOptions plain = options;
+  plain.vocab_bytes = joint.bytes();
+  refused(plain, "--src-lang/--tgt-lang");
+}
+
 TEST_F(PrepRoundTrip, FileRecordsLayoutAndProvenance) {
   h5::QuietErrors quiet;
   h5::Handle file(H5Fopen(dir_->file("corpus.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));

@@ -15,6 +15,7 @@
 #include "trainer/eval/direction_scores.h"
 #include "trainer/eval/evaluate.h"
 #include "trainer/tools/decode_flags.h"
+#include "trainer/tools/language_flags.h"
 #include "trainer/tools/tool_main.h"
 
 namespace {
@@ -35,6 +36,7 @@ struct Args {
   int64_t max_tokens = 4096;
   bool json = false;
   tandem::decode::DecodeOptions decode;
+  tandem::tools::LanguageFlags languages;  // for --src/--ref (a corpus's pairs carry theirs)
 };
 
 void print_scores(const tandem::eval::BleuScore& bleu, double chrf, nlohmann::json& record) {
@@ -93,9 +95,9 @@ void load_pairs(const Args& args, const tandem::checkpoint::InferenceModel& m,
                                 " lines but --ref '" + args.ref + "' has " +
                                 std::to_string(refs.size()));
   }
+  const auto marks = tandem::tools::language_marks(m.vocab, args.languages);
   for (size_t i = 0; i < srcs.size(); ++i) {
-    pairs.push_back({m.vocab.encode(srcs[i], tandem::data::Side::kSource),
-                     m.vocab.encode(refs[i], tandem::data::Side::kTarget)});
+    pairs.push_back({marks.source(m.vocab, srcs[i]), marks.target(m.vocab, refs[i])});
   }
   source = args.src + " / " + args.ref;
 }
@@ -216,6 +218,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-tokens", args.max_tokens, "padded tokens per batch for the loss")
       ->check(CLI::PositiveNumber);
   tandem::tools::add_decode_flags(app, args.decode);
+  tandem::tools::add_language_flags(app, args.languages);
   app.add_flag("--json", args.json, "also print the scores as one JSON line");
   app.footer(kExamples);
   if (const auto done = tandem::tools::parse_command_line(app, "tandem-eval", argc, argv))

@@ -1,6 +1,7 @@
 // tandem-prep: raw parallel text → one HDF5 corpus file (vocabulary + token arrays + provenance).
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <utility>
 
 #include "data/corpus.h"
 #include "data/manifest.h"
@@ -21,6 +22,11 @@ Examples:
               --out domain.h5    # to fine-tune a model: its vocabulary, none trained
   tandem-prep --corpora corpora.yaml --vocab-size 16000 --out multi.h5
                          # several directions in one model: a >>xx<< tag per target language
+  tandem-prep --train-src my.en --train-tgt my.es --vocab-from nllb.h5 \
+              --src-lang eng_Latn --tgt-lang spa_Latn --out my.h5
+                         # an imported NLLB-200 / M2M-100: its language codes start each side
+  tandem-prep --corpora both-ways.yaml --vocab-from nllb.h5 --out both.h5
+                         # the manifest's languages are the model's codes (eng_Latn, spa_Latn)
   h5dump -H corpus.h5    # the layout and what the corpus was built from
 
 Memory is bounded by --vocab-sample, not by the corpus: the text is read twice (a sample for the
@@ -51,6 +57,14 @@ void add_options(CLI::App& app, std::vector<tandem::data::SplitFiles>& splits,
   auto* from = app.add_option("--vocab-from", options.vocab_from,
                               "use the vocabulary of this checkpoint or corpus (.h5) instead of "
                               "training one: to fine-tune its model on this text");
+  for (auto [flag, language] :
+       {std::pair{"--src-lang", &options.src_lang}, std::pair{"--tgt-lang", &options.tgt_lang}}) {
+    app.add_option(flag, *language,
+                   "the corpus's languages in the model's codes, with --vocab-from a model that "
+                   "marks languages with codes (an imported NLLB-200: eng_Latn, M2M-100: en)")
+        ->needs(from)
+        ->excludes(corpora);
+  }
   auto* size = app.add_option("--vocab-size", options.vocab.vocab_size,
                               "SentencePiece pieces, specials included")
                    ->capture_default_str()
