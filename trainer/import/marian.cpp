@@ -1,7 +1,5 @@
 #include "trainer/import/marian.h"
 
-#include <sys/stat.h>
-#include <torch/serialize.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -17,89 +15,18 @@
 #include <vector>
 
 #include "data/vocab.h"
-#include "trainer/checkpoint/model_io.h"
 #include "trainer/common/token_ids.h"
 #include "trainer/config/config.h"
-#include "trainer/import/safetensors.h"
+#include "trainer/import/hf_folder.h"
 #include "trainer/model/transformer.h"
 
 namespace tandem::importer {
 namespace {
 
 using nlohmann::json;
-using TensorMap = std::map<std::string, torch::Tensor>;
 
 // Output bias of Tandem's own pad row: its softmax share is exactly 0 in float32.
 constexpr float kNeverBias = -1e9f;
-
-bool is_file(const std::string& path) {
-  struct stat info;
-  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
-}
-
-bool is_dir(const std::string& path) {
-  struct stat info;
-  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument("cannot read '" + path + "'");
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-json read_json(const std::string& path) {
-  try {
-    return json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    throw std::invalid_argument("'" + path + "' is not JSON: " + e.what());
-  }
-}
-
-// config.json's keys, each error naming the file, the key and the value.
-class Keys {
- public:
-  Keys(json j, std::string file) : j_(std::move(j)), file_(std::move(file)) {
-    if (!j_.is_object()) throw std::invalid_argument(file_ + ": expected a JSON object");
-  }
-
-  [[noreturn]] void refuse(const std::string& key, const std::string& why) const {
-    const auto it = j_.find(key);
-    throw std::invalid_argument(file_ + ": " + key +
-                                (it == j_.end() ? std::string(" is missing") : " = " + it->dump()) +
-                                ": " + why);
-  }
-
-  int64_t integer(const std::string& key) const {
-    const auto it = j_.find(key);
-    if (it == j_.end() || !it->is_number_integer()) refuse(key, "expected an integer");
-    return it->get<int64_t>();
-  }
-  int64_t integer_or(const std::string& key, int64_t fallback) const {
-    return j_.contains(key) && !j_.at(key).is_null() ? integer(key) : fallback;
-  }
-  double number_or(const std::string& key, double fallback) const {
-    const auto it = j_.find(key);
-    if (it == j_.end() || it->is_null()) return fallback;
-    if (!it->is_number()) refuse(key, "expected a number");
-    return it->get<double>();
-  }
-  bool boolean_or(const std::string& key, bool fallback) const {
-    const auto it = j_.find(key);
-    if (it == j_.end() || it->is_null()) return fallback;
-    if (!it->is_boolean()) refuse(key, "expected true or false");
-    return it->get<bool>();
-  }
-  std::string text(const std::string& key) const {
-    const auto it = j_.find(key);
-    if (it == j_.end() || !it->is_string()) refuse(key, "expected a string");
-    return it->get<std::string>();
-  }
-
- private:
-  json j_;
-  std::string file_;
-};
 
 // The id layout of the Marian model: its special ids, as config.json and vocab.json give them.
 struct MarianIds {
@@ -156,23 +83,7 @@ MarianIds marian_ids(const Keys& keys, int64_t* vocab_size) {
 config::ModelConfig model_config(const Keys& keys, std::string* notes) {
   const std::string type = keys.text("model_type");
   if (type != "marian") keys.refuse("model_type", "not a MarianMT model (expected \"marian\")");
-  config::ModelConfig m;
-  m.d_model = keys.integer("d_model");
-  m.encoder_layers = keys.integer("encoder_layers");
-  m.decoder_layers = keys.integer("decoder_layers");
-  m.heads = keys.integer("encoder_attention_heads");
-  if (keys.integer("decoder_attention_heads") != m.heads) {
-    keys.refuse("decoder_attention_heads", "Tandem's encoder and decoder have one head count");
-  }
-  m.d_ff = keys.integer("encoder_ffn_dim");
-  if (keys.integer("decoder_ffn_dim") != m.d_ff) {
-    keys.refuse("decoder_ffn_dim", "Tandem's encoder and decoder have one feed-forward width");
-  }
-  if (m.d_model <= 0 || m.heads <= 0 || m.d_model % m.heads != 0) {
-    keys.refuse("encoder_attention_heads", "must divide d_model");
-  }
-  m.dropout = keys.number_or("dropout", 0.1);
-  m.max_positions = keys.integer_or("max_position_embeddings", 1024);
+  config::ModelConfig m = bart_shape(keys);
   m.pre_norm = false;
   m.tie_embeddings = true;
   m.positions = config::PositionLayout::kHalves;
@@ -218,126 +129,6 @@ std::vector<std::string> marian_pieces(const std::string& path, int64_t vocab_si
   return pieces;
 }
 
-// The weights file's tensors by name: model.safetensors, else pytorch_model.bin (torch.save).
-TensorMap read_weights(const std::string& dir, std::string* file) {
-  *file = dir + "/model.safetensors";
-  if (is_file(*file)) return read_safetensors(*file);
-  *file = dir + "/pytorch_model.bin";
-  if (!is_file(*file)) {
-    throw std::invalid_argument("'" + dir +
-                                "' holds neither model.safetensors nor pytorch_model.bin");
-  }
-  std::ifstream in(*file, std::ios::binary);
-  const std::vector<char> bytes{std::istreambuf_iterator<char>(in),
-                                std::istreambuf_iterator<char>()};
-  if (!in.good() && !in.eof()) throw std::invalid_argument("cannot read '" + *file + "'");
-  TensorMap tensors;
-  try {
-    const c10::IValue value = torch::pickle_load(bytes);
-    if (!value.isGenericDict()) throw std::invalid_argument("not a dictionary of tensors");
-    for (const auto& entry : value.toGenericDict()) {
-      if (!entry.key().isString() || !entry.value().isTensor()) {
-        throw std::invalid_argument("an entry that is not a named tensor");
-      }
-      tensors.emplace(entry.key().toStringRef(), entry.value().toTensor());
-    }
-  } catch (const std::exception& e) {
-    throw std::invalid_argument("'" + *file + "': not a state dict saved by torch.save (" +
-                                std::string(e.what()).substr(0, 200) + ")");
-  }
-  return tensors;
-}
-
-// Takes tensors out of the file's by name, as float32, and says which were never taken.
-class Weights {
- public:
-  Weights(TensorMap tensors, std::string file)
-      : tensors_(std::move(tensors)), file_(std::move(file)) {
-    // MarianMTModel saves model.encoder..., MarianModel encoder...
-    prefix_ = tensors_.count("model.shared.weight") || has_prefix("model.encoder.") ? "model." : "";
-  }
-
-  bool has(const std::string& name) const { return tensors_.count(full(name)) > 0; }
-
-  torch::Tensor take(const std::string& name, const std::vector<int64_t>& shape) {
-    const auto it = tensors_.find(full(name));
-    if (it == tensors_.end()) {
-      throw std::invalid_argument(file_ + ": no tensor '" + full(name) + "'");
-    }
-    if (it->second.sizes() != c10::IntArrayRef(shape)) {
-      std::ostringstream message;
-      message << file_ << ": tensor '" << it->first << "' has shape " << it->second.sizes()
-              << ", expected " << c10::IntArrayRef(shape);
-      throw std::invalid_argument(message.str());
-    }
-    taken_.insert(it->first);
-    return it->second.to(torch::kFloat32).contiguous();
-  }
-
-  // A tensor that must equal `expected` where the file has it (tied copies, the position table).
-  void check_same(const std::string& name, const torch::Tensor& expected, double tolerance,
-                  const std::string& why) {
-    if (!has(name)) return;
-    const auto t = take(name, expected.sizes().vec());
-    if (!(t.sub(expected).abs().max().item<double>() <= tolerance)) {
-      throw std::invalid_argument(file_ + ": tensor '" + full(name) + "' differs from " + why);
-    }
-  }
-
-  // Every tensor was given a place.
-  void check_all_taken() const {
-    for (const auto& [name, tensor] : tensors_) {
-      if (!taken_.count(name)) {
-        throw std::invalid_argument(file_ + ": tensor '" + name +
-                                    "' has no place in Tandem's model (a part this import "
-                                    "does not know)");
-      }
-    }
-  }
-
- private:
-  std::string full(const std::string& name) const {
-    return name == "final_logits_bias" || name == "lm_head.weight" ? name : prefix_ + name;
-  }
-  bool has_prefix(const std::string& prefix) const {
-    const auto it = tensors_.lower_bound(prefix);
-    return it != tensors_.end() && it->first.compare(0, prefix.size(), prefix) == 0;
-  }
-
-  TensorMap tensors_;
-  std::string file_, prefix_;
-  std::set<std::string> taken_;
-};
-
-// One layer's tensors under Tandem's names: `from` is the Marian layer, `to` Tandem's.
-void map_layer(Weights& weights, const std::string& from, const std::string& to, bool decoder,
-               const config::ModelConfig& m, std::map<std::string, torch::Tensor>* out) {
-  const int64_t d = m.d_model;
-  auto linear = [&](const std::string& marian, const std::string& tandem, int64_t rows,
-                    int64_t cols) {
-    (*out)[to + tandem + ".weight"] = weights.take(from + marian + ".weight", {rows, cols});
-    (*out)[to + tandem + ".bias"] = weights.take(from + marian + ".bias", {rows});
-  };
-  auto norm = [&](const std::string& marian, const std::string& tandem) {
-    (*out)[to + tandem + ".weight"] = weights.take(from + marian + ".weight", {d});
-    (*out)[to + tandem + ".bias"] = weights.take(from + marian + ".bias", {d});
-  };
-  auto attention = [&](const std::string& marian, const std::string& tandem) {
-    for (const char* proj : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
-      linear(marian + "." + proj, tandem + "." + proj, d, d);
-    }
-  };
-  attention("self_attn", "self_attn");
-  norm("self_attn_layer_norm", "self_attn_norm");
-  if (decoder) {
-    attention("encoder_attn", "cross_attn");
-    norm("encoder_attn_layer_norm", "cross_attn_norm");
-  }
-  linear("fc1", "ffn.fc1", m.d_ff, d);
-  linear("fc2", "ffn.fc2", d, m.d_ff);
-  norm("final_layer_norm", "ffn_norm");
-}
-
 std::string describe(const config::ModelConfig& m, int64_t marian_vocab, int64_t tandem_vocab) {
   std::ostringstream out;
   out << "marian: " << m.encoder_layers << "+" << m.decoder_layers << " layers, d_model "
@@ -368,15 +159,7 @@ IdTable id_table(const std::vector<std::string>& marian, const MarianIds& ids) {
 std::map<std::string, torch::Tensor> tandem_tensors(Weights& weights, const config::ModelConfig& m,
                                                     int64_t marian_vocab, const IdTable& table) {
   const int64_t d = m.d_model;
-  const std::string shared_name = weights.has("shared.weight") ? "shared.weight"
-                                  : weights.has("encoder.embed_tokens.weight")
-                                      ? "encoder.embed_tokens.weight"
-                                      : "decoder.embed_tokens.weight";
-  const torch::Tensor shared = weights.take(shared_name, {marian_vocab, d});
-  for (const char* copy :
-       {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"}) {
-    weights.check_same(copy, shared, 0.0, "the shared embeddings (untied ones are not imported)");
-  }
+  const torch::Tensor shared = take_shared_embeddings(weights, marian_vocab, d);
   const auto rows = torch::tensor(table.marian_row, torch::kLong);
   std::map<std::string, torch::Tensor> named;
   named["src_embed.weight"] = shared.index_select(0, rows);
@@ -394,14 +177,7 @@ std::map<std::string, torch::Tensor> tandem_tensors(Weights& weights, const conf
                        "the sinusoid table (sin in the first half of the columns, cos in the "
                        "second) that MarianMT computes");
   }
-  for (int64_t i = 0; i < m.encoder_layers; ++i) {
-    const std::string layer = "encoder.layers." + std::to_string(i) + ".";
-    map_layer(weights, layer, layer, false, m, &named);
-  }
-  for (int64_t i = 0; i < m.decoder_layers; ++i) {
-    const std::string layer = "decoder.layers." + std::to_string(i) + ".";
-    map_layer(weights, layer, layer, true, m, &named);
-  }
+  take_bart_layers(weights, m, &named);
   weights.check_all_taken();
   return named;
 }
@@ -446,22 +222,8 @@ ImportedModel import_marian(const std::string& dir) {
   std::string weights_file;
   Weights weights(read_weights(dir, &weights_file), weights_file);
   const auto named = tandem_tensors(weights, config.model, marian_vocab, table);
-  // In the order and under the names of Tandem's model of these options.
-  model::Transformer model(checkpoint::model_options(config.model, vocab_size));
-  ImportedModel out;
-  for (const auto& [name, param] : checkpoint::named_parameters(model)) {
-    const auto it = named.find(name);
-    if (it == named.end()) {
-      throw std::logic_error("import_marian: no tensor for Tandem's parameter " + name);
-    }
-    out.checkpoint.model.emplace_back(name, it->second);
-  }
-  checkpoint::check_compatible(dir, out.checkpoint.model, checkpoint::named_parameters(model));
-  config.data.corpus = "(none: imported from " + dir + "; set data.corpus)";
-  out.checkpoint.config_yaml = config::to_yaml(config);
-  out.checkpoint.vocab = vocab.bytes();
-  out.summary = describe(config.model, marian_vocab, vocab_size) + notes;
-  return out;
+  return imported_model(dir, config, vocab, named,
+                        describe(config.model, marian_vocab, vocab_size) + notes);
 }
 
 }  // namespace tandem::importer

@@ -6,16 +6,9 @@
 
 #include <string>
 
-#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/import/import.h"
 
 namespace tandem::importer {
-
-// What tandem-import writes, and a line that says what it read.
-struct ImportedModel {
-  checkpoint::CheckpointData checkpoint;  // step 0, the weights, config and vocabulary; no
-                                          // optimizer state (fine-tune with --reset-optimizer)
-  std::string summary;                    // "marian: 6+6 layers, d_model 512, ..."
-};
 
 // Reads folder `dir`. Tandem's id table is <pad> <unk> <s> </s>, then Marian's other pieces in
 // Marian's order: <s> (the decoder's first input) takes the row of Marian's pad, which is Marian's

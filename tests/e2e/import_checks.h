@@ -1,0 +1,44 @@
+// What the import tests share: copies of a model folder with one thing changed, and the check
+// that tandem-import refuses one as it should.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/e2e/run_command.h"
+
+namespace tandem::test {
+
+// A copy of folder `from` at `to` with `change` applied to it.
+inline std::string variant(const std::string& from, const std::string& to,
+                           const std::function<void(const std::string&)>& change) {
+  std::filesystem::remove_all(to);
+  std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
+  change(to);
+  return to;
+}
+
+// The JSON file at `path`, changed by `change` and written back.
+inline void edit_json(const std::string& path,
+                      const std::function<void(nlohmann::json&)>& change) {
+  auto j = nlohmann::json::parse(read_text(path));
+  change(j);
+  write_file(path, j.dump());
+}
+
+// tandem-import of `dir` exits 2 with one line naming `expected`, and writes nothing at `out`.
+inline void expect_refused(const std::string& dir, const std::string& out,
+                           const std::string& expected) {
+  const auto r = run_command(tool("tandem-import") + " --from " + dir + " --out " + out);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(lines_of(r.output).size(), 1u) << r.output;
+  EXPECT_NE(r.output.find(expected), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out)) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out + ".tmp")) << r.output;
+}
+
+}  // namespace tandem::test

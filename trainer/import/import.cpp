@@ -1,0 +1,51 @@
+#include "trainer/import/import.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "trainer/checkpoint/model_io.h"
+#include "trainer/import/hf_folder.h"
+#include "trainer/import/m2m100.h"
+#include "trainer/import/marian.h"
+#include "trainer/model/transformer.h"
+
+namespace tandem::importer {
+
+ImportedModel imported_model(const std::string& dir, config::Config config,
+                             const data::Vocab& vocab,
+                             const std::map<std::string, torch::Tensor>& named,
+                             std::string summary) {
+  // In the order and under the names of Tandem's model of these options.
+  model::Transformer model(checkpoint::model_options(config.model, vocab.size()));
+  ImportedModel out;
+  for (const auto& [name, param] : checkpoint::named_parameters(model)) {
+    const auto it = named.find(name);
+    if (it == named.end())
+      throw std::logic_error("import: no tensor for Tandem's parameter " + name);
+    out.checkpoint.model.emplace_back(name, it->second);
+  }
+  checkpoint::check_compatible(dir, out.checkpoint.model, checkpoint::named_parameters(model));
+  config.data.corpus = "(none: imported from " + dir + "; set data.corpus)";
+  out.checkpoint.config_yaml = config::to_yaml(config);
+  out.checkpoint.vocab = vocab.bytes();
+  out.summary = std::move(summary);
+  return out;
+}
+
+ImportedModel import_folder(const std::string& dir) {
+  if (!is_dir(dir)) throw std::invalid_argument("'" + dir + "' is not a folder");
+  const std::string config = dir + "/config.json";
+  if (!is_file(config)) {
+    throw std::invalid_argument("'" + dir +
+                                "' has no config.json: not a Hugging Face model "
+                                "folder (save_pretrained's)");
+  }
+  const Keys keys(read_json(config), config);
+  const std::string type = keys.text("model_type");
+  if (type == "marian") return import_marian(dir);
+  if (type == "m2m_100") return import_m2m100(dir);
+  keys.refuse("model_type",
+              "Tandem imports \"marian\" (OPUS-MT) and \"m2m_100\" (M2M-100, NLLB-200) models");
+}
+
+}  // namespace tandem::importer
