@@ -293,7 +293,7 @@ std::vector<std::string> Vocab::nearest_languages(const std::string& language, s
   return out;
 }
 
-bool Vocab::skipped(int32_t id) const {
+bool Vocab::special(int32_t id) const {
   return id <= kEosId || id >= size() || (pair_ && pair_->skipped[id]);
 }
 
@@ -434,7 +434,7 @@ std::string Vocab::decode(const std::vector<int32_t>& ids, Side side) const {
   }
   std::vector<std::string> pieces;
   for (const int32_t id : ids) {
-    if (!skipped(id)) pieces.push_back(pair_->pieces[id]);
+    if (!special(id)) pieces.push_back(pair_->pieces[id]);
   }
   const auto& model = side == Side::kTarget ? pair_->target : sp_;
   const std::string error = model->decode_pieces(pieces, &text);

@@ -92,6 +92,9 @@ class Vocab {
   const std::vector<LanguageCode>& language_codes() const;
   int32_t code_id(const std::string& language) const;
   bool coded() const { return !language_codes().empty(); }
+  // Whether decode() leaves `id` out of the text: the four specials, and a paired vocabulary's
+  // language codes and other specials (ids outside the vocabulary too).
+  bool special(int32_t id) const;
   // The languages of the codes nearest to `language` (edit distance, case ignored), at most
   // `count`, nearest first: for "unknown language" messages.
   std::vector<std::string> nearest_languages(const std::string& language, size_t count) const;
@@ -101,7 +104,6 @@ class Vocab {
 
   Vocab();
   void find_tags();                         // fills tags_ from the pieces
-  bool skipped(int32_t id) const;           // a paired vocabulary's id that decode() leaves out
   std::unique_ptr<SentencePieceModel> sp_;  // the joint model, or the paired source side's
   std::unique_ptr<Pair> pair_;              // null for a joint vocabulary
   std::vector<std::pair<std::string, int32_t>> tags_;  // language tags and their ids, by id

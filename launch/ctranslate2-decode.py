@@ -4,7 +4,8 @@ alone: what the export test (tests/e2e/export_test.cpp) and tandem-bench-decode 
 
   PYTHONPATH=$(launch/ctranslate2.sh) python3 launch/ctranslate2-decode.py MODEL_DIR INPUT OUTPUT \\
       [--beam 4] [--lenpen 0.6] [--min-len N] [--max-len 256] [--compute-type default] \\
-      [--threads 1] [--batch-tokens 2048] [--repeat 1] [--pieces] [--device cpu]
+      [--threads 1] [--batch-tokens 2048] [--repeat 1] [--pieces] [--device cpu] \\
+      [--source-prefix eng_Latn --target-prefix spa_Latn]
 
 INPUT has one sentence per line: raw text, tokenized with the folder's sentencepiece.model, or with
 --pieces SentencePiece pieces separated by spaces (as the benchmark hands them over). OUTPUT gets
@@ -15,7 +16,11 @@ tandem-decode's --min-len). Prints one JSON line: wall_s, user_s and sys_s of th
 median wall time (of --repeat runs of translate_batch alone, without loading or tokenizing; the
 upper one of an even count), every run's wall time, sentences and target pieces. A model whose
 vocabulary has language tags (">>es<<", a multilingual model) gets a line's leading tag as a piece
-of its own, as Tandem and MarianTokenizer tokenize it, not SentencePiece's "▁", ">>es<<".
+of its own, as Tandem and MarianTokenizer tokenize it, not SentencePiece's "▁", ">>es<<". A model
+with language codes (an imported NLLB-200 or M2M-100) is given --source-prefix, its source
+language's code, before each source, and --target-prefix, the target's, as translate_batch's
+target_prefix; the code is left out of the output. A folder of a paired vocabulary (source.spm and
+target.spm) tokenizes with the one and detokenizes with the other, as Tandem does.
 """
 import argparse
 import json
@@ -45,7 +50,17 @@ def arguments():
     parser.add_argument("--batch-tokens", type=int, default=2048)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--pieces", action="store_true")
+    parser.add_argument("--source-prefix", default=None,
+                        help="a token before each source (a language code)")
+    parser.add_argument("--target-prefix", default=None,
+                        help="the token each translation starts with (target_prefix)")
     return parser.parse_args()
+
+
+def detokenize(sp, pieces):
+    """Tandem's detokenization of a paired vocabulary's pieces (data/vocab.cpp): the target model's
+    own, with any "▁" left a space and the ends trimmed."""
+    return sp.decode_pieces(pieces).replace("\u2581", " ").strip()
 
 
 def is_tag(piece):
@@ -67,23 +82,31 @@ def read_sources(args, sp):
         lines = [line.rstrip("\r\n") for line in f]
     if args.pieces:
         return [line.split() for line in lines]
+    prefix = [args.source_prefix] if args.source_prefix else []
+    if prefix:  # a model with language codes takes no tags
+        return [prefix + sp.encode(line, out_type=str) for line in lines]
     tagged = any(is_tag(sp.id_to_piece(i)) for i in range(sp.get_piece_size()))
     return [tokenize(sp, line, tagged) for line in lines]
 
 
 def main():
     args = arguments()
-    sp = None
+    sp, paired = None, False
     if not args.pieces:
         import sentencepiece
 
-        sp = sentencepiece.SentencePieceProcessor(
-            model_file=os.path.join(args.model_dir, "sentencepiece.model"))
+        paired = os.path.exists(os.path.join(args.model_dir, "source.spm"))
+        sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(
+            args.model_dir, "source.spm" if paired else "sentencepiece.model"))
+        target_sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(
+            args.model_dir, "target.spm")) if paired else sp
     sources = read_sources(args, sp)
     translator = ctranslate2.Translator(args.model_dir, device=args.device,
                                         compute_type=args.compute_type,
                                         inter_threads=args.threads, intra_threads=1)
     min_length = {} if args.min_len is None else {"min_decoding_length": args.min_len}
+    if args.target_prefix:
+        min_length["target_prefix"] = [[args.target_prefix]] * len(sources)
     runs = []  # (wall, user, sys) seconds
     for _ in range(args.repeat):
         before = resource.getrusage(resource.RUSAGE_SELF)
@@ -95,10 +118,17 @@ def main():
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_SELF)
         runs.append((wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime))
-    hypotheses = [result.hypotheses[0] for result in results]
+    skip = 1 if args.target_prefix else 0  # the code translate_batch puts first
+    hypotheses = [result.hypotheses[0][skip:] for result in results]
+    # A model with language codes: the codes (and its other specials) are no text.
+    with open(os.path.join(args.model_dir, "tandem.json"), encoding="utf-8") as f:
+        special = set(json.load(f).get("special_pieces", []))
+    hypotheses = [[piece for piece in pieces if piece not in special] for pieces in hypotheses]
     with open(args.output, "w", encoding="utf-8") as f:
         for pieces in hypotheses:
-            f.write((" ".join(pieces) if args.pieces else sp.decode(pieces)) + "\n")
+            text = " ".join(pieces) if args.pieces else detokenize(target_sp, pieces) if paired \
+                else sp.decode(pieces)
+            f.write(text + "\n")
     # The upper median, as tandem-bench-decode takes its own rows'.
     wall, user, system = sorted(runs)[len(runs) // 2]
     print(json.dumps({"wall_s": wall, "user_s": user, "sys_s": system,

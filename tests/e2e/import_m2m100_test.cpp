@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -448,6 +449,36 @@ TEST_P(ImportM2M100, FineTunesOnTwoRanksInBothDirectionsAndTheTargetCodePicksThe
   size_t differ = 0;
   for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i] ? 1 : 0;
   EXPECT_GT(differ, a.size() / 2);
+}
+
+// CTranslate2 4.x on the CPU (launch/ctranslate2.sh) translates the exported NLLB-layout model,
+// each source after its code and the target's code as target_prefix, as tandem-decode does:
+// greedy, line for line.
+TEST_P(ImportM2M100, CTranslate2GivesTandemDecodesGreedyLinesWithTheTargetPrefix) {
+  if (std::string(GetParam().kind) != "nllb") GTEST_SKIP() << "the NLLB layout stands for both";
+  const std::string dir = out_dir(), ct2 = dir + "/ct2";
+  const auto exported = run_command(tool("tandem-export") + " --checkpoint " + imported() +
+                                    " --to ctranslate2 --force --out " + ct2);
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const auto install = run_command(std::string(TANDEM_LAUNCH_DIR) + "/ctranslate2.sh");
+  ASSERT_EQ(install.exit_code, 0) << install.output;
+  const char* python = std::getenv("PYTHON");
+  const auto r =
+      run_command("PYTHONPATH=" + lines_of(install.output).back() + " " +
+                  (python != nullptr ? python : "python3") + " " + TANDEM_LAUNCH_DIR +
+                  "/ctranslate2-decode.py " + ct2 + " " + bible("test.src") + " " + dir +
+                  "/ct2.hyp" + " --beam 1 --min-len 0 --max-len " + std::to_string(kMaxNewTokens) +
+                  " --max-input-len 128 --source-prefix " + GetParam().src_lang +
+                  " --target-prefix " + GetParam().tgt_lang);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto decode =
+      run_command(tool("tandem-decode") + " --checkpoint " + imported() + languages() +
+                  " --beam 1 --max-len-a 0 --max-len-b " + std::to_string(kMaxNewTokens) +
+                  " --min-len 0 < " + bible("test.src") + " 2>/dev/null");
+  ASSERT_EQ(decode.exit_code, 0) << decode.output;
+  const auto ours = lines_of(decode.output), theirs = lines_of(read_text(dir + "/ct2.hyp"));
+  ASSERT_EQ(ours.size(), theirs.size());
+  for (size_t i = 0; i < ours.size(); ++i) EXPECT_EQ(theirs[i], ours[i]) << "line " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ImportM2M100,

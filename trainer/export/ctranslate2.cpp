@@ -257,7 +257,20 @@ void write_ct2_folder(const checkpoint::InferenceModel& model, Ct2Quantization q
   } else {
     write_text(dir + "/sentencepiece.model", model.vocab.sentencepiece_bytes(data::Side::kSource));
   }
-  write_text(dir + "/tandem.json", provenance_json(provenance, quantization).dump(2) + "\n");
+  nlohmann::json info = provenance_json(provenance, quantization);
+  if (model.vocab.coded()) {
+    // A model with language codes (NLLB-200, M2M-100): each source starts with its language's
+    // piece and translate_batch's target_prefix is the target's; detokenization leaves these
+    // pieces out, as tandem-decode does.
+    for (const auto& code : model.vocab.language_codes()) {
+      info["language_codes"][code.language] = model.vocab.piece(code.id);
+    }
+    info["special_pieces"] = nlohmann::json::array();
+    for (int32_t id = kEosId + 1; id < model.vocab.size(); ++id) {
+      if (model.vocab.special(id)) info["special_pieces"].push_back(model.vocab.piece(id));
+    }
+  }
+  write_text(dir + "/tandem.json", info.dump(2) + "\n");
 }
 
 }  // namespace tandem::exporter
