@@ -277,6 +277,19 @@ config::ModelConfig bart_shape(const Keys& keys) {
   return m;
 }
 
+std::string dropped_settings(const Keys& keys, std::initializer_list<const char*> names,
+                             double dropout) {
+  std::ostringstream out;
+  for (const char* name : names) {
+    const double value = keys.number_or(name, 0.0);
+    if (value != 0.0) {
+      out << " (" << name << " " << value << " is not Tandem's: it trains with dropout " << dropout
+          << " alone)";
+    }
+  }
+  return out.str();
+}
+
 torch::Tensor take_shared_embeddings(Weights& weights, int64_t vocab, int64_t d) {
   const std::string name = weights.has("shared.weight") ? "shared.weight"
                            : weights.has("encoder.embed_tokens.weight")

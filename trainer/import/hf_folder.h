@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -84,6 +85,11 @@ class Weights {
 // Tandem's model config; refuses stacks of different widths or head counts, heads that do not
 // divide d_model, and sizes below 1.
 config::ModelConfig bart_shape(const Keys& keys);
+
+// What the import leaves out: " (attention_dropout 0.1 is not Tandem's: it trains with dropout
+// 0.1 alone)" for each of `names` that config.json sets to other than 0; "" when none.
+std::string dropped_settings(const Keys& keys, std::initializer_list<const char*> names,
+                             double dropout);
 
 // The embedding matrix [vocab, d] a tied BART-family model shares (shared.weight, or either
 // stack's embed_tokens), checked against every copy the file holds (the stacks',

@@ -67,13 +67,9 @@ config::ModelConfig model_config(const Keys& keys, std::string* notes) {
   if (!keys.boolean_or("tie_word_embeddings", true)) {
     keys.refuse("tie_word_embeddings", "an output layer apart from the embeddings is not imported");
   }
-  for (const char* key :
-       {"attention_dropout", "activation_dropout", "encoder_layerdrop", "decoder_layerdrop"}) {
-    if (keys.number_or(key, 0.0) != 0.0) {
-      *notes += std::string(" (") + key + " is not Tandem's: it trains with dropout " +
-                std::to_string(m.dropout) + " alone)";
-    }
-  }
+  *notes += dropped_settings(
+      keys, {"attention_dropout", "activation_dropout", "encoder_layerdrop", "decoder_layerdrop"},
+      m.dropout);
   return m;
 }
 

@@ -96,12 +96,7 @@ config::ModelConfig model_config(const Keys& keys, std::string* notes) {
     keys.refuse("activation_function", "Tandem's feed-forward is swish (silu) or relu");
   }
   refuse_other_variants(keys);
-  for (const char* key : {"attention_dropout", "activation_dropout"}) {
-    if (keys.number_or(key, 0.0) != 0.0) {
-      *notes += std::string(" (") + key + " is not Tandem's: it trains with dropout " +
-                std::to_string(m.dropout) + " alone)";
-    }
-  }
+  *notes += dropped_settings(keys, {"attention_dropout", "activation_dropout"}, m.dropout);
   return m;
 }
 
