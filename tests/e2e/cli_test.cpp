@@ -94,6 +94,14 @@ TEST_F(ToolErrors, DecodeNamesTheMissingRequiredFlag) {
   expect_one_line({tool("tandem-decode") + " < /dev/null", "--checkpoint"});
 }
 
+TEST_F(ToolErrors, DecodeNamesABadSamplingAndSamplingWithABeam) {
+  const std::string decode = tool("tandem-decode") + " --checkpoint " + file("absent.h5");
+  expect_one_line({decode + " --sampling topk:0 < /dev/null", "--sampling 'topk:0'"});
+  expect_one_line({decode + " --beam 1 --sampling topp:1.5 < /dev/null", "--sampling 'topp:1.5'"});
+  expect_one_line({decode + " --sampling topk:5 --beam 4 < /dev/null", "--beam 1"});
+  expect_one_line({decode + " --beam 1 --temperature 0.5 < /dev/null", "--sampling"});
+}
+
 TEST_F(ToolErrors, DecodeNamesANegativeMinLength) {
   expect_one_line(
       {tool("tandem-decode") + " --checkpoint " + file("absent.h5") + " --min-len -1 < /dev/null",

@@ -379,6 +379,18 @@ TEST_F(Pipeline, CheckpointsOfARunTranslateAsAnEnsembleAndOneTwiceTranslatesAsIt
   ASSERT_EQ(threaded.exit_code, 0) << threaded.output;
   EXPECT_EQ(threaded.output, alone.output);
 
+  // Sampling: a line's draws depend on the seed and its index alone, so chunks of 3 lines on two
+  // threads give the bytes one chunk on one thread gives; another seed gives other lines.
+  const std::string sample =
+      tool("tandem-decode") + " --sampling topk:5 --checkpoint " + last + " --temperature 1.2";
+  const auto seeded = run_command(sample + " --seed 4 --threads 1" + input);
+  const auto chunked = run_command(sample + " --seed 4 --threads 2 --chunk-lines 3" + input);
+  const auto reseeded = run_command(sample + " --seed 5 --threads 1" + input);
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.output;
+  EXPECT_EQ(chunked.output, seeded.output);
+  EXPECT_NE(reseeded.output, seeded.output);
+  EXPECT_EQ(lines_of(seeded.output).size(), lines_of(read_text(file("test.src"))).size());
+
   // --device cpu is the default; auto is the CPU where no GPU is visible (as in CI).
   for (const std::string device : {"cpu", "auto"}) {
     const auto placed =

@@ -73,6 +73,33 @@ torch::Tensor best_candidates(const std::vector<torch::Tensor>& logits,
       .to(torch::kCPU);
 }
 
+// One step's draws when sampling (beam size 1): per active sentence its drawn token, in
+// best_candidates' form [sentences, 3, 1]: (score, token, parent 0).
+torch::Tensor sampled_candidates(const std::vector<torch::Tensor>& logits,
+                                 const std::vector<double>& weights, const Beams& beams,
+                                 bool ban_eos, const DecodeOptions& options,
+                                 const std::vector<int64_t>& streams, int64_t step) {
+  const auto sentences = static_cast<int64_t>(beams.sentence.size());
+  auto log_probs =
+      torch::log_softmax(combine_log_probs(logits, weights).to(torch::kCPU, torch::kDouble), -1);
+  log_probs.select(1, kPadId).fill_(-INFINITY);
+  log_probs.select(1, kBosId).fill_(-INFINITY);
+  if (ban_eos) log_probs.select(1, kEosId).fill_(-INFINITY);
+  std::vector<double> u;
+  for (const int64_t sentence : beams.sentence) {
+    u.push_back(sampling_uniform(options.sampling.seed, streams[sentence], step));
+  }
+  const auto tokens = draw_tokens(log_probs, options.sampling, u);
+  auto out = torch::zeros({sentences, 3, 1}, torch::kDouble);
+  auto cell = out.accessor<double, 3>();
+  auto logp = log_probs.accessor<double, 2>();
+  for (int64_t i = 0; i < sentences; ++i) {
+    cell[i][0][0] = beams.scores[i] + logp[i][tokens[i]];
+    cell[i][1][0] = static_cast<double>(tokens[i]);
+  }
+  return out;
+}
+
 // A step's log-probabilities are at most this above 0 (the normaliser's rounding), so that a
 // hypothesis' score bounds its descendants' scores with this much slack per step.
 constexpr double kLogProbSlack = 1e-5;
@@ -184,13 +211,35 @@ void validate(const DecodeOptions& options, int64_t vocab_size) {
   require(std::isfinite(options.length_penalty), "length_penalty", options.length_penalty,
           "a finite number");
   require(options.threads >= 1, "threads", options.threads, ">= 1");
+  if (options.sampling.kind != SamplingKind::kNone) {
+    require(options.beam_size == 1, "beam_size", options.beam_size,
+            "1 when sampling (a draw is one token per step)");
+    require(std::isfinite(options.sampling.temperature) && options.sampling.temperature > 0,
+            "sampling.temperature", options.sampling.temperature, "a number above 0");
+    require(options.sampling.kind != SamplingKind::kTopK || options.sampling.k >= 1, "sampling.k",
+            options.sampling.k, ">= 1");
+    require(options.sampling.kind != SamplingKind::kTopP ||
+                (options.sampling.p > 0 && options.sampling.p <= 1),
+            "sampling.p", options.sampling.p, "in (0, 1]");
+  }
 }
 
 std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
                                                  const torch::Tensor& src_in,
                                                  const DecodeOptions& options,
-                                                 const std::vector<int32_t>& first_tokens) {
+                                                 const std::vector<int32_t>& first_tokens,
+                                                 const std::vector<int64_t>& stream_ids) {
   validate(options, ensemble.vocab_size());
+  std::vector<int64_t> streams = stream_ids;
+  if (streams.empty()) {
+    streams.resize(src_in.size(0));
+    std::iota(streams.begin(), streams.end(), 0);
+  }
+  if (static_cast<int64_t>(streams.size()) != src_in.size(0)) {
+    throw std::invalid_argument("beam_search: " + std::to_string(streams.size()) + " streams for " +
+                                std::to_string(src_in.size(0)) + " rows");
+  }
+  const bool sampling = options.sampling.kind != SamplingKind::kNone;
   if (!first_tokens.empty() && static_cast<int64_t>(first_tokens.size()) != src_in.size(0)) {
     throw std::invalid_argument("beam_search: " + std::to_string(first_tokens.size()) +
                                 " first tokens for " + std::to_string(src_in.size(0)) + " rows");
@@ -237,8 +286,10 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
       logits.push_back(models[i]->decode_step(tokens, states[i]));
     }
     // Step s adds a hypothesis' s-th token: EOS may end it there once s - 1 >= min_len.
-    auto choice =
-        best_candidates(logits, ensemble.weights(), beams, options.beam_size, step <= min_len);
+    auto choice = sampling ? sampled_candidates(logits, ensemble.weights(), beams, step <= min_len,
+                                                options, streams, step)
+                           : best_candidates(logits, ensemble.weights(), beams, options.beam_size,
+                                             step <= min_len);
     auto rows = advance(beams, choice, step, limits, options, finished);
     if (beams.sentence.empty()) break;
     for (auto& state : states) state.select(rows, beams.width);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "trainer/decode/ensemble.h"
+#include "trainer/decode/sampling.h"
 
 namespace tandem::decode {
 
@@ -40,6 +41,8 @@ struct DecodeOptions {
   // Batches translated at once when translating many sentences, each on its own thread (one
   // LibTorch intra-op thread each is what scales: see configure_cpu_runtime).
   int64_t threads = 1;
+  // Drawing each next token instead of searching (tandem-decode --sampling): beam_size 1 only.
+  SamplingOptions sampling;
 };
 
 struct Hypothesis {
@@ -85,8 +88,15 @@ void validate(const DecodeOptions& options, int64_t vocab_size);
 // the first step feeds BOS as always, and its choice is that token, adding 0 to the score. It is
 // one of the hypothesis' tokens (so it counts in its length), and options.min_len counts the
 // tokens after it.
+//
+// With options.sampling, each step draws a row's next token instead (sampling.h) from the
+// ensemble's renormalised distribution, <pad> and <s> never and EOS not before min_len; the score
+// adds the drawn token's log-probability under that distribution (before temperature and cuts).
+// Row r draws from stream `streams[r]` (r when not given): the sentence's index in the input, so
+// that its translation depends on nothing else.
 std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble, const torch::Tensor& src,
                                                  const DecodeOptions& options,
-                                                 const std::vector<int32_t>& first_tokens = {});
+                                                 const std::vector<int32_t>& first_tokens = {},
+                                                 const std::vector<int64_t>& streams = {});
 
 }  // namespace tandem::decode

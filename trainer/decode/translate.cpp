@@ -30,7 +30,7 @@ torch::Tensor make_batch(const std::vector<std::vector<int32_t>>& sources,
 
 std::vector<std::vector<Hypothesis>> translate_nbest(
     const Ensemble& ensemble, const std::vector<std::vector<int32_t>>& sources,
-    const DecodeOptions& options, const std::vector<int32_t>& first_tokens) {
+    const DecodeOptions& options, const std::vector<int32_t>& first_tokens, int64_t first_stream) {
   validate(options, ensemble.vocab_size());
   if (!first_tokens.empty() && first_tokens.size() != sources.size()) {
     throw std::invalid_argument("translate: " + std::to_string(first_tokens.size()) +
@@ -51,10 +51,12 @@ std::vector<std::vector<Hypothesis>> translate_nbest(
     for (size_t n; (n = taken.fetch_add(1)) < batches.size();) {
       const auto& rows = batches[batches.size() - 1 - n];
       std::vector<int32_t> first;
+      std::vector<int64_t> streams;
       for (const int64_t row : rows) {
         if (!first_tokens.empty()) first.push_back(first_tokens[row]);
+        streams.push_back(first_stream + row);
       }
-      auto hyps = beam_search(ensemble, make_batch(sources, rows), options, first);
+      auto hyps = beam_search(ensemble, make_batch(sources, rows), options, first, streams);
       for (size_t i = 0; i < rows.size(); ++i) results[rows[i]] = std::move(hyps[i]);
     }
   };
@@ -85,11 +87,11 @@ std::vector<std::vector<Hypothesis>> translate_nbest(
 std::vector<Hypothesis> translate(const Ensemble& ensemble,
                                   const std::vector<std::vector<int32_t>>& sources,
                                   const DecodeOptions& options,
-                                  const std::vector<int32_t>& first_tokens) {
+                                  const std::vector<int32_t>& first_tokens, int64_t first_stream) {
   DecodeOptions best = options;
   best.nbest = 1;
   std::vector<Hypothesis> out;
-  for (auto& hyps : translate_nbest(ensemble, sources, best, first_tokens))
+  for (auto& hyps : translate_nbest(ensemble, sources, best, first_tokens, first_stream))
     out.push_back(std::move(hyps.front()));
   return out;
 }

@@ -80,7 +80,7 @@ TeacherForced teacher_forced(const decode::Ensemble& ensemble,
 std::vector<std::vector<Translation>> translate_tokens_nbest(
     const decode::Ensemble& ensemble, const data::Vocab& vocab,
     std::vector<std::vector<int32_t>> sources, const decode::DecodeOptions& options,
-    const std::vector<int32_t>& first_tokens) {
+    const std::vector<int32_t>& first_tokens, int64_t first_stream) {
   ensemble.eval();
   const size_t limit = position_limit(ensemble);
   int64_t truncated = 0;
@@ -88,7 +88,8 @@ std::vector<std::vector<Translation>> translate_tokens_nbest(
   warn_truncated(truncated, limit);
   std::vector<std::vector<Translation>> out;
   out.reserve(sources.size());
-  for (const auto& hypotheses : decode::translate_nbest(ensemble, sources, options, first_tokens)) {
+  for (const auto& hypotheses :
+       decode::translate_nbest(ensemble, sources, options, first_tokens, first_stream)) {
     out.emplace_back();
     for (const auto& h : hypotheses) {
       out.back().push_back(

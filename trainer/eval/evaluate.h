@@ -44,11 +44,12 @@ struct Translation {
 // The options.nbest best translations of each token sequence, best first, in input order. Sources
 // longer than the model's position table are truncated, with a warning. `first_tokens`: none, or
 // per sentence the token its translations start with (a model with language codes: the target
-// language's; see decode::beam_search).
+// language's; see decode::beam_search). When sampling, sentence i is the input's first_stream + i
+// (decode::translate_nbest).
 std::vector<std::vector<Translation>> translate_tokens_nbest(
     const decode::Ensemble& ensemble, const data::Vocab& vocab,
     std::vector<std::vector<int32_t>> sources, const decode::DecodeOptions& options,
-    const std::vector<int32_t>& first_tokens = {});
+    const std::vector<int32_t>& first_tokens = {}, int64_t first_stream = 0);
 
 // The best translation of each token sequence, detokenized (translate_tokens_nbest with nbest 1).
 std::vector<std::string> translate_tokens(const decode::Ensemble& ensemble,

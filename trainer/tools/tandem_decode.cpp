@@ -23,6 +23,8 @@ constexpr const char* kExamples = R"(Examples:
   tandem-decode --checkpoint a.h5 --checkpoint b.h5 --weights 2 1 < test.en              # weighted
   tandem-decode --checkpoint runs/multi/last.h5 --target-lang es < test.en   # a multilingual model
   tandem-decode --checkpoint nllb.h5 --source-lang eng_Latn --target-lang spa_Latn < test.en
+  tandem-decode --checkpoint runs/es-en/last.h5 --beam 1 --sampling topk:10 --seed 7 < mono.es
+                              # back-translation by sampling: the same seed, the same lines
   echo ">>es<< In the beginning..." | tandem-decode --checkpoint runs/multi/last.h5    # the same
 
 With --nbest N, each input line gives N lines, best first:
@@ -45,8 +47,10 @@ void flush_chunk(const tandem::checkpoint::InferenceEnsemble& models,
   std::vector<std::vector<int32_t>> sources;
   sources.reserve(lines.size());
   for (const auto& line : lines) sources.push_back(marks.source(vocab, line));
+  // When sampling, each line draws from the stream of its index in the input.
   for (const auto& list : tandem::eval::translate_tokens_nbest(
-           models.ensemble, vocab, sources, options, marks.first_tokens(sources.size()))) {
+           models.ensemble, vocab, sources, options, marks.first_tokens(sources.size()),
+           static_cast<int64_t>(output.next_index))) {
     if (!output.nbest) std::cout << list.front().text << '\n';
     for (size_t i = 0; output.nbest && i < list.size(); ++i) {
       char score[32];
@@ -80,6 +84,21 @@ int main(int argc, char** argv) {
                                "thread)")
                     ->check(CLI::PositiveNumber);
   tandem::tools::add_language_flags(app, languages);
+  std::string sampling;
+  auto* sample = app.add_option(
+      "--sampling", sampling,
+      "draw each next token instead of searching (beam 1): topk:K (from the K likeliest), "
+      "topp:P (from the fewest whose probabilities reach P) or full; back-translation by "
+      "sampling");
+  app.add_option("--temperature", options.sampling.temperature,
+                 "divides the log-probabilities before sampling (below 1 sharper, above 1 "
+                 "flatter)")
+      ->capture_default_str()
+      ->needs(sample);
+  app.add_option("--seed", options.sampling.seed,
+                 "the draws' seed: a line's draws depend on it and on the line's index alone")
+      ->capture_default_str()
+      ->needs(sample);
   app.footer(kExamples);
   if (const auto done = tandem::tools::parse_command_line(app, "tandem-decode", argc, argv))
     return *done;
@@ -89,6 +108,15 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--nbest " + std::to_string(options.nbest) + " exceeds --beam " +
                                   std::to_string(options.beam_size) +
                                   ": an n-best list holds at most beam size hypotheses");
+    }
+    if (!sampling.empty()) {
+      options.sampling = tandem::decode::parse_sampling(sampling, options.sampling);
+      if (app.get_option("--beam")->count() == 0) options.beam_size = 1;  // a draw per step
+      if (options.beam_size != 1) {
+        throw std::invalid_argument("--sampling " + sampling +
+                                    " draws one token per step: give --beam 1 (not --beam " +
+                                    std::to_string(options.beam_size) + ")");
+      }
     }
     const auto models = tandem::tools::load_models(flags, options);
     const auto marks = tandem::tools::language_marks(models.members.front().vocab, languages);
