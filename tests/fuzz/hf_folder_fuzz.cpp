@@ -8,7 +8,6 @@
 // specials first rather than NLLB's <unk> <s> </s>, which its import refuses after reading the
 // tokenizer's files: those files are what it is for; the M2M-100 folder imports whole.)
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -18,12 +17,12 @@
 #include "data/vocab.h"
 #include "tests/fuzz/fuzz_files.h"
 #include "tests/fuzz/fuzz_target.h"
+#include "trainer/common/temp_dir.h"
 #include "trainer/import/import.h"
 
 namespace tandem::fuzz {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 const char* const kFiles[] = {
@@ -77,17 +76,17 @@ std::map<std::string, std::vector<int64_t>> weight_shapes(int64_t vocab) {
   return shapes;
 }
 
-// A folder of either layout, made once; its files' texts are the seeds.
-const std::string& base_folder(bool m2m) {
-  static std::string folders[2];
-  std::string& dir = folders[m2m ? 1 : 0];
-  if (!dir.empty()) return dir;
-  dir = scratch_dir() + (m2m ? "/m2m100" : "/nllb");
-  fs::create_directories(dir);
+// A folder of either layout, made once in memory (file name -> bytes); its files' texts are the
+// seeds. (Files, not std::filesystem: the PyPI LibTorch's libtorch.so exports std::filesystem
+// symbols that a binary linked against it may bind to.)
+using Folder = std::map<std::string, std::string>;
+
+const Folder& base_folder(bool m2m) {
+  static Folder folders[2];
+  Folder& folder = folders[m2m ? 1 : 0];
+  if (!folder.empty()) return folder;
   const data::Vocab& spm = base_vocab();
-  auto write = [&](const std::string& name, const std::string& bytes) {
-    std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
-  };
+  auto write = [&](const std::string& name, const std::string& bytes) { folder[name] = bytes; };
   write("sentencepiece.bpe.model", spm.sentencepiece_bytes(data::Side::kSource));
   int64_t vocab = 0;
   if (m2m) {
@@ -142,7 +141,7 @@ const std::string& base_folder(bool m2m) {
   write("model-00002-of-00002.safetensors", safetensors(second));
   write("model.safetensors.index.json",
         json{{"metadata", json::object()}, {"weight_map", map}}.dump());
-  return dir;
+  return folder;
 }
 
 }  // namespace
@@ -151,9 +150,9 @@ std::vector<std::string> seeds() {
   std::vector<std::string> out;
   for (const bool m2m : {false, true}) {
     for (int file = 0; file < kFileCount; ++file) {
-      const std::string path = base_folder(m2m) + "/" + kFiles[file];
-      if (!fs::exists(path)) continue;
-      out.push_back(std::string(1, static_cast<char>(file | (m2m ? 0x80 : 0))) + read_whole(path));
+      const auto it = base_folder(m2m).find(kFiles[file]);
+      if (it == base_folder(m2m).end()) continue;
+      out.push_back(std::string(1, static_cast<char>(file | (m2m ? 0x80 : 0))) + it->second);
     }
   }
   return out;
@@ -163,15 +162,16 @@ std::vector<std::string> seeds() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;
-  namespace fs = std::filesystem;
   if (size == 0) return 0;
   const bool m2m = (data[0] & 0x80) != 0;
   const int file = (data[0] & 0x7f) % fuzz::kFileCount;
-  const std::string dir = fuzz::scratch_dir() + "/folder";
-  fs::remove_all(dir);
-  fs::copy(fuzz::base_folder(m2m), dir, fs::copy_options::recursive);
-  std::ofstream(dir + "/" + fuzz::kFiles[file], std::ios::binary)
-      .write(reinterpret_cast<const char*>(data + 1), static_cast<std::streamsize>(size - 1));
+  const TempDir folder("hf-folder");
+  auto files = fuzz::base_folder(m2m);
+  files[fuzz::kFiles[file]] = std::string(reinterpret_cast<const char*>(data + 1), size - 1);
+  for (const auto& [name, bytes] : files) {
+    std::ofstream(folder.file(name), std::ios::binary) << bytes;
+  }
+  const std::string& dir = folder.path();
   fuzz::refused_or_read([&] {
     const auto imported = importer::import_folder(dir);
     const auto vocab = data::Vocab::from_bytes(imported.checkpoint.vocab);
