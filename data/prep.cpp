@@ -40,17 +40,13 @@ void check_languages(const PrepOptions& options, const Vocab& vocab,
     for (const auto& [side, language] :
          {std::pair{"source", corpus.src_lang}, std::pair{"target", corpus.tgt_lang}}) {
       if (vocab.code_id(language) >= 0) continue;
-      std::string nearest;
-      for (const std::string& l : vocab.nearest_languages(language, 5)) {
-        nearest += (nearest.empty() ? "" : ", ") + l;
-      }
       throw std::invalid_argument(
           where + ": " +
           (language.empty() ? std::string("no ") + side + " language"
                             : std::string(side) + " language '" + language + "' is not a code") +
           " of the vocabulary of '" + options.vocab_from + "', which marks languages with codes " +
           (corpus.name.empty() ? "(give --src-lang and --tgt-lang" : "(name them in the manifest") +
-          "; the nearest: " + nearest + ")");
+          "; the nearest: " + vocab.nearest_languages(language, 5) + ")");
     }
   }
 }
@@ -76,13 +72,16 @@ void check_writable(const std::string& tmp, const std::string& out) {
   std::remove(tmp.c_str());
 }
 
-// The vocabulary: trained on a sample of the train split (balanced across languages for several
-// corpora) with the tags as pieces of their own, or the one given, which must have the tags.
+// The vocabulary and the tags its sources start with (`tags`): trained on a sample of the train
+// split (balanced across languages for several corpora) with the tags as pieces of their own, or
+// the one given, which must have the tags; one with language codes marks both sides with those
+// instead, never with tags.
 Vocab make_vocab(const PrepOptions& options, const std::vector<CorpusFiles>& corpora,
-                 const std::vector<std::string>& tags) {
+                 std::vector<std::string>* tags) {
   if (!options.vocab_bytes.empty()) {
     Vocab vocab = Vocab::from_bytes(options.vocab_bytes);
-    for (const std::string& tag : tags) {
+    *tags = vocab.coded() ? std::vector<std::string>{} : language_tags(corpora);
+    for (const std::string& tag : *tags) {
       if (vocab.tag_id(tag) < 0) {
         throw std::invalid_argument("the vocabulary of '" + options.vocab_from +
                                     "' has no piece '" + tag +
@@ -91,8 +90,9 @@ Vocab make_vocab(const PrepOptions& options, const std::vector<CorpusFiles>& cor
     }
     return vocab;
   }
+  *tags = language_tags(corpora);
   VocabTrainOptions train = options.vocab;
-  train.user_symbols = tags;
+  train.user_symbols = *tags;
   if (options.corpora.empty()) {
     return Vocab::train(sample_sentences(*find_split(corpora.front(), "train"), train), train);
   }
@@ -111,10 +111,8 @@ PrepSummary prepare_corpus(const PrepOptions& options) {
       PairReader check_readable(files, label_of(corpus, files.name));
     }
   }
-  // A vocabulary with language codes marks both sides with them, never with tags.
-  const bool coded = !options.vocab_bytes.empty() && Vocab::from_bytes(options.vocab_bytes).coded();
-  const std::vector<std::string> tags = coded ? std::vector<std::string>{} : language_tags(corpora);
-  const Vocab vocab = make_vocab(options, corpora, tags);
+  std::vector<std::string> tags;
+  const Vocab vocab = make_vocab(options, corpora, &tags);
   check_languages(options, vocab, corpora);
 
   PrepSummary summary;

@@ -281,16 +281,16 @@ int32_t Vocab::code_id(const std::string& language) const {
   return -1;
 }
 
-std::vector<std::string> Vocab::nearest_languages(const std::string& language, size_t count) const {
+std::string Vocab::nearest_languages(const std::string& language, size_t count) const {
   std::vector<std::pair<size_t, std::string>> ranked;
   for (const LanguageCode& code : language_codes()) {
     ranked.emplace_back(edit_distance(lower(language), lower(code.language)), code.language);
   }
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<std::string> out;
-  for (size_t i = 0; i < ranked.size() && i < count; ++i) out.push_back(ranked[i].second);
-  return out;
+  std::vector<std::string> nearest;
+  for (size_t i = 0; i < ranked.size() && i < count; ++i) nearest.push_back(ranked[i].second);
+  return join(nearest, ", ");
 }
 
 bool Vocab::special(int32_t id) const {

@@ -96,8 +96,8 @@ class Vocab {
   // language codes and other specials (ids outside the vocabulary too).
   bool special(int32_t id) const;
   // The languages of the codes nearest to `language` (edit distance, case ignored), at most
-  // `count`, nearest first: for "unknown language" messages.
-  std::vector<std::string> nearest_languages(const std::string& language, size_t count) const;
+  // `count`, nearest first, joined by ", ": for "unknown language" messages.
+  std::string nearest_languages(const std::string& language, size_t count) const;
 
  private:
   struct Pair;  // a paired vocabulary's target model and id table

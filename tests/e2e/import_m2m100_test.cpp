@@ -343,6 +343,10 @@ TEST_P(ImportM2M100, BadInputExitsTwoWithOneLineAndWritesNothing) {
   EXPECT_NE(none.output.find("--source-lang is needed"), std::string::npos) << none.output;
 }
 
+// What the NLLB layout alone is run for (it stands for both): the fine-tune and the CTranslate2
+// export. The same prepared models as ImportM2M100's.
+class ImportNllb : public ImportM2M100 {};
+
 // The loss tandem-eval --json reports for `args`.
 double eval_loss(const std::string& args) {
   const auto r = run_command(tool("tandem-eval") + " --beam 1 --json " + args + " 2>&1");
@@ -355,8 +359,7 @@ double eval_loss(const std::string& args) {
 // --vocab-from the model): the test loss falls, and the target's code picks the direction (the
 // reference scores better after the right code than after the other, and the translations
 // differ).
-TEST_P(ImportM2M100, FineTunesOnTwoRanksInBothDirectionsAndTheTargetCodePicksTheDirection) {
-  if (std::string(GetParam().kind) != "nllb") GTEST_SKIP() << "the NLLB layout stands for both";
+TEST_P(ImportNllb, FineTunesOnTwoRanksInBothDirectionsAndTheTargetCodePicksTheDirection) {
   const auto en = lines_of(read_text(bible("bible/train.en")));
   const auto es = lines_of(read_text(bible("bible/train.es")));
   std::string train_en, train_es;
@@ -454,8 +457,7 @@ TEST_P(ImportM2M100, FineTunesOnTwoRanksInBothDirectionsAndTheTargetCodePicksThe
 // CTranslate2 4.x on the CPU (launch/ctranslate2.sh) translates the exported NLLB-layout model,
 // each source after its code and the target's code as target_prefix, as tandem-decode does:
 // greedy, line for line.
-TEST_P(ImportM2M100, CTranslate2GivesTandemDecodesGreedyLinesWithTheTargetPrefix) {
-  if (std::string(GetParam().kind) != "nllb") GTEST_SKIP() << "the NLLB layout stands for both";
+TEST_P(ImportNllb, CTranslate2GivesTandemDecodesGreedyLinesWithTheTargetPrefix) {
   const std::string dir = out_dir(), ct2 = dir + "/ct2";
   const auto exported = run_command(tool("tandem-export") + " --checkpoint " + imported() +
                                     " --to ctranslate2 --force --out " + ct2);
@@ -481,9 +483,12 @@ TEST_P(ImportM2M100, CTranslate2GivesTandemDecodesGreedyLinesWithTheTargetPrefix
   for (size_t i = 0; i < ours.size(); ++i) EXPECT_EQ(theirs[i], ours[i]) << "line " << i;
 }
 
+const Layout kNllb{"nllb", "eng_Latn", "spa_Latn", 202};
+
+INSTANTIATE_TEST_SUITE_P(Nllb, ImportNllb, ::testing::Values(kNllb),
+                         [](const auto& info) { return std::string(info.param.kind); });
 INSTANTIATE_TEST_SUITE_P(Layouts, ImportM2M100,
-                         ::testing::Values(Layout{"nllb", "eng_Latn", "spa_Latn", 202},
-                                           Layout{"m2m100", "en", "es", 100}),
+                         ::testing::Values(kNllb, Layout{"m2m100", "en", "es", 100}),
                          [](const auto& info) { return std::string(info.param.kind); });
 
 }  // namespace

@@ -100,6 +100,35 @@ torch::Tensor sampled_candidates(const std::vector<torch::Tensor>& logits,
   return out;
 }
 
+// `given` (rows of beam_search's) is empty or one per row; std::invalid_argument otherwise.
+void check_row_count(size_t given, const char* what, int64_t rows) {
+  if (given != 0 && static_cast<int64_t>(given) != rows) {
+    throw std::invalid_argument("beam_search: " + std::to_string(given) + " " + what + " for " +
+                                std::to_string(rows) + " rows");
+  }
+}
+
+// Each row's sampling stream: the given ones, or the row's index.
+std::vector<int64_t> row_streams(const std::vector<int64_t>& given, int64_t rows) {
+  check_row_count(given.size(), "streams", rows);
+  if (!given.empty()) return given;
+  std::vector<int64_t> streams(rows);
+  std::iota(streams.begin(), streams.end(), 0);
+  return streams;
+}
+
+// The first step with each row's token forced (beam_search's first_tokens): the models read
+// `bos` as always, and every hypothesis starts with its row's token at score 0. → the next
+// step's input, those tokens.
+torch::Tensor force_first_tokens(std::vector<model::Transformer>& models,
+                                 std::vector<model::DecoderState>& states, const torch::Tensor& bos,
+                                 const std::vector<int32_t>& first_tokens, Beams& beams) {
+  for (size_t i = 0; i < models.size(); ++i) models[i]->decode_step(bos, states[i]);
+  for (size_t row = 0; row < first_tokens.size(); ++row) beams.tokens[row] = {first_tokens[row]};
+  return torch::tensor(std::vector<int64_t>(first_tokens.begin(), first_tokens.end()), torch::kLong)
+      .to(bos.device());
+}
+
 // A step's log-probabilities are at most this above 0 (the normaliser's rounding), so that a
 // hypothesis' score bounds its descendants' scores with this much slack per step.
 constexpr double kLogProbSlack = 1e-5;
@@ -230,20 +259,9 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
                                                  const std::vector<int32_t>& first_tokens,
                                                  const std::vector<int64_t>& stream_ids) {
   validate(options, ensemble.vocab_size());
-  std::vector<int64_t> streams = stream_ids;
-  if (streams.empty()) {
-    streams.resize(src_in.size(0));
-    std::iota(streams.begin(), streams.end(), 0);
-  }
-  if (static_cast<int64_t>(streams.size()) != src_in.size(0)) {
-    throw std::invalid_argument("beam_search: " + std::to_string(streams.size()) + " streams for " +
-                                std::to_string(src_in.size(0)) + " rows");
-  }
+  const std::vector<int64_t> streams = row_streams(stream_ids, src_in.size(0));
+  check_row_count(first_tokens.size(), "first tokens", src_in.size(0));
   const bool sampling = options.sampling.kind != SamplingKind::kNone;
-  if (!first_tokens.empty() && static_cast<int64_t>(first_tokens.size()) != src_in.size(0)) {
-    throw std::invalid_argument("beam_search: " + std::to_string(first_tokens.size()) +
-                                " first tokens for " + std::to_string(src_in.size(0)) + " rows");
-  }
   const bool forced = !first_tokens.empty();
   torch::NoGradGuard no_grad;
   const int64_t batch = src_in.size(0);
@@ -272,11 +290,7 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
   auto tokens = torch::full({batch}, kBosId, src.options());
   int64_t step = 1;
   if (forced) {
-    for (size_t i = 0; i < models.size(); ++i) models[i]->decode_step(tokens, states[i]);
-    for (int64_t row = 0; row < batch; ++row) beams.tokens[row] = {first_tokens[row]};
-    tokens =
-        torch::tensor(std::vector<int64_t>(first_tokens.begin(), first_tokens.end()), torch::kLong)
-            .to(src.device());
+    tokens = force_first_tokens(models, states, tokens, first_tokens, beams);
     step = 2;
   }
   const int64_t min_len = options.min_len + (forced ? 1 : 0);

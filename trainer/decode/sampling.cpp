@@ -1,7 +1,9 @@
 #include "trainer/decode/sampling.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <stdexcept>
 
@@ -32,26 +34,22 @@ SamplingOptions parse_sampling(const std::string& text, SamplingOptions base) {
   const std::string kind = text.substr(0, colon),
                     value = colon == std::string::npos ? "" : text.substr(colon + 1);
   if (kind != "topk" && kind != "topp") refuse(text, "unknown kind");
-  size_t used = 0;
-  try {
-    if (kind == "topk") {
-      base.kind = SamplingKind::kTopK;
-      base.k = std::stoll(value, &used);
-      if (used != value.size() || base.k < 1)
-        refuse(text, "K must be a whole number of at least 1");
-    } else {
-      base.kind = SamplingKind::kTopP;
-      base.p = std::stod(value, &used);
-      if (used != value.size() || !(base.p > 0.0 && base.p <= 1.0)) {
-        refuse(text, "P must be in (0, 1]");
-      }
+  // The whole value must be the number (strtoll/strtod stop at the first character that is not).
+  const char* begin = value.c_str();
+  char* end = nullptr;
+  errno = 0;
+  if (kind == "topk") {
+    base.kind = SamplingKind::kTopK;
+    base.k = std::strtoll(begin, &end, 10);
+    if (value.empty() || *end != '\0' || errno != 0 || base.k < 1) {
+      refuse(text, "K must be a whole number of at least 1");
     }
-  } catch (const std::logic_error& e) {  // stoll/stod's invalid_argument and out_of_range
-    if (dynamic_cast<const std::invalid_argument*>(&e) != nullptr &&
-        std::string(e.what()).rfind("--sampling", 0) == 0) {
-      throw;
+  } else {
+    base.kind = SamplingKind::kTopP;
+    base.p = std::strtod(begin, &end);
+    if (value.empty() || *end != '\0' || !(base.p > 0.0 && base.p <= 1.0)) {
+      refuse(text, "P must be in (0, 1]");
     }
-    refuse(text, kind == "topk" ? "K must be a whole number of at least 1" : "P must be in (0, 1]");
   }
   return base;
 }
@@ -62,6 +60,63 @@ double sampling_uniform(uint64_t seed, int64_t stream, int64_t step) {
   return static_cast<double>(h >> 11) * 0x1.0p-53;  // the top 53 bits
 }
 
+namespace {
+
+// The index among the first `kept` weights of the first whose cumulative sum passes u times
+// their total.
+int64_t pick(const std::vector<double>& weight, int64_t kept, double u) {
+  double restricted = 0.0;
+  for (int64_t i = 0; i < kept; ++i) restricted += weight[i];
+  const double target = u * restricted;
+  double cumulative = 0.0;
+  for (int64_t i = 0; i < kept; ++i) {
+    cumulative += weight[i];
+    if (cumulative > target) return i;
+  }
+  return kept - 1;  // rounding can leave the target past the last sum
+}
+
+// One row's draw (draw_tokens); `order` and `weight` are scratch space kept across rows.
+int64_t draw_one(const double* s, int64_t vocab, const SamplingOptions& options, double u,
+                 std::vector<int64_t>& order, std::vector<double>& weight) {
+  order.clear();
+  double top = -INFINITY;
+  for (int64_t id = 0; id < vocab; ++id) {
+    if (std::isfinite(s[id])) {
+      order.push_back(id);
+      top = std::max(top, s[id]);
+    }
+  }
+  if (order.empty()) throw std::invalid_argument("draw_tokens: a row with no token to draw");
+  // Most likely first, ties to the lower id (the same order everywhere); the whole distribution
+  // needs no order (id order).
+  const auto likelier = [s](int64_t a, int64_t b) {
+    return s[a] > s[b] || (s[a] == s[b] && a < b);
+  };
+  auto kept = static_cast<int64_t>(order.size());
+  if (options.kind == SamplingKind::kTopK) {
+    kept = std::min(kept, options.k);
+    std::partial_sort(order.begin(), order.begin() + kept, order.end(), likelier);
+  } else if (options.kind == SamplingKind::kTopP) {
+    std::sort(order.begin(), order.end(), likelier);
+  }
+  weight.resize(order.size());
+  double total = 0.0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    weight[i] = std::exp((s[order[i]] - top) / options.temperature);
+    total += weight[i];
+  }
+  if (options.kind == SamplingKind::kTopP) {  // the fewest most likely reaching p
+    double mass = 0.0;
+    int64_t n = 0;
+    while (n < kept && mass < options.p * total) mass += weight[n++];
+    kept = std::max<int64_t>(n, 1);
+  }
+  return order[pick(weight, kept, u)];
+}
+
+}  // namespace
+
 std::vector<int64_t> draw_tokens(const torch::Tensor& log_probs, const SamplingOptions& options,
                                  const std::vector<double>& u) {
   const auto scores = log_probs.to(torch::kCPU, torch::kDouble).contiguous();
@@ -70,57 +125,11 @@ std::vector<int64_t> draw_tokens(const torch::Tensor& log_probs, const SamplingO
     throw std::invalid_argument("draw_tokens: " + std::to_string(u.size()) + " draws for " +
                                 std::to_string(rows) + " rows");
   }
-  std::vector<int64_t> tokens(rows);
-  std::vector<int64_t> order;
+  std::vector<int64_t> tokens(rows), order;
   std::vector<double> weight;
   for (int64_t row = 0; row < rows; ++row) {
-    const double* s = scores.data_ptr<double>() + row * vocab;
-    order.clear();
-    double top = -INFINITY;
-    for (int64_t id = 0; id < vocab; ++id) {
-      if (std::isfinite(s[id])) {
-        order.push_back(id);
-        top = std::max(top, s[id]);
-      }
-    }
-    if (order.empty()) throw std::invalid_argument("draw_tokens: a row with no token to draw");
-    // Most likely first, ties to the lower id (the same order everywhere); the whole
-    // distribution needs no order (id order).
-    const auto likelier = [s](int64_t a, int64_t b) {
-      return s[a] > s[b] || (s[a] == s[b] && a < b);
-    };
-    auto kept = static_cast<int64_t>(order.size());
-    if (options.kind == SamplingKind::kTopK) {
-      kept = std::min(kept, options.k);
-      std::partial_sort(order.begin(), order.begin() + kept, order.end(), likelier);
-    } else if (options.kind == SamplingKind::kTopP) {
-      std::sort(order.begin(), order.end(), likelier);
-    }
-    weight.resize(order.size());
-    double total = 0.0;
-    for (size_t i = 0; i < order.size(); ++i) {
-      weight[i] = std::exp((s[order[i]] - top) / options.temperature);
-      total += weight[i];
-    }
-    if (options.kind == SamplingKind::kTopP) {  // the fewest most likely reaching p
-      double mass = 0.0;
-      int64_t n = 0;
-      while (n < kept && mass < options.p * total) mass += weight[n++];
-      kept = std::max<int64_t>(n, 1);
-    }
-    double restricted = 0.0;
-    for (int64_t i = 0; i < kept; ++i) restricted += weight[i];
-    const double target = u[row] * restricted;
-    double cumulative = 0.0;
-    int64_t chosen = kept - 1;  // rounding can leave the target past the last sum
-    for (int64_t i = 0; i < kept; ++i) {
-      cumulative += weight[i];
-      if (cumulative > target) {
-        chosen = i;
-        break;
-      }
-    }
-    tokens[row] = order[chosen];
+    tokens[row] =
+        draw_one(scores.data_ptr<double>() + row * vocab, vocab, options, u[row], order, weight);
   }
   return tokens;
 }

@@ -84,13 +84,9 @@ inline int32_t language_code(const data::Vocab& vocab, const std::string& flag,
     id = vocab.code_id(language.substr(2, language.size() - 4));
   }
   if (id >= 0) return id;
-  std::string nearest;
-  for (const std::string& l : vocab.nearest_languages(language, 5)) {
-    nearest += (nearest.empty() ? "" : ", ") + l;
-  }
   throw std::invalid_argument(flag + " '" + language + "': not a language of the model (" +
                               std::to_string(vocab.language_codes().size()) +
-                              " codes; the nearest: " + nearest + ")");
+                              " codes; the nearest: " + vocab.nearest_languages(language, 5) + ")");
 }
 
 inline LanguageMarks language_marks(const data::Vocab& vocab, const LanguageFlags& flags) {

@@ -63,6 +63,38 @@ void flush_chunk(const tandem::checkpoint::InferenceEnsemble& models,
   lines.clear();
 }
 
+// --sampling (kept as text until parsed), --temperature and --seed.
+void add_sampling_flags(CLI::App& app, std::string& sampling,
+                        tandem::decode::SamplingOptions& options) {
+  auto* sample = app.add_option(
+      "--sampling", sampling,
+      "draw each next token instead of searching (beam 1): topk:K (from the K likeliest), "
+      "topp:P (from the fewest whose probabilities reach P) or full; back-translation by "
+      "sampling");
+  app.add_option("--temperature", options.temperature,
+                 "divides the log-probabilities before sampling (below 1 sharper, above 1 "
+                 "flatter)")
+      ->capture_default_str()
+      ->needs(sample);
+  app.add_option("--seed", options.seed,
+                 "the draws' seed: a line's draws depend on it and on the line's index alone")
+      ->capture_default_str()
+      ->needs(sample);
+}
+
+// Sampling as --sampling asks, at beam 1 (implied when --beam is not given); an explicit other
+// beam is refused.
+void apply_sampling(const CLI::App& app, const std::string& sampling,
+                    tandem::decode::DecodeOptions& options) {
+  options.sampling = tandem::decode::parse_sampling(sampling, options.sampling);
+  if (app.get_option("--beam")->count() == 0) options.beam_size = 1;  // a draw per step
+  if (options.beam_size != 1) {
+    throw std::invalid_argument("--sampling " + sampling +
+                                " draws one token per step: give --beam 1 (not --beam " +
+                                std::to_string(options.beam_size) + ")");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,20 +117,7 @@ int main(int argc, char** argv) {
                     ->check(CLI::PositiveNumber);
   tandem::tools::add_language_flags(app, languages);
   std::string sampling;
-  auto* sample = app.add_option(
-      "--sampling", sampling,
-      "draw each next token instead of searching (beam 1): topk:K (from the K likeliest), "
-      "topp:P (from the fewest whose probabilities reach P) or full; back-translation by "
-      "sampling");
-  app.add_option("--temperature", options.sampling.temperature,
-                 "divides the log-probabilities before sampling (below 1 sharper, above 1 "
-                 "flatter)")
-      ->capture_default_str()
-      ->needs(sample);
-  app.add_option("--seed", options.sampling.seed,
-                 "the draws' seed: a line's draws depend on it and on the line's index alone")
-      ->capture_default_str()
-      ->needs(sample);
+  add_sampling_flags(app, sampling, options.sampling);
   app.footer(kExamples);
   if (const auto done = tandem::tools::parse_command_line(app, "tandem-decode", argc, argv))
     return *done;
@@ -109,15 +128,7 @@ int main(int argc, char** argv) {
                                   std::to_string(options.beam_size) +
                                   ": an n-best list holds at most beam size hypotheses");
     }
-    if (!sampling.empty()) {
-      options.sampling = tandem::decode::parse_sampling(sampling, options.sampling);
-      if (app.get_option("--beam")->count() == 0) options.beam_size = 1;  // a draw per step
-      if (options.beam_size != 1) {
-        throw std::invalid_argument("--sampling " + sampling +
-                                    " draws one token per step: give --beam 1 (not --beam " +
-                                    std::to_string(options.beam_size) + ")");
-      }
-    }
+    if (!sampling.empty()) apply_sampling(app, sampling, options);
     const auto models = tandem::tools::load_models(flags, options);
     const auto marks = tandem::tools::language_marks(models.members.front().vocab, languages);
     // Enough batches in a chunk for every thread to have some.
