@@ -12,14 +12,13 @@
 #endif
 #endif
 
+#include "trainer/common/fnv_hash.h"
 #include "trainer/common/log.h"
 #include "trainer/parallel/mpi_communicator.h"
 
 namespace tandem::parallel {
 namespace {
 
-constexpr uint64_t kFnvOffsetBasis = 14695981039346656037ULL;
-constexpr uint64_t kFnvPrime = 1099511628211ULL;
 // Ends every item, so {"ab"} and {"a", "b"} hash differently.
 constexpr unsigned char kItemSeparator = 0;
 
@@ -127,13 +126,9 @@ void ProcessGroup::abort(int code) {
 
 uint64_t stable_hash(const std::vector<std::string>& items) {
   uint64_t hash = kFnvOffsetBasis;
-  auto mix = [&hash](unsigned char byte) {
-    hash ^= byte;
-    hash *= kFnvPrime;
-  };
   for (const std::string& item : items) {
-    for (char c : item) mix(static_cast<unsigned char>(c));
-    mix(kItemSeparator);
+    hash = fnv1a(item.data(), item.size(), hash);
+    hash = fnv1a(&kItemSeparator, 1, hash);
   }
   return hash;
 }

@@ -16,7 +16,7 @@ const std::regex kExitCode(R"(Process name: \[\[\d+,\d+\],(\d+)\]\s+Exit code: +
 const std::regex kNonZero(R"(Primary job  terminated normally, but \d+ process(?:es)? returned)");
 const std::regex kLostDaemon(R"(Remote daemon: \[\[\d+,\d+\],\d+\] on node (\S+))");
 
-// An exit code with which a rank says it stopped because it was asked to (train/stop_signal.h):
+// An exit code with which a rank says it stopped because it was asked to (common/stop_handler.h):
 // 128 plus the stop signal that asked.
 bool stopped_on_request(int code) { return code > 128 && is_stop_signal(code - 128); }
 

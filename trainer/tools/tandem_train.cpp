@@ -20,7 +20,7 @@
 #include "trainer/tools/restarts.h"
 #include "trainer/tools/tool_main.h"
 #include "trainer/train/metrics_log.h"
-#include "trainer/train/stop_signal.h"
+#include "trainer/common/stop_handler.h"
 #include "trainer/train/trainer.h"
 
 namespace {
@@ -152,7 +152,7 @@ int train(tandem::parallel::ProcessGroup& group, const Args& args, int64_t& step
   tandem::train::Trainer trainer(std::move(config), group, args.resume);
   try {
     const int code = trainer.run();
-    const int sig = tandem::train::stop_signal();
+    const int sig = tandem::stop_signal();
     using Outcome = tandem::RankState::Outcome;
     tandem::rank_state::end(sig != 0 ? Outcome::kStopped : Outcome::kFinished, trainer.step(), code,
                             sig);

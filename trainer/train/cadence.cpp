@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "trainer/train/stop_signal.h"
+#include "trainer/common/stop_handler.h"
 
 namespace tandem::train {
 

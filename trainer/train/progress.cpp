@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "trainer/common/log.h"
+#include "trainer/common/timestamp.h"
 
 namespace tandem::train {
 namespace {
@@ -22,19 +23,6 @@ std::string bar(double fraction) {
   return "[" + std::string(filled, '#') + std::string(kBarWidth - filled, '-') + "]" + percent;
 }
 }  // namespace
-
-std::string format_duration(double seconds) {
-  const auto total = static_cast<int64_t>(std::llround(std::max(0.0, seconds)));
-  char buf[32];
-  if (total >= 3600) {
-    std::snprintf(buf, sizeof buf, "%lldh%02lldm%02llds", static_cast<long long>(total / 3600),
-                  static_cast<long long>(total / 60 % 60), static_cast<long long>(total % 60));
-  } else {
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(total / 60),
-                  static_cast<long long>(total % 60));
-  }
-  return buf;
-}
 
 std::string ProgressRecord::line() const {
   char buf[256];

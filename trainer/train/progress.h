@@ -149,7 +149,4 @@ class ProgressMeter {
   ProgressRecord last_record_;  // what the live line shows while a new window is empty
 };
 
-// "1h02m03s" style durations.
-std::string format_duration(double seconds);
-
 }  // namespace tandem::train

@@ -19,7 +19,7 @@
 #include "trainer/train/forward_backward.h"
 #include "trainer/train/rank_checks.h"
 #include "trainer/train/rng.h"
-#include "trainer/train/stop_signal.h"
+#include "trainer/common/stop_handler.h"
 
 namespace tandem::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainer/train/stop_signal.h"
+#include "trainer/common/stop_handler.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 
 #include "trainer/common/signal_sender.h"
 
-namespace tandem::train {
+namespace tandem {
 namespace {
 // The first stop signal and who sent it (signal_sender), set together: a repeat can land on
 // another thread while the first handler runs. 0: none yet.
@@ -69,4 +69,4 @@ int stop_signal() { return static_cast<int>(g_first.load() & 0xffffffffu); }
 
 int stopped_exit_status(int sig) { return sig == 0 || sig == kLauncherStopSignal ? 0 : 128 + sig; }
 
-}  // namespace tandem::train
+}  // namespace tandem
