@@ -245,7 +245,7 @@ TEST_F(SlurmTwoNodes, ANodeLostMidRunLeavesTheJobToFinishOnTheOther) {
             2);
   const std::string restart =
       "tandem-train: restart 1 of 3: the job: mpirun exited with status 0 before rank 0 said "
-      "training finished; resuming from step 30 (" +
+      "the job finished; resuming from step 30 (" +
       dir_->file("nodes") + "/" + checkpoint::step_file_name(30) + ") at 1 rank(s) without nodeB";
   EXPECT_NE(text.find(restart), std::string::npos) << text;
   EXPECT_EQ(checkpoint::load_description(dir_->file("nodes/last.h5")).step, 60);

@@ -152,7 +152,7 @@ TEST(JobFailure, AWatchdogExitIsTheWatchingRanksWithItsMessage) {
   EXPECT_EQ(lost.rank, -1);
   EXPECT_EQ(lost.message, "");
   EXPECT_EQ(describe(lost),
-            "the job: mpirun exited with status 0 before rank 0 said training "
+            "the job: mpirun exited with status 0 before rank 0 said the job "
             "finished");
 }
 
@@ -194,7 +194,7 @@ TEST(JobFailure, StatusZeroWithoutRankZerosRecordIsAFailure) {
   EXPECT_FALSE(job_finished({}));
   EXPECT_FALSE(job_finished({failed(0, 37, "out of memory"), finished(1)}));
   const JobFailure f = parse_job_failure({}, 0, {finished(1)});
-  EXPECT_EQ(f.how, "mpirun exited with status 0 before rank 0 said training finished");
+  EXPECT_EQ(f.how, "mpirun exited with status 0 before rank 0 said the job finished");
   EXPECT_FALSE(f.stopped);
   EXPECT_FALSE(f.usage_error);
   EXPECT_EQ(reason_not_to_restart(f, nullptr, 30, -1, 0, 3), "");

@@ -100,7 +100,7 @@ JobFailure parse_job_failure(const std::vector<std::string>& lines, int status,
     failure.how = "exited with a non-zero code";  // mpirun did not get as far as saying which
   }
   if (failure.how.empty() && status == 0) {
-    failure.how = "mpirun exited with status 0 before rank 0 said training finished";
+    failure.how = "mpirun exited with status 0 before rank 0 said the job finished";
   } else if (failure.how.empty()) {
     take_exit_code(failure, status, "mpirun exited with status ");
   }
@@ -108,7 +108,7 @@ JobFailure parse_job_failure(const std::vector<std::string>& lines, int status,
   return failure;
 }
 
-std::string describe(const JobFailure& failure) {
+std::string describe(const JobFailure& failure, const std::string& unit) {
   std::string text;
   if (failure.unreachable) {
     text = "host " + failure.host;
@@ -119,7 +119,7 @@ std::string describe(const JobFailure& failure) {
     text = "the job";
   }
   text += ": " + failure.how;
-  if (failure.step >= 0) text += " in step " + std::to_string(failure.step);
+  if (failure.step >= 0) text += " in " + unit + " " + std::to_string(failure.step);
   if (!failure.message.empty()) text += " (" + failure.message + ")";
   return text;
 }

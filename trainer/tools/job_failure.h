@@ -20,7 +20,7 @@ struct JobFailure {
   int rank = -1;             // the rank that failed first; -1 when nothing named one
   std::string host;          // its host, or the host that became unreachable; "" when not named
   std::string how;           // "killed by signal 9 (Killed)", "exited with code 3", ...
-  int64_t step = -1;         // the step the rank said it failed in; -1 when it could not say
+  int64_t step = -1;         // the step (or chunk) the rank said it failed in; -1: it could not say
   std::string message;       // the rank's error, from its record
   bool unreachable = false;  // a host stopped answering mpirun
   bool usage_error = false;  // exit code 2: bad input, which a restart does not mend
@@ -41,8 +41,9 @@ bool job_finished(const std::vector<RankState>& ranks);
 JobFailure parse_job_failure(const std::vector<std::string>& lines, int status,
                              const std::vector<RankState>& ranks);
 
-// One phrase for a log line: "rank 1 on node07: killed by signal 9 (Killed) in step 37".
-std::string describe(const JobFailure& failure);
+// One phrase for a log line: "rank 1 on node07: killed by signal 9 (Killed) in step 37"; `unit`
+// is what the failed rank's record counts ("step" in training, "chunk" in a chunked job).
+std::string describe(const JobFailure& failure, const std::string& unit = "step");
 
 // Whether `again` is the same failure as `before` come back: the same error in the same step when
 // a rank named them; otherwise the same way of failing (the caller adds whether training got any

@@ -1,85 +1,22 @@
 #include "trainer/tools/restarts.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
-#include <thread>
 
-#include "trainer/checkpoint/checkpoint.h"
-#include "trainer/checkpoint/dir_lock.h"
 #include "trainer/common/fault_injection.h"
 #include "trainer/common/rank_state.h"
-#include "trainer/common/stop_signals.h"
 #include "trainer/common/temp_dir.h"
 #include "trainer/common/timestamp.h"
 #include "trainer/tools/job_supervisor.h"
 #include "trainer/tools/mpirun_command.h"
-#include "trainer/train/metrics_log.h"
 #include "trainer/train/restart_record.h"
 
 namespace tandem::tools {
 namespace {
-
-// The folder of checkpoint.dir where a run's ranks leave their state records (common/rank_state.h).
-constexpr const char* kRankStateFolder = ".rank-state";
-
-// How long a relaunch waits for the failed job's rank 0 to let go of checkpoint.dir's lock: the
-// kernel releases it when the process is gone, which can take a moment after mpirun has exited.
-constexpr auto kLockWait = std::chrono::seconds(60);
-constexpr auto kLockPoll = std::chrono::milliseconds(100);
-
-void wait_until_directory_free(const std::string& dir) {
-  const auto deadline = std::chrono::steady_clock::now() + kLockWait;
-  for (;;) {
-    try {
-      const checkpoint::DirLock free_now(dir);
-      return;
-    } catch (const std::invalid_argument& e) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        throw std::runtime_error(std::string(e.what()) +
-                                 ", still 60 s after the failed job ended; not restarting");
-      }
-      std::this_thread::sleep_for(kLockPoll);
-    }
-  }
-}
-
-struct Checkpoint {
-  int64_t step = 0;  // 0: none yet, the job starts from scratch
-  std::string path;
-};
-
-Checkpoint newest_checkpoint(const std::string& dir) {
-  Checkpoint newest;
-  newest.path = checkpoint::find_latest(dir);
-  if (!newest.path.empty()) newest.step = checkpoint::load_description(newest.path).step;
-  return newest;
-}
-
-// Whether the stop left the last step saved: rank 0's record says at which step it stopped, and
-// the newest checkpoint must be of that step. (The ranks' closing lines need not reach us: a
-// scheduler's SIGTERM reaches mpirun as well as the ranks, and mpirun then stops relaying their
-// output.)
-void report_stop(const JobResult& result, const std::vector<RankState>& ranks,
-                 const std::string& dir, const std::string& tool) {
-  const Checkpoint newest = newest_checkpoint(dir);
-  const auto zero = std::find_if(ranks.begin(), ranks.end(),
-                                 [](const RankState& state) { return state.rank == 0; });
-  const bool saved = zero != ranks.end() && zero->outcome == RankState::Outcome::kStopped &&
-                     !newest.path.empty() && newest.step == zero->step;
-  const char* name = signal_name(result.stop_signal);
-  if (saved) {
-    std::fprintf(stderr, "%s: stopped by %s; the last step is saved (step %lld, %s)\n",
-                 tool.c_str(), name, static_cast<long long>(newest.step), newest.path.c_str());
-  } else {
-    std::fprintf(stderr, "%s: stopped by %s; no checkpoint was written after it (newest: %s)\n",
-                 tool.c_str(), name, newest.path.empty() ? "none" : newest.path.c_str());
-  }
-}
 
 // The mpirun command of the job's run after `restarts` restarts (which its ranks find in
 // TANDEM_RESTART) on `hosts` (written to `hostfile`), or at plan.ranks on this machine; its ranks
@@ -100,18 +37,18 @@ std::vector<std::string> job_command(const JobPlan& plan, int restarts,
   }
   std::vector<std::string> argv = mpirun.argv;
   argv.insert(argv.end(), plan.rank_command.begin(), plan.rank_command.end());
-  if (accum_steps != plan.accum_steps) {
+  if (plan.accum_steps > 0 && accum_steps != plan.accum_steps) {
     argv.insert(argv.end(), {"--set", "train.accum_steps=" + std::to_string(accum_steps)});
   }
   return argv;
 }
 
-train::RestartRecord restart_record(int restart, const JobFailure& failure, const Checkpoint& from,
-                                    int ranks, int64_t accum_steps) {
+train::RestartRecord restart_record(int restart, const JobFailure& failure, const SavedPoint& from,
+                                    int ranks, int64_t accum_steps, const char* unit) {
   train::RestartRecord record;
   record.restart = restart;
-  record.step = from.step;
-  record.failure = describe(failure);
+  record.step = from.count;
+  record.failure = describe(failure, unit);
   record.how = failure.how;
   record.world_size = ranks;
   record.accum_steps = accum_steps;
@@ -122,16 +59,17 @@ train::RestartRecord restart_record(int restart, const JobFailure& failure, cons
   return record;
 }
 
-// One run of the job: its ranks' state records are read from a folder of checkpoint.dir made
-// afresh for it (a relaunched job's ranks must not find the last run's), removed afterwards.
+// One run of the job: its ranks' state records are read from a folder made afresh for it (a
+// relaunched job's ranks must not find the last run's), removed afterwards.
 struct JobRun {
   JobResult result;
   std::vector<RankState> ranks;
 };
 
-JobRun run_once(const JobPlan& plan, int restarts, const std::vector<Host>& hosts,
-                const std::string& hostfile, int64_t accum_steps, const std::string& tool) {
-  const std::string state_dir = plan.checkpoint_dir + "/" + kRankStateFolder;
+JobRun run_once(const JobPlan& plan, const SavedProgress& progress, int restarts,
+                const std::vector<Host>& hosts, const std::string& hostfile, int64_t accum_steps,
+                const std::string& tool) {
+  const std::string state_dir = progress.state_dir();
   remove_tree(state_dir);
   std::error_code error;
   std::filesystem::create_directories(state_dir, error);
@@ -156,15 +94,16 @@ int64_t accumulation_for(int64_t accum_before, int ranks_before, int ranks) {
 }
 
 std::string reason_not_to_restart(const JobFailure& failure, const JobFailure* previous,
-                                  int64_t checkpoint_step, int64_t previous_checkpoint_step,
-                                  int restarts_done, int max_restarts) {
+                                  int64_t saved, int64_t previous_saved, int restarts_done,
+                                  int max_restarts, const std::string& unit) {
   if (failure.stopped) return "the ranks stopped on request";
   if (failure.usage_error) return "bad input (exit code 2), which a restart does not mend";
   if (previous != nullptr && same_failure(*previous, failure) &&
-      (failure.step >= 0 || checkpoint_step == previous_checkpoint_step)) {
-    return "the same failure came back after a restart from step " +
-           std::to_string(previous_checkpoint_step) +
-           (failure.step >= 0 ? ", in step " + std::to_string(failure.step) : "");
+      (failure.step >= 0 || saved == previous_saved)) {
+    const std::string from = unit == "step" ? "step " + std::to_string(previous_saved)
+                                            : std::to_string(previous_saved) + " " + unit + "(s) done";
+    return "the same failure came back after a restart from " + from +
+           (failure.step >= 0 ? ", in " + unit + " " + std::to_string(failure.step) : "");
   }
   if (restarts_done >= max_restarts) {
     return "no restart left (--max-restarts " + std::to_string(max_restarts) + ")";
@@ -216,69 +155,68 @@ void fit_to_answering_hosts(const JobPlan& plan, const RestartOptions& options, 
                    " rank(s) left on the hosts that answer, fewer than --min-ranks " +
                    std::to_string(options.min_ranks) + " (no answer from " + joined(next.dropped) +
                    ")";
-  } else if (options.keep_global_batch) {
+  } else if (options.keep_global_batch && plan.accum_steps > 0) {
     next.accum_steps = accumulation_for(plan.accum_steps, first_ranks, next.ranks);
   }
 }
 
-// The restart's line and its metrics.jsonl record.
-void announce_restart(const JobPlan& plan, const RestartOptions& options, int restart,
-                      const JobFailure& failure, const Checkpoint& from, const Relaunch& next,
-                      const std::string& tool) {
-  const std::string resume_point =
-      from.path.empty() ? "scratch (no checkpoint yet)"
-                        : "step " + std::to_string(from.step) + " (" + from.path + ")";
+// The restart's line and its record.
+void announce_restart(const SavedProgress& progress, const RestartOptions& options, int restart,
+                      const JobFailure& failure, const SavedPoint& from, const Relaunch& next,
+                      const std::string& tool, bool accumulates) {
   const std::string without = next.dropped.empty() ? "" : " without " + joined(next.dropped);
-  std::fprintf(stderr,
-               "%s: restart %d of %d: %s; resuming from %s at %d rank(s)%s, accumulation "
-               "%lld\n",
-               tool.c_str(), restart, options.max_restarts, describe(failure).c_str(),
-               resume_point.c_str(), next.ranks, without.c_str(),
-               static_cast<long long>(next.accum_steps));
+  const std::string accumulation =
+      accumulates ? ", accumulation " + std::to_string(next.accum_steps) : "";
+  std::fprintf(stderr, "%s: restart %d of %d: %s; resuming from %s at %d rank(s)%s%s\n",
+               tool.c_str(), restart, options.max_restarts,
+               describe(failure, progress.unit()).c_str(), from.text.c_str(), next.ranks,
+               without.c_str(), accumulation.c_str());
   std::fflush(stderr);
   train::RestartRecord record =
-      restart_record(restart, failure, from, next.ranks, next.accum_steps);
+      restart_record(restart, failure, from, next.ranks, next.accum_steps, progress.unit());
   record.dropped_hosts = next.dropped;
-  train::append_metrics_record({plan.checkpoint_dir + "/metrics.jsonl", plan.tensorboard_dir},
-                               record.to_json());
+  progress.record_restart(record);
 }
 
 }  // namespace
 
-int run_with_restarts(const JobPlan& plan, const RestartOptions& options, const std::string& tool) {
+int run_with_restarts(const JobPlan& plan, const RestartOptions& options,
+                      const SavedProgress& progress, const std::string& tool) {
   const TempDir scratch("hosts");
   const std::string hostfile = scratch.file("hostfile");
   const int first_ranks = plan.hosts.empty() ? plan.ranks : total_slots(plan.hosts);
   Relaunch next{"", plan.hosts, first_ranks, plan.accum_steps, {}};
   JobFailure previous;
-  int64_t previous_checkpoint = -1;
+  int64_t previous_saved = -1;
   for (int restarts = 0;; ++restarts) {
-    const JobRun run = run_once(plan, restarts, next.hosts, hostfile, next.accum_steps, tool);
+    const JobRun run =
+        run_once(plan, progress, restarts, next.hosts, hostfile, next.accum_steps, tool);
     const JobResult& result = run.result;
     if (result.stop_signal != 0) {
-      report_stop(result, run.ranks, plan.checkpoint_dir, tool);
+      std::fprintf(stderr, "%s: %s\n", tool.c_str(), progress.stop_report(result, run.ranks).c_str());
       return result.exit_code();
     }
     if (result.status == 0 && job_finished(run.ranks)) return 0;
     // A status of 0 without rank 0's record of the end is a failure, said even without restarts.
     if (result.status != 0 && options.max_restarts == 0) return result.exit_code();
     const JobFailure failure = parse_job_failure(result.last_lines, result.status, run.ranks);
-    const Checkpoint from = newest_checkpoint(plan.checkpoint_dir);
+    const SavedPoint from = progress.saved();
     next.dropped.clear();
-    next.why_not = reason_not_to_restart(failure, restarts > 0 ? &previous : nullptr, from.step,
-                                         previous_checkpoint, restarts, options.max_restarts);
+    next.why_not =
+        reason_not_to_restart(failure, restarts > 0 ? &previous : nullptr, from.count,
+                              previous_saved, restarts, options.max_restarts, progress.unit());
     fit_to_answering_hosts(plan, options, first_ranks, next);
     if (!next.why_not.empty()) {
-      const std::string newest =
-          from.path.empty() ? "No checkpoint was saved." : "Newest checkpoint: " + from.path + ".";
-      std::fprintf(stderr, "%s: %s; not restarting: %s. %s\n", tool.c_str(),
-                   describe(failure).c_str(), next.why_not.c_str(), newest.c_str());
+      std::fprintf(stderr, "%s: %s; not restarting: %s. Saved so far: %s.\n", tool.c_str(),
+                   describe(failure, progress.unit()).c_str(), next.why_not.c_str(),
+                   from.text.c_str());
       return failure_exit_code(result.exit_code());
     }
-    announce_restart(plan, options, restarts + 1, failure, from, next, tool);
-    wait_until_directory_free(plan.checkpoint_dir);
+    announce_restart(progress, options, restarts + 1, failure, from, next, tool,
+                     plan.accum_steps > 0);
+    progress.wait_until_free();
     previous = failure;
-    previous_checkpoint = from.step;
+    previous_saved = from.count;
   }
 }
 

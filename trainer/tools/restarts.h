@@ -1,5 +1,6 @@
-// tandem-train --max-restarts: a job that outlives a lost rank, relaunched from its newest
-// complete checkpoint, and stopped rather than looped when the same failure comes back.
+// --max-restarts (tandem-train, tandem-decode): a job that outlives a lost rank, relaunched from
+// what it saved (its newest complete checkpoint, or the chunks it has done), and stopped rather
+// than looped when the same failure comes back.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +8,10 @@
 #include <vector>
 
 #include "trainer/tools/hosts.h"
+#include "trainer/common/rank_state.h"
 #include "trainer/tools/job_failure.h"
+#include "trainer/tools/job_supervisor.h"
+#include "trainer/train/restart_record.h"
 
 namespace tandem::tools {
 
@@ -21,12 +25,38 @@ struct RestartOptions {
 struct JobPlan {
   std::vector<Host> hosts;                // a hostfile's hosts; empty: this machine only
   int ranks = 1;                          // on this machine; with hosts, their slots
-  int threads = 1;                        // per rank (train.threads)
+  int threads = 1;                        // per rank (train.threads, tandem-decode --threads)
   std::vector<std::string> forward_env;   // variables passed on to every rank
   std::vector<std::string> rank_command;  // what each rank runs: this executable and its arguments
-  std::string checkpoint_dir;             // where the job resumes from (checkpoint.dir)
-  std::string tensorboard_dir;            // where restarts go as TensorBoard events; empty: none
-  int64_t accum_steps = 1;                // train.accum_steps of the config
+  int64_t accum_steps = 0;                // train.accum_steps of the config; 0: not training
+};
+
+// A saved point of a job: a count that grows as the job saves more (the newest checkpoint's step;
+// the chunks done), 0 when nothing is saved yet, and its words for the launcher's lines.
+struct SavedPoint {
+  int64_t count = 0;
+  std::string text;  // "step 20 (runs/a/step-00000020.h5)", "37 of 120 chunks (out.es.parts)"
+};
+
+// What a job leaves on disk for a relaunch to resume from, as the launcher reads it between
+// runs: training's checkpoint.dir (tools/checkpoint_progress.h), a chunked job's parts
+// (tools/chunk_progress.h).
+class SavedProgress {
+ public:
+  virtual ~SavedProgress() = default;
+  // Where a run's ranks leave their state records (made afresh for each run, removed after it).
+  virtual std::string state_dir() const = 0;
+  // What the job has saved so far.
+  virtual SavedPoint saved() const = 0;
+  // The unit a failed rank's record counts in: "step", "chunk".
+  virtual const char* unit() const = 0;
+  // The launcher's line after a stop signal ended the run: whether its work is saved.
+  virtual std::string stop_report(const JobResult& result,
+                                  const std::vector<RankState>& ranks) const = 0;
+  // Before a relaunch: waits until the failed run has let go of what it held.
+  virtual void wait_until_free() const {}
+  // Keeps the restart's record beside the job's other records.
+  virtual void record_restart(const train::RestartRecord& record) const = 0;
 };
 
 // The accumulation that keeps ranks x accumulation as close as it can to `ranks_before` x
@@ -34,11 +64,11 @@ struct JobPlan {
 int64_t accumulation_for(int64_t accum_before, int ranks_before, int ranks);
 
 // Why a failed job is not relaunched, or "" when it is: a stop asked for, bad input, the same
-// failure as the last one with no checkpoint newer than before it (`checkpoint_step` against
-// `previous_checkpoint_step`), or no restart left.
+// failure as the last one with nothing saved since (`saved` against `previous_saved`, counts of
+// SavedPoint), or no restart left. `unit` is the failure's ("step", "chunk").
 std::string reason_not_to_restart(const JobFailure& failure, const JobFailure* previous,
-                                  int64_t checkpoint_step, int64_t previous_checkpoint_step,
-                                  int restarts_done, int max_restarts);
+                                  int64_t saved, int64_t previous_saved, int restarts_done,
+                                  int max_restarts, const std::string& unit = "step");
 
 // The hosts that answer (host_answers, on ssh's port, kProbeTimeoutS each) among `hosts`; those
 // that do not are added to `dropped`, each "name (why)".
@@ -48,10 +78,11 @@ std::vector<Host> hosts_that_answer(const std::vector<Host>& hosts,
 
 // Runs the job under mpirun (run_job) and, while options allow, relaunches it after a failure:
 // with hosts, on those that still answer, at their slots (not fewer than options.min_ranks), the
-// accumulation raised to keep the global batch; one log line and one metrics.jsonl record per
-// restart (which rank or host failed, how, the checkpoint step it resumes from, the world size and
-// accumulation). Returns what the last run ended with (JobResult::exit_code; non-zero when the
-// launcher gave up).
-int run_with_restarts(const JobPlan& plan, const RestartOptions& options, const std::string& tool);
+// accumulation raised to keep the global batch (training); one log line and one record
+// (SavedProgress::record_restart) per restart (which rank or host failed, how, what it resumes
+// from, the world size and accumulation). Returns what the last run ended with
+// (JobResult::exit_code; non-zero when the launcher gave up).
+int run_with_restarts(const JobPlan& plan, const RestartOptions& options,
+                      const SavedProgress& progress, const std::string& tool);
 
 }  // namespace tandem::tools

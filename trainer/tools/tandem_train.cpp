@@ -11,16 +11,16 @@
 #include "trainer/common/error.h"
 #include "trainer/common/log.h"
 #include "trainer/common/rank_state.h"
+#include "trainer/common/stop_handler.h"
 #include "trainer/config/config.h"
 #include "trainer/kernels/cpu/cpu_path.h"
 #include "trainer/parallel/process_group.h"
+#include "trainer/tools/checkpoint_progress.h"
 #include "trainer/tools/job_environment.h"
-#include "trainer/tools/mpirun_command.h"
+#include "trainer/tools/launcher_flags.h"
 #include "trainer/tools/process.h"
-#include "trainer/tools/restarts.h"
 #include "trainer/tools/tool_main.h"
 #include "trainer/train/metrics_log.h"
-#include "trainer/common/stop_handler.h"
 #include "trainer/train/trainer.h"
 
 namespace {
@@ -45,54 +45,18 @@ struct Args {
   std::string config_path;
   std::vector<std::string> overrides;
   tandem::train::ResumeOptions resume;
-  std::string ranks;  // "", "auto" or a count
-  std::string hostfile;
-  std::string max_restarts;
-  std::string min_ranks;
+  tools::LaunchFlags launch;
   bool keep_global_batch = true;
   bool print_config = false;
 };
 
-// A whole-number option: its value, or `fallback` when it was not given; std::invalid_argument
-// naming the option when the value is not a whole number >= `least`.
-int count_option(const std::string& name, const std::string& text, int least, int fallback) {
-  if (text.empty()) return fallback;
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  if (*end != '\0' || value < least || value > 1000000) {
-    throw std::invalid_argument(name + " '" + text +
-                                "': expected a whole number >= " + std::to_string(least));
-  }
-  return static_cast<int>(value);
-}
-
-// --max-restarts, --min-ranks and --keep-global-batch, checked against the job's --ranks.
-tools::RestartOptions restart_options(const Args& args, int ranks) {
-  tools::RestartOptions options;
-  options.max_restarts = count_option("--max-restarts", args.max_restarts, 0, 0);
-  options.min_ranks = count_option("--min-ranks", args.min_ranks, 1, 1);
-  options.keep_global_batch = args.keep_global_batch;
-  if (options.min_ranks > ranks) {
-    throw std::invalid_argument("--min-ranks " + args.min_ranks + " is more than the job's " +
-                                std::to_string(ranks) + " rank(s)");
-  }
-  return options;
-}
-
 // --ranks as a count for this config; "auto" is one rank per GPU, else per train.threads cores.
 int resolve_ranks(const Args& args, const tandem::config::Config& config) {
-  if (args.ranks == "auto") {
-    const bool gpus =
-        config.train.device != tandem::config::Device::kCpu && torch::cuda::is_available();
-    return tools::auto_ranks(gpus ? static_cast<int>(torch::cuda::device_count()) : 0,
-                             static_cast<int>(config.train.threads));
-  }
-  char* end = nullptr;
-  const long ranks = std::strtol(args.ranks.c_str(), &end, 10);
-  if (args.ranks.empty() || *end != '\0' || ranks < 1) {
-    throw std::invalid_argument("--ranks '" + args.ranks + "': expected a count >= 1 or auto");
-  }
-  return static_cast<int>(ranks);
+  const bool gpus =
+      config.train.device != tandem::config::Device::kCpu && torch::cuda::is_available();
+  return tools::requested_ranks(
+      args.launch, tools::auto_ranks(gpus ? static_cast<int>(torch::cuda::device_count()) : 0,
+                                     static_cast<int>(config.train.threads)));
 }
 
 // The launcher: this same command line as every rank of an mpirun job, supervised. Input errors
@@ -114,22 +78,9 @@ int launch(int argc, char** argv, int ranks, const std::vector<tools::Host>& hos
   plan.forward_env = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
   plan.rank_command = {tools::self_executable()};
   plan.rank_command.insert(plan.rank_command.end(), argv + 1, argv + argc);
-  plan.checkpoint_dir = config.checkpoint.dir;
-  plan.tensorboard_dir = metrics.tensorboard_dir;
   plan.accum_steps = config.train.accum_steps;
-  const std::string restart_note =
-      restarts.max_restarts > 0
-          ? "; up to " + std::to_string(restarts.max_restarts) + " restart(s) after a failure"
-          : "";
-  if (hosts.empty()) {
-    const auto command = tools::mpirun_command(plan.ranks, plan.threads, plan.forward_env);
-    std::fprintf(stderr, "tandem-train: %d ranks under mpirun, %s (%s)%s\n", ranks,
-                 command.binding.c_str(), command.why.c_str(), restart_note.c_str());
-  } else {
-    std::fprintf(stderr, "tandem-train: %d ranks on %zu host(s) under mpirun, one per slot%s\n",
-                 ranks, hosts.size(), restart_note.c_str());
-  }
-  return tools::run_with_restarts(plan, restarts, "tandem-train");
+  const tools::CheckpointProgress progress(config.checkpoint.dir, metrics.tensorboard_dir);
+  return tools::launch_job(plan, restarts, progress, "tandem-train");
 }
 
 // One rank (or the only process): build the trainer and run it, and record how it ended for the
@@ -137,9 +88,10 @@ int launch(int argc, char** argv, int ranks, const std::vector<tools::Host>& hos
 // training began.
 int train(tandem::parallel::ProcessGroup& group, const Args& args, int64_t& step) {
   auto config = tandem::config::load_config(args.config_path, args.overrides);
-  if (!args.ranks.empty() && args.ranks != "auto" && resolve_ranks(args, config) != group.size()) {
+  if (!args.launch.ranks.empty() && args.launch.ranks != "auto" &&
+      resolve_ranks(args, config) != group.size()) {
     throw std::invalid_argument(
-        "--ranks " + args.ranks + " but this job has " + std::to_string(group.size()) +
+        "--ranks " + args.launch.ranks + " but this job has " + std::to_string(group.size()) +
         " rank(s) from its launcher (mpirun -np, srun); give one or the other");
   }
   if (args.print_config) {
@@ -167,23 +119,14 @@ int train(tandem::parallel::ProcessGroup& group, const Args& args, int64_t& step
 void declare_options(CLI::App& app, Args& args) {
   app.add_option("--config", args.config_path, "YAML config file")->required();
   app.add_option("--set", args.overrides, "override a config key: key.path=value (repeatable)");
-  app.add_option("--ranks", args.ranks,
-                 "start N ranks on this machine under mpirun, pinned and with safe stops; auto: "
-                 "one per GPU, or per train.threads cores");
   app.add_option("--resume", args.resume.path,
                  "resume from this checkpoint instead of the newest in checkpoint.dir");
   app.add_flag("--reset-optimizer", args.resume.reset_optimizer,
                "on resume, start Adam's moments afresh (fine-tuning)");
   app.add_flag("--reset-data", args.resume.reset_data,
                "on resume, start from the first batch of epoch 1 (e.g. with a new corpus)");
-  app.add_option("--hostfile", args.hostfile,
-                 "start one rank per slot of this Open MPI hostfile (\"node01 slots=8\" lines) "
-                 "under mpirun, with safe stops; the launcher runs where checkpoint.dir is");
-  app.add_option("--max-restarts", args.max_restarts,
-                 "with --ranks or --hostfile: relaunch a job whose rank died from its newest "
-                 "checkpoint, up to K times (default 0)");
-  app.add_option("--min-ranks", args.min_ranks,
-                 "with --max-restarts: never relaunch with fewer ranks than this (default 1)");
+  tools::add_launch_flags(app, args.launch, "one per GPU, or per train.threads cores",
+                          "its newest checkpoint (the launcher runs where checkpoint.dir is)");
   app.add_flag("--keep-global-batch,!--no-keep-global-batch", args.keep_global_batch,
                "relaunched with fewer ranks, raise train.accum_steps to keep the tokens per step "
                "(default on)");
@@ -201,20 +144,6 @@ void check_cpu_kernels() {
   }
 }
 
-// The options that go together: the restart options need a launcher, and a launcher has either
-// --ranks or --hostfile. CLI::ValidationError (a usage error) otherwise.
-void check_launcher_options(const Args& args) {
-  if ((!args.max_restarts.empty() || !args.min_ranks.empty()) && args.ranks.empty() &&
-      args.hostfile.empty()) {
-    throw CLI::ValidationError(
-        "--max-restarts and --min-ranks need --ranks N or --hostfile FILE: the launcher "
-        "restarts the job");
-  }
-  if (!args.ranks.empty() && !args.hostfile.empty()) {
-    throw CLI::ValidationError("--ranks and --hostfile: give one (a hostfile's slots are ranks)");
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -222,20 +151,21 @@ int main(int argc, char** argv) {
   Args args;
   declare_options(app, args);
   if (const auto done = tools::parse_command_line(app, "tandem-train", argc, argv, [&] {
-        check_launcher_options(args);
+        tools::check_launch_flags(args.launch);
         check_cpu_kernels();
       })) {
     return *done;
   }
 
-  const bool launcher = !args.ranks.empty() || !args.hostfile.empty();
+  const bool launcher = args.launch.launcher();
   if (launcher && !tools::started_as_rank() && !args.print_config) {
     const int code = tools::run_tool("tandem-train", [&] {
       const auto config = tandem::config::load_config(args.config_path, args.overrides);
       std::vector<tools::Host> hosts;
-      if (!args.hostfile.empty()) hosts = tools::read_hostfile(args.hostfile);
+      if (!args.launch.hostfile.empty()) hosts = tools::read_hostfile(args.launch.hostfile);
       const int ranks = hosts.empty() ? resolve_ranks(args, config) : tools::total_slots(hosts);
-      const auto restarts = restart_options(args, ranks);
+      auto restarts = tools::restart_options(args.launch, ranks);
+      restarts.keep_global_batch = args.keep_global_batch;
       // One rank runs in this process, unless it is to be restarted: then under mpirun too.
       return ranks > 1 || restarts.max_restarts > 0 || !hosts.empty()
                  ? launch(argc, argv, ranks, hosts, config, restarts)
