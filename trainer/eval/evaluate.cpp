@@ -9,6 +9,7 @@
 #include "data/batch.h"
 #include "data/batch_plan.h"
 #include "trainer/common/log.h"
+#include "trainer/common/token_ids.h"
 #include "trainer/model/token_loss.h"
 
 namespace tandem::eval {
@@ -43,18 +44,24 @@ void warn_truncated(int64_t count, size_t limit) {
             " tokens were truncated (model.max_positions)");
 }
 
-}  // namespace
-
-TeacherForced teacher_forced(const decode::Ensemble& ensemble,
-                             std::vector<data::SentencePair> pairs, int64_t max_tokens) {
+// Both sides of every pair cut to what the model's positions hold (with one warning).
+void truncate_pairs(const decode::Ensemble& ensemble, std::vector<data::SentencePair>& pairs) {
   const size_t limit = position_limit(ensemble);
   int64_t truncated = 0;
   for (auto& pair : pairs) truncated += truncate(pair.src, limit) + truncate(pair.tgt, limit);
   warn_truncated(truncated, limit);
+}
+
+// Calls `score(batch, log_probs)` for each batch of `pairs` (length_batches' cut): the batch on the
+// ensemble's device and the ensemble's unnormalised log-probabilities [batch, tgt_len, vocab] of
+// its teacher-forced targets (a log_softmax of them is its distribution).
+template <typename Score>
+void for_each_forced_batch(const decode::Ensemble& ensemble,
+                           const std::vector<data::SentencePair>& pairs, int64_t max_tokens,
+                           Score score) {
   torch::NoGradGuard no_grad;
   ensemble.eval();
   const torch::Device device = ensemble.device();
-  torch::Tensor stats;  // [nll sum, tokens, correct], added up on the device, read once
   for (const auto& indices : length_batches(pairs, max_tokens)) {
     std::vector<data::SentencePair> chunk;
     for (int64_t i : indices) chunk.push_back(pairs[i]);
@@ -62,11 +69,23 @@ TeacherForced teacher_forced(const decode::Ensemble& ensemble,
     const auto src = batch.src.to(device), tgt_in = batch.tgt_in.to(device);
     std::vector<torch::Tensor> logits;
     for (auto member : ensemble.models()) logits.push_back(member->forward(src, tgt_in));
-    // token_loss normalises what it is given: for an ensemble, its weighted log-probabilities.
-    const auto loss = model::token_loss(decode::combine_log_probs(logits, ensemble.weights()),
-                                        batch.tgt_out.to(device), 0.0);
-    stats = stats.defined() ? stats + loss.stats : loss.stats;
+    score(indices, batch.tgt_out.to(device), decode::combine_log_probs(logits, ensemble.weights()));
   }
+}
+
+}  // namespace
+
+TeacherForced teacher_forced(const decode::Ensemble& ensemble,
+                             std::vector<data::SentencePair> pairs, int64_t max_tokens) {
+  truncate_pairs(ensemble, pairs);
+  torch::Tensor stats;  // [nll sum, tokens, correct], added up on the device, read once
+  for_each_forced_batch(ensemble, pairs, max_tokens,
+                        [&](const std::vector<int64_t>&, const torch::Tensor& targets,
+                            const torch::Tensor& log_probs) {
+                          // token_loss normalises what it is given.
+                          const auto loss = model::token_loss(log_probs, targets, 0.0);
+                          stats = stats.defined() ? stats + loss.stats : loss.stats;
+                        });
   const auto counts = stats.defined() ? model::read_token_counts(stats) : model::TokenCounts{};
   const auto tokens = static_cast<double>(counts.tokens);
   TeacherForced out;
@@ -75,6 +94,31 @@ TeacherForced teacher_forced(const decode::Ensemble& ensemble,
   out.perplexity = std::exp(std::min(out.loss, 100.0));
   out.accuracy = tokens > 0 ? static_cast<double>(counts.correct) / tokens : 0;
   return out;
+}
+
+std::vector<SentenceScore> sentence_scores(const decode::Ensemble& ensemble,
+                                           std::vector<data::SentencePair> pairs,
+                                           int64_t max_tokens) {
+  truncate_pairs(ensemble, pairs);
+  std::vector<SentenceScore> scores(pairs.size());
+  for_each_forced_batch(
+      ensemble, pairs, max_tokens,
+      [&](const std::vector<int64_t>& indices, const torch::Tensor& targets,
+          const torch::Tensor& log_probs) {
+        // [batch, tgt_len]: each target token's log-probability, 0 at padding.
+        const auto picked = torch::log_softmax(log_probs.to(torch::kFloat), -1)
+                                .gather(-1, targets.unsqueeze(-1).to(torch::kLong))
+                                .squeeze(-1);
+        const auto real = targets.ne(kPadId);
+        const auto totals = picked.masked_fill(real.logical_not(), 0).to(torch::kDouble).sum(-1);
+        const auto counts = real.sum(-1).to(torch::kLong);
+        const auto total = totals.cpu().contiguous(), count = counts.cpu().contiguous();
+        for (size_t row = 0; row < indices.size(); ++row) {
+          scores[static_cast<size_t>(indices[row])] = {total.data_ptr<double>()[row],
+                                                       count.data_ptr<int64_t>()[row]};
+        }
+      });
+  return scores;
 }
 
 std::vector<std::vector<Translation>> translate_tokens_nbest(

@@ -34,6 +34,18 @@ struct Evaluation {
 TeacherForced teacher_forced(const decode::Ensemble& ensemble,
                              std::vector<data::SentencePair> pairs, int64_t max_tokens);
 
+// The log-probability of one pair's target given its source, teacher-forced (forced decoding).
+struct SentenceScore {
+  double total = 0;    // summed over the target's tokens, EOS included (nats, <= 0)
+  int64_t tokens = 0;  // the target's tokens, EOS included
+};
+
+// Each pair's SentenceScore, in input order, by the same batches, truncation and ensemble
+// distribution as teacher_forced: their totals sum to -loss x tokens of teacher_forced.
+std::vector<SentenceScore> sentence_scores(const decode::Ensemble& ensemble,
+                                           std::vector<data::SentencePair> pairs,
+                                           int64_t max_tokens);
+
 // One translation of a sentence, with the scores beam search gave it.
 struct Translation {
   std::string text;       // detokenized

@@ -186,6 +186,7 @@ int evaluate_checkpoint(Args args) {
   record["loss"] = result.forced.loss;
   record["ppl"] = result.forced.perplexity;
   record["accuracy"] = result.forced.accuracy;
+  record["tokens"] = result.forced.tokens;
   print_scores(result.bleu, result.chrf, record);
   if (args.corpus_name.empty() && slices.size() > 1) {
     print_directions(models.ensemble, slices, pairs, refs, result.hypotheses, args.max_tokens,
