@@ -24,9 +24,9 @@ size_t count_lines(const std::string& text) {
 }
 
 TEST(ToolHelp, EveryToolShowsUsageWithAnExampleAndExitsZero) {
-  for (const std::string name : {"tandem-train", "tandem-eval", "tandem-decode", "tandem-prep",
-                                 "tandem-average", "tandem-bench", "tandem-bench-decode",
-                                 "tandem-export"}) {
+  for (const std::string name : {"tandem-train", "tandem-eval", "tandem-decode", "tandem-score",
+                                 "tandem-prep", "tandem-average", "tandem-bench",
+                                 "tandem-bench-decode", "tandem-export"}) {
     const auto help = run_command(tool(name) + " --help");
     EXPECT_EQ(help.exit_code, 0) << name << "\n" << help.output;
     EXPECT_NE(help.output.find("Usage:"), std::string::npos) << name << "\n" << help.output;
@@ -100,6 +100,30 @@ TEST_F(ToolErrors, DecodeNamesABadSamplingAndSamplingWithABeam) {
   expect_one_line({decode + " --beam 1 --sampling topp:1.5 < /dev/null", "--sampling 'topp:1.5'"});
   expect_one_line({decode + " --sampling topk:5 --beam 4 < /dev/null", "--beam 1"});
   expect_one_line({decode + " --beam 1 --temperature 0.5 < /dev/null", "--sampling"});
+}
+
+TEST_F(ToolErrors, DecodeNamesWhatAFileJobLacks) {
+  const std::string decode = tool("tandem-decode") + " --checkpoint " + file("absent.h5");
+  expect_one_line({decode + " --input " + file("in.txt"), "--output"});
+  expect_one_line({decode + " --ranks 2 < /dev/null", "--input"});
+  expect_one_line({decode + " --ranks 2 --hostfile " + file("hosts") + " --input a --output b",
+                   "--hostfile"});
+  expect_one_line({decode + " --input " + file("absent.txt") + " --output " + file("out.txt"),
+                   file("absent.txt")});
+}
+
+TEST_F(ToolErrors, ScoreNamesAMissingSidePairsThatDoNotMatchAndARankedJobWithoutOutput) {
+  write_file(file("three.txt"), "a\nb\nc\n");
+  write_file(file("two.txt"), "a\nb\n");
+  const std::string score = tool("tandem-score") + " --checkpoint " + file("absent.h5");
+  expect_one_line({score + " --src " + file("three.txt"), "--tgt"});
+  expect_one_line({score + " --src " + file("three.txt") + " --tgt " + file("two.txt"),
+                   "--tgt '" + file("two.txt") + "' has 2 lines but --src"});
+  expect_one_line({score + " --src " + file("three.txt") + " --tgt " + file("three.txt") +
+                       " --ranks 2",
+                   "--output"});
+  expect_one_line({score + " --src " + file("three.txt") + " --tgt " + file("three.txt"),
+                   file("absent.h5")});
 }
 
 TEST_F(ToolErrors, DecodeNamesANegativeMinLength) {

@@ -98,7 +98,7 @@ std::vector<ToolCommand> tool_commands(const fs::path& file) {
   std::string text = read_text(file);
   text = std::regex_replace(text, std::regex("\\\\\n"), " ");  // continued lines
   static const std::regex tool_name(
-      "tandem-(bench-decode|bench-data|prep|train|eval|decode|average|bench|export)(?![\\w-])");
+      "tandem-(bench-decode|bench-data|prep|train|eval|decode|score|average|bench|export)(?![\\w-])");
   static const std::regex flag("--[a-z][a-z0-9-]*");
   std::vector<ToolCommand> commands;
   const auto lines = lines_of(text);

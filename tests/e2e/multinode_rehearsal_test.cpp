@@ -1,7 +1,8 @@
 // Multi-node rehearsal: two network namespaces with their own hostnames play two hosts joined by
 // TCP (launch/netns-rehearsal.sh); tandem-train with one rank on each must run there and agree
-// with the same config run as mpirun -np 2 on one node. Skipped, with the reason, where the
-// machine forbids namespaces (not root, no iproute2).
+// with the same config run as mpirun -np 2 on one node, and tandem-decode --hostfile of a file
+// across both must write the bytes of one rank on one machine. Skipped, with the reason, where
+// the machine forbids namespaces (not root, no iproute2).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -17,6 +18,7 @@ namespace tandem::test {
 namespace {
 
 const std::string kLauncher = std::string(TANDEM_LAUNCH_DIR) + "/netns-rehearsal.sh";
+const std::string kCarried = "link nodeA-nodeB carried ";
 
 std::vector<nlohmann::json> metrics(const std::string& run_dir) {
   std::ifstream in(run_dir + "/metrics.jsonl");
@@ -66,7 +68,7 @@ TEST_F(MultiNodeRehearsal, RanksOnTwoHostsTrainExactlyAsOnOneNode) {
   EXPECT_NE(two_nodes.output.find(", host nodeA"), std::string::npos) << two_nodes.output;
   // The traffic crossed the veth link: rank 0's initial parameters alone (~25k fp32 values)
   // are ~100 KB from nodeA to nodeB.
-  const std::string carried = "link nodeA-nodeB carried ";
+  const std::string carried = kCarried;
   const size_t at = two_nodes.output.find(carried);
   ASSERT_NE(at, std::string::npos) << two_nodes.output;
   EXPECT_GT(std::stoll(two_nodes.output.substr(at + carried.size())), 50000) << two_nodes.output;
@@ -89,6 +91,34 @@ TEST_F(MultiNodeRehearsal, RanksOnTwoHostsTrainExactlyAsOnOneNode) {
   const auto diff = run_command("h5diff " + dir_->file("two-nodes/last.h5") + " " +
                                 dir_->file("one-node/last.h5") + " /model /model");
   EXPECT_EQ(diff.exit_code, 0) << diff.output;
+}
+
+TEST_F(MultiNodeRehearsal, DecodeAcrossTwoHostsWritesTheBytesOfOneRankOnOneMachine) {
+  const auto trained = run_command(train("", "decoder") + " --set train.max_steps=40");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  std::string input;
+  for (int copy = 0; copy < 10; ++copy) input += read_text(dir_->file("test.src"));
+  write_file(dir_->file("input.txt"), input);
+  const std::string decode = tool("tandem-decode") + " --checkpoint " +
+                             dir_->file("decoder/last.h5") + " --input " +
+                             dir_->file("input.txt") + " --chunk-lines 25 --threads 1 --output ";
+  const auto one = run_command(decode + dir_->file("one.txt"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  // The launcher on nodeA starts one rank per host from the rehearsal's hostfile.
+  const auto two = run_command(kLauncher + " --launcher -- " + decode + dir_->file("two.txt") +
+                               " --hostfile {hostfile}");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_NE(two.output.find("tandem-decode: 2 ranks on 2 host(s) under mpirun"),
+            std::string::npos)
+      << two.output;
+  EXPECT_NE(two.output.find("on 2 rank(s)"), std::string::npos) << two.output;
+  EXPECT_EQ(lines_of(read_text(dir_->file("one.txt"))).size(), 400u);
+  EXPECT_EQ(read_text(dir_->file("two.txt")), read_text(dir_->file("one.txt")));
+  // nodeB's chunks came back over the link: translations of some of the 16 chunks.
+  const std::string back = "bytes nodeA->nodeB, ";
+  const size_t at = two.output.find(back);
+  ASSERT_NE(at, std::string::npos) << two.output;
+  EXPECT_GT(std::stoll(two.output.substr(at + back.size())), 2000) << two.output;
 }
 
 }  // namespace

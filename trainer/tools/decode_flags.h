@@ -3,6 +3,7 @@
 // (one, or an ensemble), the choice of their weights, and the decoding threads.
 #pragma once
 
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -56,6 +57,24 @@ inline void add_device_flag(CLI::App& app, std::string& device) {
   app.add_option("--device", device,
                  "cpu, cuda (GPU 0), cuda:N, or auto (GPU 0 when one is visible, else the CPU)")
       ->capture_default_str();
+}
+
+// "cuda" or "cpu": the kind of device --device gives (auto: where LibTorch sees a GPU).
+inline std::string device_kind(const std::string& flag) {
+  if (flag == "auto") return torch::cuda::is_available() ? "cuda" : "cpu";
+  return flag.rfind("cuda", 0) == 0 ? "cuda" : flag;
+}
+
+// The --device of one of `local_size` ranks of a job on its host: cuda, or auto where LibTorch sees
+// GPUs, becomes the rank's own GPU (runtime::gpu_for_local_rank: one rank per GPU); any other
+// choice stays as given.
+inline std::string rank_device(const std::string& flag, int local_rank, int local_size) {
+  if (local_size <= 1 || device_kind(flag) != "cuda" || flag.rfind("cuda:", 0) == 0 ||
+      !torch::cuda::is_available()) {
+    return flag;
+  }
+  const auto visible = static_cast<int>(torch::cuda::device_count());
+  return "cuda:" + std::to_string(runtime::gpu_for_local_rank(local_rank, local_size, visible));
 }
 
 // What to translate with and how: --checkpoint (repeatable: an ensemble), --weights (one per

@@ -1,13 +1,17 @@
 // tandem-decode: translate stdin to stdout with a checkpoint, one sentence per line, in order
-// (beam search; n-best lists on request).
+// (beam search or sampling; n-best lists on request); or a file into a file in chunks, resumable,
+// alone or on N ranks and nodes (--input/--output with --ranks, --hostfile or under mpirun).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/error.h"
 #include "trainer/eval/evaluate.h"
+#include "trainer/tools/chunked_tool.h"
 #include "trainer/tools/decode_flags.h"
+#include "trainer/tools/job_environment.h"
 #include "trainer/tools/language_flags.h"
 #include "trainer/tools/tool_main.h"
 
@@ -26,6 +30,16 @@ constexpr const char* kExamples = R"(Examples:
   tandem-decode --checkpoint runs/es-en/last.h5 --beam 1 --sampling topk:10 --seed 7 < mono.es
                               # back-translation by sampling: the same seed, the same lines
   echo ">>es<< In the beginning..." | tandem-decode --checkpoint runs/multi/last.h5    # the same
+  tandem-decode --checkpoint runs/es-en/last.h5 --beam 1 --sampling topk:10 --seed 7 \
+    --input mono.es --output bt.en --ranks 2 --max-restarts 2
+                              # a file in chunks on 2 ranks: rerun the same command to resume
+  tandem-decode --checkpoint big.h5 --input mono.es --output bt.en --hostfile hosts  # nodes
+
+With --input and --output, the input is cut into chunks of --chunk-lines lines, which the ranks
+translate one at a time; each finished chunk is kept in OUTPUT.parts/, and OUTPUT appears whole
+once every chunk is done (with OUTPUT.job.json, the job's record). The same command run again,
+after a kill, a stop or a requeue, resumes at the first unfinished chunk; the output is the same
+bytes at any rank count. A different command on an existing output is refused.
 
 With --nbest N, each input line gives N lines, best first:
   INDEX ||| TRANSLATION ||| SCORE
@@ -33,34 +47,33 @@ INDEX is the 0-based input line, SCORE the length-normalised log-probability the
 ranked by: (sum of token log-probabilities, EOS included) / length^lenpen, where length counts the
 tokens plus EOS when emitted. --lenpen 1 ranks by the mean log-probability per token, 0 by the sum.)";
 
-struct Output {
-  bool nbest = false;  // INDEX ||| TRANSLATION ||| SCORE lines instead of one line per input
-  size_t next_index = 0;
-};
-
-// Translates a chunk of lines and writes them, so output streams while input is still arriving.
-// `marks` puts the languages where the model reads them.
-void flush_chunk(const tandem::checkpoint::InferenceEnsemble& models,
-                 std::vector<std::string>& lines, const tandem::decode::DecodeOptions& options,
-                 const tandem::tools::LanguageMarks& marks, Output& output) {
+// Translates `lines` (line i is line first_index + i of the input) into their output text: one
+// line each, or with `nbest` the INDEX ||| TRANSLATION ||| SCORE lines. `marks` puts the
+// languages where the model reads them.
+std::string translate_lines(const tandem::checkpoint::InferenceEnsemble& models,
+                            const std::vector<std::string>& lines,
+                            const tandem::decode::DecodeOptions& options,
+                            const tandem::tools::LanguageMarks& marks, bool nbest,
+                            int64_t first_index) {
   const auto& vocab = models.members.front().vocab;
   std::vector<std::vector<int32_t>> sources;
   sources.reserve(lines.size());
   for (const auto& line : lines) sources.push_back(marks.source(vocab, line));
   // When sampling, each line draws from the stream of its index in the input.
-  for (const auto& list : tandem::eval::translate_tokens_nbest(
-           models.ensemble, vocab, sources, options, marks.first_tokens(sources.size()),
-           static_cast<int64_t>(output.next_index))) {
-    if (!output.nbest) std::cout << list.front().text << '\n';
-    for (size_t i = 0; output.nbest && i < list.size(); ++i) {
+  std::ostringstream out;
+  int64_t index = first_index;
+  for (const auto& list :
+       tandem::eval::translate_tokens_nbest(models.ensemble, vocab, sources, options,
+                                            marks.first_tokens(sources.size()), first_index)) {
+    if (!nbest) out << list.front().text << '\n';
+    for (size_t i = 0; nbest && i < list.size(); ++i) {
       char score[32];
       std::snprintf(score, sizeof score, "%.6f", list[i].normalized);
-      std::cout << output.next_index << " ||| " << list[i].text << " ||| " << score << '\n';
+      out << index << " ||| " << list[i].text << " ||| " << score << '\n';
     }
-    ++output.next_index;
+    ++index;
   }
-  std::cout.flush();
-  lines.clear();
+  return out.str();
 }
 
 // --sampling (kept as text until parsed), --temperature and --seed.
@@ -97,49 +110,194 @@ void apply_sampling(const CLI::App& app, const std::string& sampling,
 
 }  // namespace
 
+
+namespace {
+
+struct Args {
+  tandem::tools::ModelFlags models;
+  tandem::decode::DecodeOptions options;
+  int64_t chunk_lines = 0;  // --chunk-lines; 0: the mode's default
+  tandem::tools::LanguageFlags languages;
+  std::string sampling;  // --sampling as given
+  bool nbest = false;    // --nbest was given: INDEX ||| TRANSLATION ||| SCORE lines
+  std::string input, output;
+  double progress_s = 10;
+  tandem::tools::LaunchFlags launch;
+};
+
+// --input, --output, --chunk-lines and --progress-s (the file job), with the launcher's flags.
+void add_file_flags(CLI::App& app, Args& args) {
+  auto* input = app.add_option("--input", args.input,
+                               "translate this file instead of standard input, in chunks "
+                               "(with --output; see below)");
+  auto* output = app.add_option("--output", args.output,
+                                "where --input's translation goes; OUTPUT.parts/ holds the "
+                                "finished chunks until it is whole");
+  input->needs(output);
+  output->needs(input);
+  app.add_option("--chunk-lines", args.chunk_lines,
+                 "lines per chunk: with --input, what a rank translates at a time and a resume "
+                 "redoes at most (default 2000); from standard input, lines read before "
+                 "translating and writing them (default 500 per thread)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--progress-s", args.progress_s,
+                 "with --input: at most one progress line (chunks, lines, lines/s, ETA) per this "
+                 "many seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  tandem::tools::add_launch_flags(app, args.launch, "one per GPU, or per --threads cores",
+                                  "its finished chunks");
+}
+
+// What must hold of the options, in every mode, before any model is loaded.
+void check_options(const CLI::App& app, Args& args) {
+  if (args.options.nbest > args.options.beam_size) {
+    throw std::invalid_argument("--nbest " + std::to_string(args.options.nbest) +
+                                " exceeds --beam " + std::to_string(args.options.beam_size) +
+                                ": an n-best list holds at most beam size hypotheses");
+  }
+  if (!args.sampling.empty()) apply_sampling(app, args.sampling, args.options);
+  if (args.launch.launcher() && args.input.empty()) {
+    throw std::invalid_argument("--ranks and --hostfile translate a file: give --input and "
+                                "--output");
+  }
+  if (args.input.empty() && tandem::tools::started_as_rank()) {
+    throw std::invalid_argument("as a rank of an mpirun or srun job, give --input and --output: "
+                                "the ranks share a file, not standard input");
+  }
+}
+
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", value);
+  return text;
+}
+
+// What shapes the output of a file job, for its record: every option but the threads and ranks.
+std::vector<std::pair<std::string, std::string>> recorded_options(const Args& args) {
+  const auto& o = args.options;
+  std::vector<std::pair<std::string, std::string>> options = {
+      {"--beam", std::to_string(o.beam_size)},
+      {"--lenpen", number(o.length_penalty)},
+      {"--batch-tokens", std::to_string(o.batch_tokens)},
+      {"--max-len-a", number(o.max_len_a)},
+      {"--max-len-b", std::to_string(o.max_len_b)},
+      {"--min-len", std::to_string(o.min_len)},
+      {"--precision", args.models.precision},
+      {"--device", tandem::tools::device_kind(args.models.device)},
+      {"--raw-weights", args.models.which == tandem::checkpoint::Weights::kRaw ? "yes" : "no"}};
+  if (args.nbest) options.emplace_back("--nbest", std::to_string(o.nbest));
+  std::string weights;
+  for (const double w : args.models.weights) weights += (weights.empty() ? "" : " ") + number(w);
+  if (!weights.empty()) options.emplace_back("--weights", weights);
+  if (!args.sampling.empty()) {
+    options.insert(options.end(), {{"--sampling", args.sampling},
+                                   {"--temperature", number(o.sampling.temperature)},
+                                   {"--seed", std::to_string(o.sampling.seed)}});
+  }
+  if (!args.languages.source.empty()) options.emplace_back("--source-lang", args.languages.source);
+  if (!args.languages.target.empty()) options.emplace_back("--target-lang", args.languages.target);
+  return options;
+}
+
+tandem::tools::ChunkedJob chunked_job(const Args& args) {
+  tandem::tools::ChunkedJob job;
+  job.tool = "tandem-decode";
+  job.inputs = {{"--input", args.input}};
+  job.output = args.output;
+  job.chunk_lines = args.chunk_lines > 0 ? args.chunk_lines : tandem::tools::kChunkLines;
+  job.progress_s = args.progress_s;
+  job.checkpoints = args.models.checkpoints;
+  job.options = recorded_options(args);
+  return job;
+}
+
+// What a rank of a file job does with each chunk: its models loaded on its device.
+tandem::bulk::ChunkFunction chunk_translator(const Args& args,
+                                             tandem::parallel::ProcessGroup& group) {
+  tandem::tools::ModelFlags flags = args.models;
+  flags.device = tandem::tools::rank_device(flags.device, group.local_rank(), group.local_size());
+  tandem::decode::DecodeOptions options = args.options;
+  auto models = std::make_shared<tandem::checkpoint::InferenceEnsemble>(
+      tandem::tools::load_models(flags, options));
+  const auto marks = tandem::tools::language_marks(models->members.front().vocab, args.languages);
+  const bool nbest = args.nbest;
+  return [models, marks, options, nbest](const tandem::bulk::Chunk& chunk) {
+    return translate_lines(*models, chunk.columns.front(), options, marks, nbest,
+                           chunk.first_line);
+  };
+}
+
+// Standard input to standard output, a chunk of lines at a time, so that output streams while
+// input is still arriving.
+int decode_stream(Args& args) {
+  const auto models = tandem::tools::load_models(args.models, args.options);
+  const auto marks = tandem::tools::language_marks(models.members.front().vocab, args.languages);
+  // Enough batches in a chunk for every thread to have some.
+  const auto chunk_lines = static_cast<size_t>(
+      args.chunk_lines > 0 ? args.chunk_lines : 500 * args.options.threads);
+  std::vector<std::string> lines;
+  int64_t next_index = 0;
+  const auto flush = [&] {
+    std::cout << translate_lines(models, lines, args.options, marks, args.nbest, next_index);
+    std::cout.flush();
+    next_index += static_cast<int64_t>(lines.size());
+    lines.clear();
+  };
+  for (std::string line; std::getline(std::cin, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+    if (lines.size() >= chunk_lines) flush();
+  }
+  if (!lines.empty()) flush();
+  return 0;
+}
+
+// The GPUs a rank per GPU would use (--ranks auto); 0 on the CPU.
+int gpus_for(const tandem::tools::ModelFlags& flags) {
+  return flags.device != "cpu" && torch::cuda::is_available()
+             ? static_cast<int>(torch::cuda::device_count())
+             : 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{
-      "Translate standard input with a Tandem checkpoint (beam search, batched; in order)."};
-  tandem::tools::ModelFlags flags;
-  tandem::decode::DecodeOptions options;
-  size_t chunk_lines = 500;
-  tandem::tools::LanguageFlags languages;
-  Output output;
-  tandem::tools::add_model_flags(app, flags)->required();
-  tandem::tools::add_decode_flags(app, options);
-  auto* nbest = app.add_option("--nbest", options.nbest,
+      "Translate standard input, or a file in resumable chunks on N ranks, with a Tandem "
+      "checkpoint (beam search or sampling, batched; in order)."};
+  Args args;
+  tandem::tools::add_model_flags(app, args.models)->required();
+  tandem::tools::add_decode_flags(app, args.options);
+  auto* nbest = app.add_option("--nbest", args.options.nbest,
                                "write the N best translations per line, as INDEX ||| TRANSLATION "
                                "||| SCORE (N <= --beam)")
                     ->check(CLI::PositiveNumber);
-  auto* chunk = app.add_option("--chunk-lines", chunk_lines,
-                               "lines read before translating and writing them (default: 500 per "
-                               "thread)")
-                    ->check(CLI::PositiveNumber);
-  tandem::tools::add_language_flags(app, languages);
-  std::string sampling;
-  add_sampling_flags(app, sampling, options.sampling);
+  tandem::tools::add_language_flags(app, args.languages);
+  add_sampling_flags(app, args.sampling, args.options.sampling);
+  add_file_flags(app, args);
   app.footer(kExamples);
-  if (const auto done = tandem::tools::parse_command_line(app, "tandem-decode", argc, argv))
+  if (const auto done = tandem::tools::parse_command_line(
+          app, "tandem-decode", argc, argv,
+          [&] { tandem::tools::check_launch_flags(args.launch); })) {
     return *done;
-  output.nbest = nbest->count() > 0;
-  return tandem::tools::run_tool("tandem-decode", [&] {
-    if (options.nbest > options.beam_size) {
-      throw std::invalid_argument("--nbest " + std::to_string(options.nbest) + " exceeds --beam " +
-                                  std::to_string(options.beam_size) +
-                                  ": an n-best list holds at most beam size hypotheses");
-    }
-    if (!sampling.empty()) apply_sampling(app, sampling, options);
-    const auto models = tandem::tools::load_models(flags, options);
-    const auto marks = tandem::tools::language_marks(models.members.front().vocab, languages);
-    // Enough batches in a chunk for every thread to have some.
-    if (chunk->count() == 0) chunk_lines *= static_cast<size_t>(options.threads);
-    std::vector<std::string> lines;
-    for (std::string line; std::getline(std::cin, line);) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      lines.push_back(std::move(line));
-      if (lines.size() >= chunk_lines) flush_chunk(models, lines, options, marks, output);
-    }
-    if (!lines.empty()) flush_chunk(models, lines, options, marks, output);
+  }
+  args.nbest = nbest->count() > 0;
+  const int checked = tandem::tools::run_tool("tandem-decode", [&] {
+    check_options(app, args);
     return 0;
   });
+  if (checked != 0) return checked;
+  if (args.launch.launcher() && !tandem::tools::started_as_rank()) {
+    return tandem::tools::run_tool("tandem-decode", [&] {
+      return tandem::tools::launch_chunked(argc, argv, chunked_job(args), args.launch,
+                                           args.models.threads, gpus_for(args.models));
+    });
+  }
+  if (!args.input.empty()) {
+    return tandem::tools::run_chunked_rank(
+        &argc, &argv, chunked_job(args),
+        [&](tandem::parallel::ProcessGroup& group) { return chunk_translator(args, group); });
+  }
+  return tandem::tools::run_tool("tandem-decode", [&] { return decode_stream(args); });
 }

@@ -1,0 +1,202 @@
+// tandem-score: the log-probability a checkpoint (or an ensemble) gives each target line given its
+// source line (forced decoding): total, per token and length-normalised, one line per pair in
+// input order; to standard output, or a file in resumable chunks on N ranks and nodes. What dual
+// cross-entropy filtering (Junczys-Dowmunt, 2018) and n-best reranking read.
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "trainer/bulk/line_chunks.h"
+#include "trainer/checkpoint/model_io.h"
+#include "trainer/eval/evaluate.h"
+#include "trainer/runtime/cpu_runtime.h"
+#include "trainer/tools/chunked_tool.h"
+#include "trainer/tools/decode_flags.h"
+#include "trainer/tools/job_environment.h"
+#include "trainer/tools/language_flags.h"
+#include "trainer/tools/tool_main.h"
+
+namespace {
+
+constexpr const char* kExamples = R"(Examples:
+  tandem-score --checkpoint runs/tiny/last.h5 --src test.en --tgt test.es > scores.tsv
+  tandem-score --checkpoint a.h5 --checkpoint b.h5 --src crawl.en --tgt crawl.es \
+    --output crawl.scores --ranks 2 --max-restarts 2        # an ensemble, a file in chunks
+  tandem-score --checkpoint nllb.h5 --source-lang eng_Latn --target-lang spa_Latn \
+    --src crawl.en --tgt crawl.es --output crawl.scores --hostfile hosts
+
+Each pair gives one line of four tab-separated fields:
+  TOTAL  TOKENS  PER_TOKEN  NORMALIZED
+TOTAL is the sum of the target's token log-probabilities (natural log, EOS included; with
+language codes, the target's code too), TOKENS their count, PER_TOKEN = TOTAL / TOKENS, and
+NORMALIZED = TOTAL / TOKENS^lenpen (tandem-decode's ranking of hypotheses, --lenpen as there).
+Summed over a test split, TOTAL is minus tandem-eval's loss times its tokens. With --output, the
+pairs are cut into chunks of --chunk-lines lines, kept in OUTPUT.parts/ until OUTPUT is whole;
+the same command run again resumes at the first unfinished chunk.)";
+
+struct Args {
+  tandem::tools::ModelFlags models;
+  std::string src, tgt, output;
+  tandem::tools::LanguageFlags languages;
+  int64_t max_tokens = 4096;
+  double length_penalty = 0.6;
+  int64_t chunk_lines = 0;  // 0: the default
+  double progress_s = 10;
+  tandem::tools::LaunchFlags launch;
+};
+
+void declare_options(CLI::App& app, Args& args) {
+  tandem::tools::add_model_flags(app, args.models)->required();
+  app.add_option("--src", args.src, "source sentences, one per line")->required();
+  app.add_option("--tgt", args.tgt, "the target sentences to score, one per source line")
+      ->required();
+  app.add_option("--output", args.output,
+                 "write the scores here, in resumable chunks (OUTPUT.parts/ holds the finished "
+                 "ones); default: standard output");
+  tandem::tools::add_language_flags(app, args.languages);
+  app.add_option("--max-tokens", args.max_tokens, "padded tokens per batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lenpen", args.length_penalty,
+                 "alpha of NORMALIZED = TOTAL / TOKENS^alpha (tandem-decode's --lenpen)")
+      ->capture_default_str();
+  app.add_option("--chunk-lines", args.chunk_lines,
+                 "pairs per chunk: what a rank scores at a time and a resume redoes at most "
+                 "(default 2000)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--progress-s", args.progress_s,
+                 "with --output: at most one progress line per this many seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  tandem::tools::add_launch_flags(app, args.launch, "one per GPU, or per --threads cores",
+                                  "its finished chunks");
+  app.footer(kExamples);
+}
+
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", value);
+  return text;
+}
+
+tandem::tools::ChunkedJob chunked_job(const Args& args) {
+  tandem::tools::ChunkedJob job;
+  job.tool = "tandem-score";
+  job.inputs = {{"--src", args.src}, {"--tgt", args.tgt}};
+  job.output = args.output;
+  job.chunk_lines = args.chunk_lines > 0 ? args.chunk_lines : tandem::tools::kChunkLines;
+  job.progress_s = args.progress_s;
+  job.checkpoints = args.models.checkpoints;
+  job.options = {
+      {"--max-tokens", std::to_string(args.max_tokens)},
+      {"--lenpen", number(args.length_penalty)},
+      {"--precision", args.models.precision},
+      {"--device", tandem::tools::device_kind(args.models.device)},
+      {"--raw-weights", args.models.which == tandem::checkpoint::Weights::kRaw ? "yes" : "no"}};
+  std::string weights;
+  for (const double w : args.models.weights) weights += (weights.empty() ? "" : " ") + number(w);
+  if (!weights.empty()) job.options.emplace_back("--weights", weights);
+  if (!args.languages.source.empty()) {
+    job.options.emplace_back("--source-lang", args.languages.source);
+  }
+  if (!args.languages.target.empty()) {
+    job.options.emplace_back("--target-lang", args.languages.target);
+  }
+  return job;
+}
+
+// "TOTAL\tTOKENS\tPER_TOKEN\tNORMALIZED\n" for one pair.
+std::string score_line(const tandem::eval::SentenceScore& score, double length_penalty) {
+  const double tokens = static_cast<double>(score.tokens);
+  char line[96];
+  std::snprintf(line, sizeof line, "%.6f\t%lld\t%.6f\t%.6f\n", score.total,
+                static_cast<long long>(score.tokens), tokens > 0 ? score.total / tokens : 0.0,
+                tokens > 0 ? score.total / std::pow(tokens, length_penalty) : 0.0);
+  return line;
+}
+
+// What a rank (or the only process) does with each chunk of pairs: its models loaded on `device`.
+tandem::bulk::ChunkFunction chunk_scorer(const Args& args, const std::string& device) {
+  tandem::tools::ModelFlags flags = args.models;
+  flags.device = device;
+  tandem::decode::DecodeOptions options;
+  auto models = std::make_shared<tandem::checkpoint::InferenceEnsemble>(
+      tandem::tools::load_models(flags, options));
+  // One batch at a time: its matrix products take the threads.
+  tandem::runtime::configure_cpu_runtime(
+      {static_cast<int>(options.threads), 0, tandem::runtime::Workload::kDecoding});
+  const auto marks = tandem::tools::language_marks(models->members.front().vocab, args.languages);
+  const int64_t max_tokens = args.max_tokens;
+  const double length_penalty = args.length_penalty;
+  return [models, marks, max_tokens, length_penalty](const tandem::bulk::Chunk& chunk) {
+    const auto& vocab = models->members.front().vocab;
+    std::vector<tandem::data::SentencePair> pairs;
+    for (size_t i = 0; i < chunk.columns[0].size(); ++i) {
+      pairs.push_back(
+          {marks.source(vocab, chunk.columns[0][i]), marks.target(vocab, chunk.columns[1][i])});
+    }
+    std::string text;
+    for (const auto& score : tandem::eval::sentence_scores(models->ensemble, pairs, max_tokens)) {
+      text += score_line(score, length_penalty);
+    }
+    return text;
+  };
+}
+
+// To standard output, a chunk of pairs at a time.
+int score_to_stdout(const Args& args) {
+  const auto job = chunked_job(args);
+  const auto files = tandem::tools::job_files(job);
+  const auto score = chunk_scorer(args, args.models.device);
+  for (int64_t c = 0; c < files.inputs.front().count(); ++c) {
+    tandem::bulk::Chunk chunk;
+    chunk.index = c;
+    chunk.first_line = files.inputs.front().first_line(c);
+    for (const auto& input : files.inputs) chunk.columns.push_back(read_chunk(input, c));
+    std::cout << score(chunk);
+  }
+  std::cout.flush();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Score target lines given their sources with a Tandem checkpoint or an ensemble (forced "
+      "decoding): one line of log-probabilities per pair, in order."};
+  Args args;
+  declare_options(app, args);
+  if (const auto done = tandem::tools::parse_command_line(app, "tandem-score", argc, argv, [&] {
+        tandem::tools::check_launch_flags(args.launch);
+        if (args.launch.launcher() && args.output.empty()) {
+          throw CLI::ValidationError("--ranks and --hostfile write a file: give --output");
+        }
+        if (args.output.empty() && tandem::tools::started_as_rank()) {
+          throw CLI::ValidationError(
+              "as a rank of an mpirun or srun job, give --output: the ranks share a file");
+        }
+      })) {
+    return *done;
+  }
+  if (args.launch.launcher() && !tandem::tools::started_as_rank()) {
+    return tandem::tools::run_tool("tandem-score", [&] {
+      const int gpus = args.models.device != "cpu" && torch::cuda::is_available()
+                           ? static_cast<int>(torch::cuda::device_count())
+                           : 0;
+      return tandem::tools::launch_chunked(argc, argv, chunked_job(args), args.launch,
+                                           args.models.threads, gpus);
+    });
+  }
+  if (!args.output.empty()) {
+    return tandem::tools::run_chunked_rank(
+        &argc, &argv, chunked_job(args), [&](tandem::parallel::ProcessGroup& group) {
+          return chunk_scorer(args,
+                              tandem::tools::rank_device(args.models.device, group.local_rank(),
+                                                         group.local_size()));
+        });
+  }
+  return tandem::tools::run_tool("tandem-score", [&] { return score_to_stdout(args); });
+}
