@@ -2,7 +2,9 @@
 // launch/slurm/local-cluster.sh on this machine): the script as shipped, its #SBATCH lines
 // overridden on sbatch's command line for two CPU tasks. On one node: a job trains on every task
 // and completes bitwise equal to tandem-train --ranks 2; scancel saves the step the job stopped
-// at; the time limit's warning (--signal=B:USR1) saves, requeues and resumes bit for bit. On two
+// at; the time limit's warning (--signal=B:USR1) saves, requeues and resumes bit for bit; a file
+// translated by the script (decode) and cancelled, then submitted again, or requeued on its time
+// limit's warning, ends in the bytes of tandem-decode --ranks 2 outside SLURM. On two
 // nodes (network namespaces joined by a link, one task each): a job trains across both; when
 // nodeB's link goes down mid-run, SLURM sets the node DOWN, the job (--no-kill) goes on, and the
 // launcher relaunches it on nodeA from its newest checkpoint and finishes. Skipped, with the
@@ -99,6 +101,7 @@ class SlurmCluster : public ::testing::Test {
                  config_path);
   }
   static std::string log(const std::string& run) { return dir_->file("runs/" + run + ".log"); }
+  static std::string file(const std::string& name) { return dir_->file(name); }
   static std::string metrics(const std::string& run) { return dir_->file(run) + "/metrics.jsonl"; }
   // The job's output as it grows, for wait_for_line; it ends after `seconds`, so that a line
   // that never comes fails the test instead of holding it.
@@ -141,6 +144,38 @@ class SlurmCluster : public ::testing::Test {
             << group << "/" << tensors[i].first;
       }
     }
+  }
+
+  // A model for the decoding jobs (40 steps, trained once, outside SLURM), and an input of the test
+  // split's sources 7,500 times over (300,000 lines; about 8 s of decoding at 2 ranks here).
+  static std::string decode_args(const std::string& output) {
+    static const std::string model = [] {
+      const auto r = run_command(tool("tandem-train") + " --ranks 2 --config " +
+                                 config("decoder", 40));
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      std::string once = read_text(file("test.src")), input;
+      for (int copy = 0; copy < 7500; ++copy) input += once;
+      write_file(file("mono.txt"), input);
+      return file("decoder/last.h5");
+    }();
+    return "--checkpoint " + model + " --input " + file("mono.txt") + " --output " +
+           file(output) + " --chunk-lines 5000 --threads 1";
+  }
+
+  // The same translation by tandem-decode --ranks 2 outside SLURM (made once).
+  static const std::string& decode_reference() {
+    static const std::string bytes = [] {
+      const auto r = run_command(tool("tandem-decode") + " " + decode_args("reference.txt") +
+                                 " --ranks 2");
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      return read_text(file("reference.txt"));
+    }();
+    return bytes;
+  }
+
+  static int decode_parts(const std::string& output) {
+    const auto listed = run_command("ls " + file(output) + ".parts 2>/dev/null | grep -c part$");
+    return listed.exit_code == 0 ? std::stoi(listed.output) : 0;
   }
 
   static inline TempDir* dir_ = nullptr;
@@ -214,6 +249,55 @@ TEST_F(Slurm, TheTimeLimitsWarningSavesRequeuesAndTheRunResumesBitwise) {
   for (int64_t k = 0; k < end; ++k) EXPECT_EQ(logged[k]["step"], k + 1);
   EXPECT_EQ(job_state(id), "COMPLETED");
   expect_same(checkpoint::load(dir_->file("limit/last.h5")), reference("limit-ref", end));
+}
+
+// scancel: the ranks finish the chunks in hand and the job ends; the same sbatch again resumes.
+TEST_F(Slurm, ADecodeJobCancelledAndSubmittedAgainEndsInTheBytesOfTandemDecode) {
+  const std::string& expected = decode_reference();
+  BackgroundCommand job("exec " + sbatch("decode-cancel", "decode " + decode_args("cancel.txt")));
+  ASSERT_TRUE(job.wait_for_line("Submitted batch job")) << job.output();
+  const std::string id = job_id(job.output());
+  BackgroundCommand output(follow("decode-cancel", 300));
+  ASSERT_TRUE(output.wait_until([] { return decode_parts("cancel.txt") >= 3; }))
+      << output.output();
+  ASSERT_EQ(run_command(slurm("scancel " + id)).exit_code, 0);
+  job.wait();
+  ASSERT_TRUE(output.wait_for_line("tandem-decode: stopped by")) << output.output();
+  EXPECT_NE(output.output().find("the same command resumes at the first unfinished chunk"),
+            std::string::npos)
+      << output.output();
+  const int done = decode_parts("cancel.txt");
+  EXPECT_LT(done, 60);
+  const auto again = run_command(sbatch("decode-again", "decode " + decode_args("cancel.txt")));
+  ASSERT_EQ(again.exit_code, 0) << again.output << read_text(log("decode-again"));
+  const std::string text = read_text(log("decode-again"));
+  EXPECT_NE(text.find("resuming " + file("cancel.txt") + ": " + std::to_string(done) + " of 60"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" 0 chunk(s) redone"), std::string::npos) << text;
+  EXPECT_EQ(read_text(file("cancel.txt")), expected);
+}
+
+// The time limit's warning, as SLURM sends it (--signal=B:USR1: to the batch script alone),
+// once some chunks are done: the script stops the launcher, the ranks finish their chunks, the job
+// is requeued and the requeued run finishes the file.
+TEST_F(Slurm, ADecodeJobWarnedOfItsTimeLimitIsRequeuedAndTheRequeuedRunFinishesTheFile) {
+  const std::string& expected = decode_reference();
+  BackgroundCommand job("exec " + sbatch("decode-limit", "decode " + decode_args("limit.txt")));
+  ASSERT_TRUE(job.wait_for_line("Submitted batch job")) << job.output();
+  const std::string id = job_id(job.output());
+  BackgroundCommand output(follow("decode-limit", 300));
+  ASSERT_TRUE(output.wait_until([] { return decode_parts("limit.txt") >= 3; }))
+      << output.output();
+  ASSERT_EQ(run_command(slurm("scancel --batch --signal=USR1 " + id)).exit_code, 0);
+  ASSERT_TRUE(output.wait_for_line("requeueing job " + id)) << output.output();
+  EXPECT_EQ(job.wait(), 0) << job.output();
+  const std::string text = read_text(log("decode-limit"));
+  EXPECT_NE(text.find("tandem-decode: stopped by SIGTERM; "), std::string::npos) << text;
+  EXPECT_NE(text.find("resuming " + file("limit.txt")), std::string::npos) << text;
+  EXPECT_NE(text.find(" 0 chunk(s) redone"), std::string::npos) << text;
+  EXPECT_EQ(job_state(id), "COMPLETED");
+  EXPECT_EQ(read_text(file("limit.txt")), expected);
 }
 
 // Two nodes, one task each, under the script's --no-kill. Rank 1 (on nodeB) stops itself at the
