@@ -2,8 +2,9 @@
 // one rank and on two (--ranks 2) writes the same bytes as the streaming tandem-decode of standard
 // input with the same chunks, at beams 1 and 4, fp32 and int8, with n-best lists and with
 // sampling (whose lines depend on the seed alone: not the ranks nor the chunk size); a rank killed
-// with SIGKILL is relaunched and a SIGTERM to the launcher stops the job, and either way the job
-// finishes in the same bytes with at most one chunk redone per rank; what cannot be done is exit
+// with SIGKILL is relaunched, a rank frozen with SIGSTOP ends the job after --timeout-s and is
+// relaunched, and a SIGTERM to the launcher stops the job: each time the job finishes in the same
+// bytes with at most one chunk redone per rank; what cannot be done is exit
 // 2 with one line and no output written. tandem-score's totals over the test split are minus
 // tandem-eval's loss times its tokens, alone and as an ensemble, at one rank and two.
 #include <gtest/gtest.h>
@@ -160,6 +161,28 @@ TEST_F(DecodeAtScale, ARankKilledMidRunIsRelaunchedAndTheJobEndsInTheSameBytes) 
   const auto record = nlohmann::json::parse(read_text(output + ".job.json"));
   EXPECT_EQ(record["summary"]["restarts"], 1);
   EXPECT_EQ(record["summary"]["redone"], redone);
+}
+
+// Rank 1 freezes itself (SIGSTOP) as it begins its fourth chunk: rank 0 goes on alone, ends the
+// job once rank 1 has held that chunk for --timeout-s, and the relaunch finishes the file.
+TEST_F(DecodeAtScale, ARankFrozenMidRunEndsTheJobAfterTheTimeoutAndTheRelaunchFinishesIt) {
+  const std::string flags = " --beam 2 --chunk-lines 40 --threads 1";
+  const auto reference = run_command(decode(flags + " < " + file("large.txt")));
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  const std::string output = file("frozen.txt");
+  const auto job = run_command("TANDEM_FAULT_INJECT=rank=1,step=3,kind=sigstop,restart=0 " +
+                               decode("--input " + file("large.txt") + " --output " + output +
+                                      flags + " --ranks 2 --max-restarts 1 --timeout-s 5"));
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_TRUE(std::regex_search(
+      job.output, std::regex(R"(rank 1 on \S+ has held chunk \d+ for \d+ s \(the limit: 5 s\): )"
+                             R"(a peer is dead or stuck)")))
+      << job.output;
+  EXPECT_NE(job.output.find("tandem-decode: restart 1 of 1: "), std::string::npos) << job.output;
+  // The frozen rank's chunk, and rank 0's if it was still at work when the job ended.
+  EXPECT_GE(redone_in(job.output), 1) << job.output;
+  EXPECT_LE(redone_in(job.output), 2) << job.output;
+  EXPECT_EQ(read_text(output), reference.output);
 }
 
 TEST_F(DecodeAtScale, ASigtermToTheLauncherStopsTheJobAndTheSameCommandResumesIt) {

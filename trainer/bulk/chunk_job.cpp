@@ -1,5 +1,7 @@
 #include "trainer/bulk/chunk_job.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -21,12 +23,18 @@ namespace {
 constexpr auto kPollEvery = std::chrono::milliseconds(2);
 constexpr auto kAloneWait = std::chrono::milliseconds(100);
 
-// Rank 0's account of the job: the chunks left (in order), which rank holds which, and the parts
-// written as results come in.
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point then) {
+  return std::chrono::duration<double>(Clock::now() - then).count();
+}
+
+// Rank 0's account of the job: the chunks left (in order), which rank holds which and since when,
+// and the parts written as results come in.
 class Dispatch {
  public:
-  Dispatch(const JobFiles& files, ChunkStore& store, JobProgress& progress)
-      : files_(files), store_(store), progress_(progress) {}
+  Dispatch(const JobFiles& files, ChunkStore& store, JobProgress& progress, double timeout_s)
+      : files_(files), store_(store), progress_(progress), timeout_s_(timeout_s) {}
 
   // The next chunk for `rank`, or nullopt when none is left or the job is stopping.
   std::optional<Chunk> next(int rank) {
@@ -36,16 +44,20 @@ class Dispatch {
     chunk.index = next_++;
     chunk.first_line = files_.inputs.front().first_line(chunk.index);
     for (const auto& input : files_.inputs) chunk.columns.push_back(read_chunk(input, chunk.index));
-    held_[rank] = chunk.index;
+    held_[rank] = {chunk.index, Clock::now()};
     std::vector<int64_t> in_flight;
-    for (const auto& [holder, index] : held_) in_flight.push_back(index);
+    for (const auto& [holder, held] : held_) in_flight.push_back(held.chunk);
     store_.set_in_flight(in_flight);
     progress_.start();
     return chunk;
   }
 
+  // `rank` has handed back `result`, which is written as its chunk's part before anything else
+  // (a send to a rank that has just died can hold this thread until mpirun ends the job).
   void done(int rank, const ChunkResult& result) {
     store_.write(result.index, result.text);
+    const auto held = held_.find(rank);
+    if (held != held_.end()) slowest_s_ = std::max(slowest_s_, seconds_since(held->second.since));
     held_.erase(rank);
     progress_.chunk_done(files_.inputs.front().lines_in(result.index));
     if (result.stop_signal != 0) stop(result.stop_signal);
@@ -57,12 +69,37 @@ class Dispatch {
   }
   int stop_signal() const { return stop_signal_; }
 
+  // PeerTimeout when a rank has held its chunk past the timeout (timeout_s, or by default
+  // kTimeoutPerSlowestChunk times the slowest chunk so far, at least kLeastTimeoutS; no chunk is
+  // overdue by default until one has finished).
+  void check_overdue(const std::vector<std::string>& hosts) const {
+    const double limit = timeout_s_ > 0
+                             ? timeout_s_
+                             : std::max(kLeastTimeoutS, kTimeoutPerSlowestChunk * slowest_s_);
+    if (timeout_s_ <= 0 && slowest_s_ == 0) return;
+    for (const auto& [rank, held] : held_) {
+      const double s = seconds_since(held.since);
+      if (s <= limit) continue;
+      char text[64];
+      std::snprintf(text, sizeof text, "%.0f s (the limit: %.0f s)", s, limit);
+      throw PeerTimeout("rank " + std::to_string(rank) + " on " + hosts[rank] + " has held chunk " +
+                        std::to_string(held.chunk) + " for " + text + ": a peer is dead or stuck");
+    }
+  }
+
  private:
+  struct Held {
+    int64_t chunk = 0;
+    Clock::time_point since;
+  };
+
   const JobFiles& files_;
   ChunkStore& store_;
   JobProgress& progress_;
   int64_t next_ = 0;
-  std::map<int, int64_t> held_;  // rank → its chunk
+  double timeout_s_ = 0;
+  std::map<int, Held> held_;  // rank → its chunk
+  double slowest_s_ = 0;      // the longest a chunk took so far
   int stop_signal_ = 0;
 };
 
@@ -109,8 +146,8 @@ void finish(const std::string& tool, const JobFiles& files, ChunkStore& store,
                text.c_str(), static_cast<long long>(store.restarts()));
 }
 
-// Rank 0's worker: its result written, and a chunk for it while there is one (`done` once there
-// is none). Whether there was anything to do.
+// Rank 0's worker: the result it handed back written, then a chunk for it while there is one
+// (`done` once there is none). Whether there was anything to do.
 bool serve_worker(LocalWorker& worker, Dispatch& dispatch, bool& done) {
   bool acted = false;
   if (auto result = worker.take_result()) {
@@ -128,8 +165,8 @@ bool serve_worker(LocalWorker& worker, Dispatch& dispatch, bool& done) {
   return acted;
 }
 
-// The other ranks' messages that have arrived: each result written, and to each rank that asks a
-// chunk, or word that nothing is left (counted in `finished`). Whether any came.
+// The other ranks' messages that have arrived: the result each handed back written, then to the
+// rank a chunk, or word that nothing is left (counted in `finished`). Whether any came.
 bool serve_others(parallel::Mailbox& mailbox, Dispatch& dispatch, int& finished) {
   bool acted = false;
   while (auto message = mailbox.poll()) {
@@ -147,8 +184,9 @@ bool serve_others(parallel::Mailbox& mailbox, Dispatch& dispatch, int& finished)
 
 }  // namespace
 
-ChunkJob::ChunkJob(parallel::ProcessGroup& group, std::string tool, double progress_s)
-    : group_(group), tool_(std::move(tool)), progress_s_(progress_s) {}
+ChunkJob::ChunkJob(parallel::ProcessGroup& group, std::string tool, double progress_s,
+                   double timeout_s)
+    : group_(group), tool_(std::move(tool)), progress_s_(progress_s), timeout_s_(timeout_s) {}
 
 JobOutcome ChunkJob::run(const JobFiles& files, const std::function<ChunkFunction()>& load) {
   parallel::Mailbox mailbox(group_);
@@ -160,14 +198,16 @@ JobOutcome ChunkJob::run_dispatcher(parallel::Mailbox& mailbox, const JobFiles& 
   const LineChunks& first = files.inputs.front();
   ChunkStore store(files.output, files.record, first.count());
   // The models load on the worker's thread while this one hands out the other ranks' chunks.
-  LocalWorker worker(load, [this](int64_t chunk) {
+  int64_t worked = 0;  // chunks the worker has begun (the fault injection's steps)
+  LocalWorker worker(load, [this, &worked](int64_t chunk) {
     current_ = chunk;
-    inject_fault_if_requested(0, chunk);
+    inject_fault_if_requested(0, worked++);
   });
   report_resume(tool_, files.output, store);
   JobProgress progress(tool_, first.count(), first.lines, store.done_count(),
                        lines_done(first, store), progress_s_);
-  Dispatch dispatch(files, store, progress);
+  Dispatch dispatch(files, store, progress, timeout_s_);
+  const std::vector<std::string> hosts = group_.cpu().gather_bytes(group_.hostname(), 0);
   const int others = group_.size() - 1;
   int finished = 0;  // other ranks told that nothing is left
   bool worker_done = false;
@@ -177,6 +217,7 @@ JobOutcome ChunkJob::run_dispatcher(parallel::Mailbox& mailbox, const JobFiles& 
     const bool local = serve_worker(worker, dispatch, worker_done);
     const bool remote = serve_others(mailbox, dispatch, finished);
     if (!local && !remote) worker.wait(seen, others > 0 ? kPollEvery : kAloneWait);
+    dispatch.check_overdue(hosts);
   }
   current_ = -1;
   finish(tool_, files, store, progress, group_.size(), dispatch.stop_signal());
@@ -186,15 +227,25 @@ JobOutcome ChunkJob::run_dispatcher(parallel::Mailbox& mailbox, const JobFiles& 
 
 JobOutcome ChunkJob::run_worker(parallel::Mailbox& mailbox,
                                 const std::function<ChunkFunction()>& load) {
+  group_.cpu().gather_bytes(group_.hostname(), 0);
   const ChunkFunction work = load();
   mailbox.send(0, kReady, "");
   JobOutcome outcome;
+  // Rank 0 answers each message at once; a silence this long is a rank 0 dead or stuck.
+  const double answer_s = timeout_s_ > 0 ? timeout_s_ : kLeastTimeoutS;
   for (;;) {
-    const parallel::Message message = mailbox.receive();
+    const auto answer = mailbox.receive_within(answer_s);
+    if (!answer) {
+      char text[96];
+      std::snprintf(text, sizeof text,
+                    "rank 0 has not answered for %.0f s: a peer is dead or stuck", answer_s);
+      throw PeerTimeout(text);
+    }
+    const parallel::Message& message = *answer;
     if (message.tag == kFinish) break;
     const Chunk chunk = decode_chunk(message.bytes);
     current_ = chunk.index;
-    inject_fault_if_requested(group_.rank(), chunk.index);
+    inject_fault_if_requested(group_.rank(), outcome.chunks_done);
     const ChunkResult result{chunk.index, work(chunk), stop_signal()};
     current_ = -1;
     mailbox.send(0, kResult, encode_result(result));

@@ -3,12 +3,15 @@
 // result as a part as it arrives (ChunkStore), then the whole output; every rank translates (or
 // scores) what it is handed. A rank holds one chunk at a time, so a lost rank costs at most its
 // chunk. A stop signal (common/stop_handler.h) on any rank ends the job once the chunks in hand
-// are written. Rank 0's main thread alone calls MPI; the ranks' work runs on LibTorch's side.
+// are written. A rank that holds its chunk far longer than chunks take, or a rank 0 that stops
+// answering, ends the job as dead or stuck (PeerTimeout), which a lost rank does by itself (mpirun
+// ends the job). Rank 0's main thread alone calls MPI; the ranks' work runs on LibTorch's side.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -43,10 +46,27 @@ struct JobOutcome {
   int64_t chunks_done = 0;  // done when it ended (rank 0; others: those this rank did)
 };
 
+// A peer taken for dead or stuck: a rank that held its chunk past the timeout, or a rank 0 that
+// did not answer within it. The failure is most likely the peer's, not this rank's.
+class PeerTimeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The least timeout when it is not given: no chunk is taken for stuck sooner than this.
+constexpr double kLeastTimeoutS = 300;
+// When it is not given, a rank is stuck once it holds its chunk this many times as long as the
+// slowest chunk so far took (and kLeastTimeoutS).
+constexpr double kTimeoutPerSlowestChunk = 10;
+
 class ChunkJob {
  public:
   // `tool` names the job in its lines; rank 0 prints a progress line at most every `progress_s`.
-  ChunkJob(parallel::ProcessGroup& group, std::string tool, double progress_s);
+  // `timeout_s`: how long a rank may hold a chunk, and wait for rank 0's answer, before the job
+  // ends as dead or stuck; 0: kTimeoutPerSlowestChunk times the slowest chunk so far, at least
+  // kLeastTimeoutS.
+  ChunkJob(parallel::ProcessGroup& group, std::string tool, double progress_s,
+           double timeout_s = 0);
 
   // Collective. `files` is rank 0's (ignored elsewhere; its inputs already indexed). `load` runs
   // once on every rank, on rank 0 in its worker thread, and returns what the rank does with each
@@ -66,6 +86,7 @@ class ChunkJob {
   parallel::ProcessGroup& group_;
   std::string tool_;
   double progress_s_ = 10;
+  double timeout_s_ = 0;
   std::atomic<int64_t> current_{-1};
 };
 

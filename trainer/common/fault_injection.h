@@ -2,6 +2,8 @@
 // variable TANDEM_FAULT_INJECT="rank=R,step=S" makes rank R throw when it starts step S;
 // kind=nan_gradient makes its gradients of step S non-finite instead, kind=sigkill kills it and
 // kind=sigstop freezes it; restart=N does it only in the job's Nth restart (0: the first run).
+// In a chunked job (tandem-decode, tandem-score --output), step S is the rank's S-th chunk of the
+// run, from 0: which chunks a rank gets varies from run to run, how many it has done does not.
 #pragma once
 
 #include <cstdint>

@@ -2,8 +2,10 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <stdexcept>
+#include <thread>
 
 // As in mpi_communicator.cpp, MPI calls are not checked one by one: MPI_ERRORS_ARE_FATAL ends the
 // whole job on an MPI error. A peer that dies is mpirun's to notice: it ends the job.
@@ -49,6 +51,18 @@ Message Mailbox::receive() {
   MPI_Status status;
   MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, impl_->comm, &status);
   return impl_->take(status);
+}
+
+std::optional<Message> Mailbox::receive_within(double seconds) {
+  // MPI has no probe with a deadline: look, then sleep a little longer each time, up to 5 ms.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  auto pause = std::chrono::microseconds(50);
+  for (;;) {
+    if (auto message = poll()) return message;
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
 }
 
 std::optional<Message> Mailbox::poll() {

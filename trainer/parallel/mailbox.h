@@ -4,6 +4,7 @@
 // (MPI_THREAD_FUNNELED).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,8 @@ class Mailbox {
   void send(int dest, int tag, const std::string& bytes);
   // The next message from any rank, waiting for one.
   Message receive();
+  // The same, waiting at most `seconds`: nullopt when none came in that time.
+  std::optional<Message> receive_within(double seconds);
   // The next message from any rank if one has arrived; nullopt, at once, otherwise.
   std::optional<Message> poll();
 

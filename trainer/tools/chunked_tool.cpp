@@ -41,6 +41,22 @@ int threads_per_rank(int threads, int ranks, bool hosts, int gpus) {
 
 }  // namespace
 
+void add_chunk_flags(CLI::App& app, ChunkedJob& job, int64_t& chunk_lines,
+                     const std::string& chunk_help) {
+  app.add_option("--chunk-lines", chunk_lines, chunk_help)->check(CLI::PositiveNumber);
+  app.add_option("--progress-s", job.progress_s,
+                 "with --output: at most one progress line (chunks, lines, lines/s, ETA) per this "
+                 "many seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--timeout-s", job.timeout_s,
+                 "with --output: a rank that holds its chunk this long, or waits this long for "
+                 "rank 0's answer, ends the job as dead or stuck (a relaunch then redoes the "
+                 "chunk); 0: 10 times the slowest chunk so far, at least 300")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
 bulk::JobFiles job_files(const ChunkedJob& job) {
   bulk::JobFiles files;
   files.output = job.output;
@@ -92,7 +108,7 @@ int run_chunked_rank(int* argc, char*** argv, const ChunkedJob& job,
   parallel::ProcessGroup group(argc, argv);
   rank_state::open(group.rank(), group.hostname());
   install_stop_signal_handlers();
-  bulk::ChunkJob chunks(group, job.tool, job.progress_s);
+  bulk::ChunkJob chunks(group, job.tool, job.progress_s, job.timeout_s);
   try {
     bulk::JobFiles files;
     uint64_t complete = 0;
@@ -110,6 +126,10 @@ int run_chunked_rank(int* argc, char*** argv, const ChunkedJob& job,
     using Outcome = RankState::Outcome;
     rank_state::end(sig != 0 ? Outcome::kStopped : Outcome::kFinished, outcome.chunks_done, 0, sig);
     return stopped_exit_status(sig);
+  } catch (const bulk::PeerTimeout& e) {
+    log::error(e.what());
+    rank_state::end(RankState::Outcome::kTimedOut, -1, kExitFailure, 0, e.what());
+    group.abort(kExitFailure);
   } catch (const std::exception& e) {
     const int64_t chunk = chunks.current_chunk();
     const std::string where = chunk >= 0 ? "failed in chunk " + std::to_string(chunk) + ": " : "";

@@ -4,6 +4,7 @@
 // one rank's side (the job run, its state record for the launcher, its failure ending the job).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
 #include <utility>
@@ -21,12 +22,18 @@ struct ChunkedJob {
   std::string output;
   int64_t chunk_lines = 2000;
   double progress_s = 10;                // at most one progress line per this many seconds
+  double timeout_s = 0;                  // bulk::ChunkJob's: 0 from the chunks' times
   std::vector<std::string> checkpoints;  // the models, for the job's record
   std::vector<std::pair<std::string, std::string>> options;  // what shapes the output
 };
 
 // The default of --chunk-lines for a job with --output.
 constexpr int64_t kChunkLines = 2000;
+
+// --chunk-lines, --progress-s and --timeout-s of a job with --output (the tools' own --output and
+// --input flags name the files); `chunk_help` says what a chunk is to the tool.
+void add_chunk_flags(CLI::App& app, ChunkedJob& job, int64_t& chunk_lines,
+                     const std::string& chunk_help);
 
 // The job's inputs indexed and its record; std::invalid_argument when an input cannot be read,
 // the inputs' line counts differ, or the output is one of them.
