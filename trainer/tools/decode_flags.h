@@ -7,7 +7,9 @@
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainer/decode/beam.h"
@@ -116,6 +118,27 @@ inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags) {
       ->capture_default_str();
   add_device_flag(app, flags.device);
   return checkpoint;
+}
+
+// A number as a job's record keeps it: 9 significant digits.
+inline std::string recorded_number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", value);
+  return text;
+}
+
+// What of `flags` shapes a file job's output, for its record (bulk/job_record.h): the precision,
+// the kind of device, which weights and the ensemble's weights; not the threads.
+inline std::vector<std::pair<std::string, std::string>> recorded_model_options(
+    const ModelFlags& flags) {
+  std::vector<std::pair<std::string, std::string>> options = {
+      {"--precision", flags.precision},
+      {"--device", device_kind(flags.device)},
+      {"--raw-weights", flags.which == checkpoint::Weights::kRaw ? "yes" : "no"}};
+  std::string weights;
+  for (const double w : flags.weights) weights += (weights.empty() ? "" : " ") + recorded_number(w);
+  if (!weights.empty()) options.emplace_back("--weights", weights);
+  return options;
 }
 
 // int8 runs on the CPU only (Tandem's own loops or LibTorch's quantized CPU kernels).

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/direction.h"
@@ -31,6 +32,15 @@ inline void add_language_flags(CLI::App& app, LanguageFlags& flags) {
                  "translate into this language: a model with language codes starts each "
                  "translation with its code (NLLB-200: spa_Latn, M2M-100: es); a model with "
                  ">>xx<< tags gets its tag before each line that has none");
+}
+
+// The flags given, as a file job's record keeps them (bulk/job_record.h).
+inline std::vector<std::pair<std::string, std::string>> recorded_language_options(
+    const LanguageFlags& flags) {
+  std::vector<std::pair<std::string, std::string>> options;
+  if (!flags.source.empty()) options.emplace_back("--source-lang", flags.source);
+  if (!flags.target.empty()) options.emplace_back("--target-lang", flags.target);
+  return options;
 }
 
 // What the flags ask of one model's vocabulary.

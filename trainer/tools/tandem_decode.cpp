@@ -108,24 +108,19 @@ void apply_sampling(const CLI::App& app, const std::string& sampling,
   }
 }
 
-}  // namespace
-
-
-namespace {
-
 struct Args {
   tandem::tools::ModelFlags models;
   tandem::decode::DecodeOptions options;
-  int64_t chunk_lines = 0;  // --chunk-lines; 0: the mode's default
+  int64_t chunk_lines = 0;            // --chunk-lines; 0: the mode's default
+  tandem::tools::ChunkedJob chunked;  // --progress-s, --timeout-s
   tandem::tools::LanguageFlags languages;
   std::string sampling;  // --sampling as given
   bool nbest = false;    // --nbest was given: INDEX ||| TRANSLATION ||| SCORE lines
   std::string input, output;
-  double progress_s = 10;
   tandem::tools::LaunchFlags launch;
 };
 
-// --input, --output, --chunk-lines and --progress-s (the file job), with the launcher's flags.
+// --input, --output and the file job's other flags, with the launcher's.
 void add_file_flags(CLI::App& app, Args& args) {
   auto* input = app.add_option("--input", args.input,
                                "translate this file instead of standard input, in chunks "
@@ -135,16 +130,11 @@ void add_file_flags(CLI::App& app, Args& args) {
                                 "finished chunks until it is whole");
   input->needs(output);
   output->needs(input);
-  app.add_option("--chunk-lines", args.chunk_lines,
-                 "lines per chunk: with --input, what a rank translates at a time and a resume "
-                 "redoes at most (default 2000); from standard input, lines read before "
-                 "translating and writing them (default 500 per thread)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--progress-s", args.progress_s,
-                 "with --input: at most one progress line (chunks, lines, lines/s, ETA) per this "
-                 "many seconds")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  tandem::tools::add_chunk_flags(app, args.chunked, args.chunk_lines,
+                                 "lines per chunk: with --input, what a rank translates at a "
+                                 "time and a resume redoes at most (default 2000); from standard "
+                                 "input, lines read before translating and writing them "
+                                 "(default 500 per thread)");
   tandem::tools::add_launch_flags(app, args.launch, "one per GPU, or per --threads cores",
                                   "its finished chunks");
 }
@@ -167,46 +157,35 @@ void check_options(const CLI::App& app, Args& args) {
   }
 }
 
-std::string number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.9g", value);
-  return text;
-}
-
 // What shapes the output of a file job, for its record: every option but the threads and ranks.
 std::vector<std::pair<std::string, std::string>> recorded_options(const Args& args) {
+  using tandem::tools::recorded_number;
   const auto& o = args.options;
-  std::vector<std::pair<std::string, std::string>> options = {
-      {"--beam", std::to_string(o.beam_size)},
-      {"--lenpen", number(o.length_penalty)},
-      {"--batch-tokens", std::to_string(o.batch_tokens)},
-      {"--max-len-a", number(o.max_len_a)},
-      {"--max-len-b", std::to_string(o.max_len_b)},
-      {"--min-len", std::to_string(o.min_len)},
-      {"--precision", args.models.precision},
-      {"--device", tandem::tools::device_kind(args.models.device)},
-      {"--raw-weights", args.models.which == tandem::checkpoint::Weights::kRaw ? "yes" : "no"}};
+  auto options = tandem::tools::recorded_model_options(args.models);
+  options.insert(options.end(), {{"--beam", std::to_string(o.beam_size)},
+                                 {"--lenpen", recorded_number(o.length_penalty)},
+                                 {"--batch-tokens", std::to_string(o.batch_tokens)},
+                                 {"--max-len-a", recorded_number(o.max_len_a)},
+                                 {"--max-len-b", std::to_string(o.max_len_b)},
+                                 {"--min-len", std::to_string(o.min_len)}});
   if (args.nbest) options.emplace_back("--nbest", std::to_string(o.nbest));
-  std::string weights;
-  for (const double w : args.models.weights) weights += (weights.empty() ? "" : " ") + number(w);
-  if (!weights.empty()) options.emplace_back("--weights", weights);
   if (!args.sampling.empty()) {
     options.insert(options.end(), {{"--sampling", args.sampling},
-                                   {"--temperature", number(o.sampling.temperature)},
+                                   {"--temperature", recorded_number(o.sampling.temperature)},
                                    {"--seed", std::to_string(o.sampling.seed)}});
   }
-  if (!args.languages.source.empty()) options.emplace_back("--source-lang", args.languages.source);
-  if (!args.languages.target.empty()) options.emplace_back("--target-lang", args.languages.target);
+  for (auto& option : tandem::tools::recorded_language_options(args.languages)) {
+    options.push_back(std::move(option));
+  }
   return options;
 }
 
 tandem::tools::ChunkedJob chunked_job(const Args& args) {
-  tandem::tools::ChunkedJob job;
+  tandem::tools::ChunkedJob job = args.chunked;
   job.tool = "tandem-decode";
   job.inputs = {{"--input", args.input}};
   job.output = args.output;
   job.chunk_lines = args.chunk_lines > 0 ? args.chunk_lines : tandem::tools::kChunkLines;
-  job.progress_s = args.progress_s;
   job.checkpoints = args.models.checkpoints;
   job.options = recorded_options(args);
   return job;

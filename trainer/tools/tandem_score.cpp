@@ -42,8 +42,8 @@ struct Args {
   tandem::tools::LanguageFlags languages;
   int64_t max_tokens = 4096;
   double length_penalty = 0.6;
-  int64_t chunk_lines = 0;  // 0: the default
-  double progress_s = 10;
+  int64_t chunk_lines = 0;            // 0: the default
+  tandem::tools::ChunkedJob chunked;  // --progress-s, --timeout-s
   tandem::tools::LaunchFlags launch;
 };
 
@@ -62,47 +62,27 @@ void declare_options(CLI::App& app, Args& args) {
   app.add_option("--lenpen", args.length_penalty,
                  "alpha of NORMALIZED = TOTAL / TOKENS^alpha (tandem-decode's --lenpen)")
       ->capture_default_str();
-  app.add_option("--chunk-lines", args.chunk_lines,
-                 "pairs per chunk: what a rank scores at a time and a resume redoes at most "
-                 "(default 2000)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--progress-s", args.progress_s,
-                 "with --output: at most one progress line per this many seconds")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  tandem::tools::add_chunk_flags(app, args.chunked, args.chunk_lines,
+                                 "pairs per chunk: what a rank scores at a time and a resume "
+                                 "redoes at most (default 2000)");
   tandem::tools::add_launch_flags(app, args.launch, "one per GPU, or per --threads cores",
                                   "its finished chunks");
   app.footer(kExamples);
 }
 
-std::string number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.9g", value);
-  return text;
-}
-
 tandem::tools::ChunkedJob chunked_job(const Args& args) {
-  tandem::tools::ChunkedJob job;
+  tandem::tools::ChunkedJob job = args.chunked;
   job.tool = "tandem-score";
   job.inputs = {{"--src", args.src}, {"--tgt", args.tgt}};
   job.output = args.output;
   job.chunk_lines = args.chunk_lines > 0 ? args.chunk_lines : tandem::tools::kChunkLines;
-  job.progress_s = args.progress_s;
   job.checkpoints = args.models.checkpoints;
-  job.options = {
-      {"--max-tokens", std::to_string(args.max_tokens)},
-      {"--lenpen", number(args.length_penalty)},
-      {"--precision", args.models.precision},
-      {"--device", tandem::tools::device_kind(args.models.device)},
-      {"--raw-weights", args.models.which == tandem::checkpoint::Weights::kRaw ? "yes" : "no"}};
-  std::string weights;
-  for (const double w : args.models.weights) weights += (weights.empty() ? "" : " ") + number(w);
-  if (!weights.empty()) job.options.emplace_back("--weights", weights);
-  if (!args.languages.source.empty()) {
-    job.options.emplace_back("--source-lang", args.languages.source);
-  }
-  if (!args.languages.target.empty()) {
-    job.options.emplace_back("--target-lang", args.languages.target);
+  job.options = tandem::tools::recorded_model_options(args.models);
+  job.options.insert(job.options.end(),
+                     {{"--max-tokens", std::to_string(args.max_tokens)},
+                      {"--lenpen", tandem::tools::recorded_number(args.length_penalty)}});
+  for (auto& option : tandem::tools::recorded_language_options(args.languages)) {
+    job.options.push_back(std::move(option));
   }
   return job;
 }
