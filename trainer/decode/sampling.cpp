@@ -100,9 +100,12 @@ int64_t draw_one(const double* s, int64_t vocab, const SamplingOptions& options,
   } else if (options.kind == SamplingKind::kTopP) {
     std::sort(order.begin(), order.end(), likelier);
   }
-  weight.resize(order.size());
+  // top-k draws among its k alone: only their weights are needed, not a vocabulary's worth of exp.
+  const size_t weighed =
+      options.kind == SamplingKind::kTopK ? static_cast<size_t>(kept) : order.size();
+  weight.resize(weighed);
   double total = 0.0;
-  for (size_t i = 0; i < order.size(); ++i) {
+  for (size_t i = 0; i < weighed; ++i) {
     weight[i] = std::exp((s[order[i]] - top) / options.temperature);
     total += weight[i];
   }
