@@ -19,6 +19,9 @@ class ChunkProgress : public SavedProgress {
   std::string state_dir() const override;  // .<output name>.rank-state beside the output
   SavedPoint saved() const override;       // the chunks done
   const char* unit() const override { return "chunk"; }
+  StopWords stop_words() const override {
+    return {"every rank finishes the chunk in hand and rank 0 writes it", "finished chunks"};
+  }
   std::string stop_report(const JobResult& result,
                           const std::vector<RankState>& ranks) const override;
   void record_restart(const train::RestartRecord& record) const override;  // restarts.jsonl

@@ -77,17 +77,15 @@ void restore_default_handlers() {
 // (kLauncherStopSignal, which mpirun forwards to every rank at once; they then exit 0, so mpirun
 // ends normally), then to stop at once (their handlers exit on a second signal from mpirun), then
 // kill mpirun's process group outright.
-void pass_on_stop(int sig, int count, pid_t job, const std::string& tool) {
+void pass_on_stop(int sig, int count, pid_t job, const std::string& tool, const StopWords& words) {
   const char* name = signal_name(sig);
   if (count == 1) {
-    std::fprintf(stderr,
-                 "%s: %s: every rank finishes its step and saves a checkpoint; the same again "
-                 "from the same sender stops at once\n",
-                 tool.c_str(), name);
+    std::fprintf(stderr, "%s: %s: %s; the same again from the same sender stops at once\n",
+                 tool.c_str(), name, words.first.c_str());
     kill(job, kLauncherStopSignal);
   } else if (count == 2) {
-    std::fprintf(stderr, "%s: %s again: stopping at once (saved checkpoints stay intact)\n",
-                 tool.c_str(), name);
+    std::fprintf(stderr, "%s: %s again: stopping at once (%s stay intact)\n", tool.c_str(), name,
+                 words.kept.c_str());
     kill(job, kLauncherStopSignal);
   } else {
     kill(-job, SIGKILL);
@@ -202,7 +200,8 @@ struct Stops {
 };
 
 // Acts on the stop signals waiting in the pipe (pass_on_stop); the first is `result`'s.
-void take_stop_signals(pid_t job, const std::string& tool, Stops& stops, JobResult& result) {
+void take_stop_signals(pid_t job, const std::string& tool, const StopWords& words, Stops& stops,
+                       JobResult& result) {
   SignalNote note;
   while (read(g_signal_pipe[0], &note, sizeof note) == sizeof note) {
     if (note.sig == SIGCHLD) continue;
@@ -214,13 +213,14 @@ void take_stop_signals(pid_t job, const std::string& tool, Stops& stops, JobResu
                    tool.c_str(), signal_name(note.sig), static_cast<int>(note.sender));
       continue;
     }
-    pass_on_stop(note.sig, ++stops.count, job, tool);
+    pass_on_stop(note.sig, ++stops.count, job, tool, words);
   }
 }
 
 }  // namespace
 
-JobResult run_job(const std::vector<std::string>& argv, const std::string& tool) {
+JobResult run_job(const std::vector<std::string>& argv, const std::string& tool,
+                  const StopWords& words) {
   int err[2];
   const pid_t job = start_job(argv, err);
   ErrorRelay relay(err[0]);
@@ -244,7 +244,7 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& tool)
     if (relay.job_failed() && teardown_deadline == kNoDeadline && stops.count == 0) {
       teardown_deadline = Clock::now() + std::chrono::seconds(kTeardownS + 2 * stop_grace_s());
     }
-    take_stop_signals(job, tool, stops, result);
+    take_stop_signals(job, tool, words, stops, result);
   }
   if (relaying) relay.pass_on();  // what mpirun wrote before it exited
   kill(-job, SIGKILL);            // ranks or daemons mpirun left behind, if any

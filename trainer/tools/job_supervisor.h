@@ -29,6 +29,13 @@ constexpr size_t kKeptLines = 400;
 // mpirun has said the job failed, it gets kTeardownS + twice the stop grace to end (it can wait
 // far longer for a host that no longer answers); then its process group is killed.
 constexpr int kTeardownS = 30;
-JobResult run_job(const std::vector<std::string>& argv, const std::string& tool);
+// The launcher's words on a stop: what the ranks do with the first signal, and what a second one
+// leaves intact (training's by default; a chunked job's are its chunks').
+struct StopWords {
+  std::string first = "every rank finishes its step and saves a checkpoint";
+  std::string kept = "saved checkpoints";
+};
+JobResult run_job(const std::vector<std::string>& argv, const std::string& tool,
+                  const StopWords& words = {});
 
 }  // namespace tandem::tools

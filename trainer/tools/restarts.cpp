@@ -78,7 +78,8 @@ JobRun run_once(const JobPlan& plan, const SavedProgress& progress, int restarts
                              error.message() + ")");
   }
   JobRun run;
-  run.result = run_job(job_command(plan, restarts, hosts, hostfile, accum_steps, state_dir), tool);
+  run.result = run_job(job_command(plan, restarts, hosts, hostfile, accum_steps, state_dir), tool,
+                       progress.stop_words());
   run.ranks = read_rank_states(state_dir);
   remove_tree(state_dir);
   return run;
