@@ -15,10 +15,7 @@ ChunkProgress::ChunkProgress(std::string output, int64_t chunks)
     : output_(std::move(output)), chunks_(chunks) {}
 
 std::string ChunkProgress::state_dir() const {
-  // Absolute, so that a relative --output names the same directory from any rank's cwd.
-  std::error_code error;
-  std::filesystem::path path = std::filesystem::absolute(output_, error);
-  if (error) path = output_;
+  const std::filesystem::path path(output_);
   return (path.parent_path() / ("." + path.filename().string() + ".rank-state")).string();
 }
 

@@ -59,6 +59,14 @@ train::RestartRecord restart_record(int restart, const JobFailure& failure, cons
   return record;
 }
 
+// The folder named absolutely: a rank whose working directory is not the launcher's (another
+// host's, an mpirun -wdir) writes its record where the launcher reads it.
+std::string absolute_path(const std::string& path) {
+  std::error_code error;
+  const auto absolute = std::filesystem::absolute(path, error);
+  return error ? path : absolute.string();
+}
+
 // One run of the job: its ranks' state records are read from a folder made afresh for it (a
 // relaunched job's ranks must not find the last run's), removed afterwards.
 struct JobRun {
@@ -69,7 +77,7 @@ struct JobRun {
 JobRun run_once(const JobPlan& plan, const SavedProgress& progress, int restarts,
                 const std::vector<Host>& hosts, const std::string& hostfile, int64_t accum_steps,
                 const std::string& tool) {
-  const std::string state_dir = progress.state_dir();
+  const std::string state_dir = absolute_path(progress.state_dir());
   remove_tree(state_dir);
   std::error_code error;
   std::filesystem::create_directories(state_dir, error);
