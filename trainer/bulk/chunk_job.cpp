@@ -73,10 +73,10 @@ class Dispatch {
   // kTimeoutPerSlowestChunk times the slowest chunk so far, at least kLeastTimeoutS; no chunk is
   // overdue by default until one has finished).
   void check_overdue(const std::vector<std::string>& hosts) const {
+    if (timeout_s_ <= 0 && slowest_s_ == 0) return;
     const double limit = timeout_s_ > 0
                              ? timeout_s_
                              : std::max(kLeastTimeoutS, kTimeoutPerSlowestChunk * slowest_s_);
-    if (timeout_s_ <= 0 && slowest_s_ == 0) return;
     for (const auto& [rank, held] : held_) {
       const double s = seconds_since(held.since);
       if (s <= limit) continue;

@@ -46,6 +46,16 @@ struct Beams {
   int64_t width = 1;
 };
 
+// Every sentence of a batch of `batch`, each with one empty hypothesis of score 0.
+Beams start_beams(int64_t batch) {
+  Beams beams;
+  beams.sentence.resize(batch);
+  std::iota(beams.sentence.begin(), beams.sentence.end(), 0);
+  beams.tokens.resize(batch);
+  beams.scores.assign(batch, 0.0);
+  return beams;
+}
+
 // One step's best continuations: per active sentence the 2K best (hypothesis, token) pairs by
 // summed score, best first, as [sentences, 3, 2K] double on the CPU holding (score, token, row of
 // the parent within its sentence). One transfer, so the host waits once per step.
@@ -282,11 +292,7 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
     states.push_back(model->start_decoding(model->encode(src), src));
     states.back().reserve(batch * options.beam_size, longest);
   }
-  Beams beams;
-  beams.sentence.resize(batch);
-  std::iota(beams.sentence.begin(), beams.sentence.end(), 0);
-  beams.tokens.resize(batch);
-  beams.scores.assign(batch, 0.0);
+  Beams beams = start_beams(batch);
   auto tokens = torch::full({batch}, kBosId, src.options());
   int64_t step = 1;
   if (forced) {
