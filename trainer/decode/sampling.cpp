@@ -97,15 +97,13 @@ int64_t draw_one(const double* s, int64_t vocab, const SamplingOptions& options,
   if (options.kind == SamplingKind::kTopK) {
     kept = std::min(kept, options.k);
     std::partial_sort(order.begin(), order.begin() + kept, order.end(), likelier);
+    order.resize(kept);  // draws among its k alone: no weight is needed for the rest
   } else if (options.kind == SamplingKind::kTopP) {
     std::sort(order.begin(), order.end(), likelier);
   }
-  // top-k draws among its k alone: only their weights are needed, not a vocabulary's worth of exp.
-  const size_t weighed =
-      options.kind == SamplingKind::kTopK ? static_cast<size_t>(kept) : order.size();
-  weight.resize(weighed);
+  weight.resize(order.size());
   double total = 0.0;
-  for (size_t i = 0; i < weighed; ++i) {
+  for (size_t i = 0; i < order.size(); ++i) {
     weight[i] = std::exp((s[order[i]] - top) / options.temperature);
     total += weight[i];
   }
