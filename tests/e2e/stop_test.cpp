@@ -97,6 +97,10 @@ TEST_F(StopE2E, SigtermAndSigintToTheLauncherSaveTheStepAndResumeEqualsAnUninter
     const std::string saved = checkpoint::find_latest(run_dir(run));
     EXPECT_EQ(saved, run_dir(run) + "/" + checkpoint::step_file_name(stopped)) << job.output();
     EXPECT_EQ(checkpoint::load(saved).step, stopped);
+    EXPECT_NE(job.output().find("every rank finishes its step and saves a checkpoint; the same "
+                                "again from the same sender stops at once"),
+              std::string::npos)
+        << job.output();
     EXPECT_NE(job.output().find("the last step is saved"), std::string::npos) << job.output();
     const auto resumed = run_command(launcher(config(run)) +
                                      " --set train.max_steps=" + std::to_string(stopped + 2));

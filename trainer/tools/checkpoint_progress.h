@@ -18,6 +18,9 @@ class CheckpointProgress : public SavedProgress {
   std::string state_dir() const override;  // checkpoint.dir/.rank-state
   SavedPoint saved() const override;       // the newest checkpoint's step and path
   const char* unit() const override { return "step"; }
+  StopWords stop_words() const override {
+    return {"every rank finishes its step and saves a checkpoint", "saved checkpoints"};
+  }
   // Whether the stop left the last step saved: rank 0's record says at which step it stopped,
   // and the newest checkpoint must be of that step.
   std::string stop_report(const JobResult& result,

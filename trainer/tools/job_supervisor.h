@@ -30,12 +30,11 @@ constexpr size_t kKeptLines = 400;
 // far longer for a host that no longer answers); then its process group is killed.
 constexpr int kTeardownS = 30;
 // The launcher's words on a stop: what the ranks do with the first signal, and what a second one
-// leaves intact (training's by default; a chunked job's are its chunks').
+// leaves intact (each job's SavedProgress names them).
 struct StopWords {
-  std::string first = "every rank finishes its step and saves a checkpoint";
-  std::string kept = "saved checkpoints";
+  std::string first, kept;
 };
 JobResult run_job(const std::vector<std::string>& argv, const std::string& tool,
-                  const StopWords& words = {});
+                  const StopWords& words);
 
 }  // namespace tandem::tools

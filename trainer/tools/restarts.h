@@ -50,8 +50,8 @@ class SavedProgress {
   virtual SavedPoint saved() const = 0;
   // The unit a failed rank's record counts in: "step", "chunk".
   virtual const char* unit() const = 0;
-  // The launcher's words on a stop signal (training's unless a job says otherwise).
-  virtual StopWords stop_words() const { return {}; }
+  // The launcher's words on a stop signal: what the ranks do, what a second signal leaves intact.
+  virtual StopWords stop_words() const = 0;
   // The launcher's line after a stop signal ended the run: whether its work is saved.
   virtual std::string stop_report(const JobResult& result,
                                   const std::vector<RankState>& ranks) const = 0;
