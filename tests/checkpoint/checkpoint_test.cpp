@@ -170,6 +170,27 @@ TEST_F(CheckpointTest, AStreamedSaveWritesWhatTheValuesWouldAndTheOutlineReadsTh
   EXPECT_FALSE(fs::exists(other + ".tmp"));
 }
 
+// An import's save: /model's tensors made one at a time as they are written, the rest as given.
+TEST_F(CheckpointTest, AModelOfPlaceholdersIsFetchedATensorAtATime) {
+  const CheckpointData values = make_data();
+  CheckpointData streamed = make_data();
+  for (auto& [name, t] : streamed.model) {
+    t = torch::empty(t.sizes(), t.options().device(torch::kMeta));
+  }
+  size_t asked = 0;
+  streamed.fetch = [&](const std::string& group, size_t index) {
+    EXPECT_EQ(group, "model");
+    EXPECT_EQ(index, asked++);
+    return values.model[index].second;
+  };
+  ASSERT_EQ(streamed_groups(streamed).front().first, "model");
+  save(path_, streamed);
+  EXPECT_EQ(asked, values.model.size());
+  const CheckpointData loaded = load(path_);
+  expect_same_tensors(values.model, loaded.model);
+  expect_same_tensors(values.ema, loaded.ema);
+}
+
 TEST_F(CheckpointTest, FillsTorchVersionAndCreationTimeWhenEmpty) {
   save(path_, make_data());
   const CheckpointData loaded = load(path_);

@@ -5,9 +5,10 @@ and run by Hugging Face transformers: what tandem-import's M2M-100 test imports 
 
   m2m100_reference.py OUT KIND TEXT SRC_TEST TGT_TEST SRC_LANG TGT_LANG RAW MAX_NEW_TOKENS
 
-KIND is nllb or m2m100; or nllb-600M, which only writes the folder of a model of
-NLLB-200-distilled-600M's exact shape (its config.json's values, 256,206 ids) with random weights
-and the tokenizer made from TEXT, for the memory benchmark (docs/fine-tuning.md); the other
+KIND is nllb or m2m100; or nllb-600M, nllb-1.3B or nllb-3.3B, which only write the folder of a
+model of NLLB-200-distilled-600M's, NLLB-200-1.3B's or NLLB-200-3.3B's exact shape (their
+config.json's values, 256,206 ids) with random weights, as safetensors in shards of at most 2 GB,
+and the tokenizer made from TEXT, for the memory benchmarks (docs/fine-tuning.md); the other
 arguments are then not read. Trains a SentencePiece BPE model on TEXT (both languages' lines), makes
 the tokenizer of KIND from it as the published folders hold it (NLLB: sentencepiece.bpe.model with
 the language codes listed in tokenizer_config.json, saved by NllbTokenizer as tokenizer.json and
@@ -72,6 +73,12 @@ NLLB_600M = dict(vocab_size=256206, d_model=1024, encoder_layers=12, decoder_lay
                  dropout=0.1, attention_dropout=0.1, activation_dropout=0.0, encoder_layerdrop=0,
                  decoder_layerdrop=0, scale_embedding=True, pad_token_id=1, bos_token_id=0,
                  eos_token_id=2, decoder_start_token_id=2)
+# NLLB-200-1.3B's and NLLB-200-3.3B's config.json differ from it only in these values.
+PUBLISHED = {"nllb-600M": NLLB_600M,
+             "nllb-1.3B": dict(NLLB_600M, encoder_layers=24, decoder_layers=24,
+                               encoder_ffn_dim=8192, decoder_ffn_dim=8192),
+             "nllb-3.3B": dict(NLLB_600M, d_model=2048, encoder_layers=24, decoder_layers=24,
+                               encoder_ffn_dim=8192, decoder_ffn_dim=8192)}
 
 
 def main():
@@ -82,10 +89,11 @@ def main():
     spm.SentencePieceTrainer.train(input=text, model_prefix=prefix, vocab_size=700,
                                    model_type="bpe", character_coverage=1.0, minloglevel=2,
                                    num_threads=1)
-    if kind == "nllb-600M":
+    if kind in PUBLISHED:
         nllb_tokenizer(out, folder, prefix + ".model", "eng_Latn", "spa_Latn")
         torch.manual_seed(17)
-        M2M100ForConditionalGeneration(M2M100Config(**NLLB_600M)).save_pretrained(folder)
+        M2M100ForConditionalGeneration(M2M100Config(**PUBLISHED[kind])).save_pretrained(
+            folder, max_shard_size="2GB")
         return
     src_test, tgt_test, src_lang, tgt_lang, raw = sys.argv[4:9]
     max_new = int(sys.argv[9])

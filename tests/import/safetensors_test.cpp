@@ -6,25 +6,11 @@
 #include <fstream>
 #include <string>
 
+#include "tests/import/safetensors_writer.h"
 #include "trainer/common/temp_dir.h"
 
 namespace tandem::importer {
 namespace {
-
-// Writes a safetensors file by hand: the 8-byte little-endian header size, the header, the data.
-std::string write_file(const TempDir& dir, const std::string& name, const std::string& header,
-                       const std::string& data) {
-  const std::string path = dir.file(name);
-  std::ofstream out(path, std::ios::binary);
-  uint64_t size = header.size();
-  for (int i = 0; i < 8; ++i) out.put(static_cast<char>(size >> (8 * i) & 0xff));
-  out << header << data;
-  return path;
-}
-
-std::string bytes_of(const torch::Tensor& t) {
-  return std::string(static_cast<const char*>(t.data_ptr()), t.numel() * t.element_size());
-}
 
 std::string error_of(const std::string& path) {
   try {
@@ -53,6 +39,25 @@ TEST(Safetensors, ReadsEachTensorWithItsDtypeShapeAndBytes) {
   EXPECT_TRUE(torch::equal(tensors.at("w.b"), b));
   EXPECT_TRUE(torch::equal(tensors.at("c"), c));
   EXPECT_EQ(tensors.at("empty").sizes(), torch::IntArrayRef({0, 4}));
+}
+
+// What the streamed import reads: the header at open, then a tensor or some of its rows when asked.
+TEST(SafetensorsFile, ReadsRowsOfATensorAsStoredWhenAsked) {
+  TempDir dir("safetensors");
+  const auto a = torch::arange(24, torch::kFloat32).reshape({6, 4}) / 3;
+  const auto b = torch::tensor({1.5, -2.25, 3.0}, torch::kBFloat16);
+  const std::string header = R"({"a":{"dtype":"F32","shape":[6,4],"data_offsets":[0,96]},)"
+                             R"("b":{"dtype":"BF16","shape":[3],"data_offsets":[96,102]}})";
+  const SafetensorsFile file(write_file(dir, "m.safetensors", header, bytes_of(a) + bytes_of(b)));
+  ASSERT_EQ(file.entries().size(), 2u);
+  EXPECT_EQ(file.entries().at("a").shape, (std::vector<int64_t>{6, 4}));
+  EXPECT_EQ(file.entries().at("b").dtype, torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(file.read_rows("a", 2, 3), a.narrow(0, 2, 3)));
+  EXPECT_TRUE(torch::equal(file.read_rows("a", 5, 1), a.narrow(0, 5, 1)));
+  EXPECT_EQ(file.read_rows("a", 6, 0).sizes(), torch::IntArrayRef({0, 4}));
+  EXPECT_TRUE(torch::equal(file.read("b"), b));
+  EXPECT_THROW(file.read_rows("a", 4, 3), std::out_of_range);
+  EXPECT_THROW(file.read("c"), std::invalid_argument);
 }
 
 TEST(Safetensors, DamagedFilesAreRefusedNamingTheFileAndTensor) {

@@ -134,6 +134,43 @@ TEST(Transformer, ParameterCountMatchesHandFormula) {
   }
 }
 
+// A model built a part at a time (the import's and, for a large model, any caller's way): the hook
+// sees each part once, in building order, and hollowed parts keep names and shapes, not memory.
+TEST(Transformer, EachPartIsHandedOverAsItIsBuiltAndHollowedPartsKeepOnlyTheirShapes) {
+  for (const bool pre_norm : {false, true}) {
+    for (const bool tie : {false, true}) {
+      const auto whole = tiny_model(pre_norm, tie);
+      auto options = tiny_options(pre_norm, tie);
+      std::vector<int64_t> part_sizes;  // parameters of each part, as it was handed over
+      options.on_part_built = [&](torch::nn::Module& part) {
+        int64_t count = 0;
+        for (const auto& p : part.parameters()) count += p.numel();
+        part_sizes.push_back(count);
+        hollow_parameters(part);
+      };
+      const Transformer parts(options);
+      const int64_t d = 16, ff = 32, enc_layer = 4 * (d * d + d) + 2 * 2 * d + d * ff + ff + ff * d + d;
+      const int64_t dec_layer = enc_layer + 4 * (d * d + d) + 2 * d;
+      std::vector<int64_t> expected = {kVocab * d};
+      if (!tie) expected.push_back(kVocab * d);
+      for (int i = 0; i < 2; ++i) expected.push_back(enc_layer);
+      if (pre_norm) expected.push_back(2 * d);
+      for (int i = 0; i < 2; ++i) expected.push_back(dec_layer);
+      if (pre_norm) expected.push_back(2 * d);
+      expected.push_back(tie ? kVocab : kVocab * d + kVocab);
+      EXPECT_EQ(part_sizes, expected) << "pre_norm " << pre_norm << " tie " << tie;
+      const auto built = parts->named_parameters();
+      ASSERT_EQ(built.size(), whole->named_parameters().size());
+      for (const auto& item : whole->named_parameters()) {
+        const torch::Tensor* hollow = built.find(item.key());
+        ASSERT_NE(hollow, nullptr) << item.key();
+        EXPECT_EQ(hollow->sizes(), item.value().sizes()) << item.key();
+        EXPECT_EQ(hollow->storage().nbytes(), sizeof(float)) << item.key();
+      }
+    }
+  }
+}
+
 TEST(Transformer, SameSeedGivesSameParameters) {
   auto a = params_by_name(tiny_model(false, false, 5));
   auto b = params_by_name(tiny_model(false, false, 5));

@@ -38,11 +38,16 @@ void write_root_attributes(hid_t file, const CheckpointData& data) {
   }
 }
 
+// Whether the group's tensors are placeholders, which save() fetches.
+bool placeholders(const NamedTensors& tensors) {
+  return !tensors.empty() && tensors.front().second.is_meta();
+}
+
 // Group `name` of `parent`, whose path streamed_groups() calls `path`: its tensors as they are, or
 // each fetched in turn.
 void write_group(hid_t parent, const std::string& name, const std::string& path,
                  const NamedTensors& tensors, const CheckpointData& data) {
-  if (!data.fetch) {
+  if (!data.fetch || !placeholders(tensors)) {
     write_tensors(parent, name, tensors);
     return;
   }
@@ -51,7 +56,7 @@ void write_group(hid_t parent, const std::string& name, const std::string& path,
 
 void write_contents(hid_t file, const CheckpointData& data) {
   write_root_attributes(file, data);
-  write_tensors(file, "model", data.model);
+  write_group(file, "model", "model", data.model, data);
   if (!data.ema.empty()) write_group(file, "ema", "ema", data.ema, data);
   Handle optimizer = h5::create_group(file, "optimizer", h5::LinkOrder::kCreation);
   h5::write_attribute(optimizer.get(), "step", data.optimizer_step);
@@ -216,9 +221,10 @@ void save(const std::string& path, const CheckpointData& data) {
 std::vector<std::pair<std::string, const NamedTensors*>> streamed_groups(
     const CheckpointData& data) {
   std::vector<std::pair<std::string, const NamedTensors*>> groups;
-  if (!data.ema.empty()) groups.emplace_back("ema", &data.ema);
+  if (placeholders(data.model)) groups.emplace_back("model", &data.model);
+  if (placeholders(data.ema)) groups.emplace_back("ema", &data.ema);
   for (const auto& [group, tensors] : data.optimizer) {
-    groups.emplace_back("optimizer/" + group, &tensors);
+    if (placeholders(tensors)) groups.emplace_back("optimizer/" + group, &tensors);
   }
   return groups;
 }

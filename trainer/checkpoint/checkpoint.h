@@ -37,7 +37,7 @@ constexpr int64_t kFormatVersion = 1;
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
-// Where a save may take /ema's and /optimizer's tensors one at a time: `group` is "ema" or
+// Where a save may take a group's tensors one at a time: `group` is "model", "ema" or
 // "optimizer/<group>", `index` the tensor's place in it (streamed_groups() gives the order).
 using TensorFetch = std::function<torch::Tensor(const std::string& group, size_t index)>;
 
@@ -59,14 +59,16 @@ struct CheckpointData {
   std::string torch_version;                 // filled by save() when empty
   std::string created;                       // filled by save() when empty
   std::vector<std::string> averaged_from;    // inputs of an averaged checkpoint; empty otherwise
-  // When set, `ema` and `optimizer` hold placeholders (meta tensors: names, shapes and types) and
-  // save() asks `fetch` for each of their tensors just before writing it, then lets it go: the
-  // whole state is never in memory at once (a sharded optimizer's, gathered piece by piece).
+  // When set, the groups that hold placeholders (meta tensors: names, shapes and types) have
+  // their tensors asked of `fetch`, each just before save() writes it, then let go: the whole
+  // state is never in memory at once (a sharded optimizer's `ema` and `optimizer`, gathered piece
+  // by piece; an import's `model`, read a tensor at a time).
   TensorFetch fetch;
 };
 
-// The groups whose tensors save() takes from CheckpointData::fetch, in the order it writes them
-// ("ema" when there is one, then "optimizer/<group>" in the map's order), with their tensors.
+// The groups that hold placeholders, whose tensors save() takes from CheckpointData::fetch (and
+// that an outline holds), in the order it writes them ("model", "ema", then "optimizer/<group>"
+// in the map's order), with their tensors.
 std::vector<std::pair<std::string, const NamedTensors*>> streamed_groups(
     const CheckpointData& data);
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <torch/serialize.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -16,14 +17,18 @@ namespace {
 
 using nlohmann::json;
 
-// A state dict saved by torch.save (pytorch_model.bin): a zip of pickled tensors.
-TensorMap read_pickled(const std::string& file) {
+// Rows of a tensor read at once when its rows are taken in another order or compared: a block of
+// at most this many bytes, as stored.
+constexpr int64_t kBlockBytes = 64 << 20;
+
+// A state dict saved by torch.save (pytorch_model.bin): a zip of pickled tensors, read whole.
+StoredTensors read_pickled(const std::string& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw std::invalid_argument("cannot read '" + file + "'");
   const std::vector<char> bytes{std::istreambuf_iterator<char>(in),
                                 std::istreambuf_iterator<char>()};
   if (!in.good() && !in.eof()) throw std::invalid_argument("cannot read '" + file + "'");
-  TensorMap tensors;
+  StoredTensors tensors;
   try {
     const c10::IValue value = torch::pickle_load(bytes);
     if (!value.isGenericDict()) throw std::invalid_argument("not a dictionary of tensors");
@@ -31,7 +36,7 @@ TensorMap read_pickled(const std::string& file) {
       if (!entry.key().isString() || !entry.value().isTensor()) {
         throw std::invalid_argument("an entry that is not a named tensor");
       }
-      tensors.emplace(entry.key().toStringRef(), entry.value().toTensor());
+      tensors.emplace(entry.key().toStringRef(), StoredTensor(entry.value().toTensor()));
     }
   } catch (const std::exception& e) {
     throw std::invalid_argument("'" + file + "': not a state dict saved by torch.save (" +
@@ -40,13 +45,18 @@ TensorMap read_pickled(const std::string& file) {
   return tensors;
 }
 
-TensorMap read_one(const std::string& file, bool safetensors) {
-  return safetensors ? read_safetensors(file) : read_pickled(file);
+// A safetensors file's tensors to be read when asked; a pickle's, read now.
+StoredTensors read_one(const std::string& file, bool safetensors) {
+  if (!safetensors) return read_pickled(file);
+  const auto opened = std::make_shared<const SafetensorsFile>(file);
+  StoredTensors tensors;
+  for (const auto& [name, entry] : opened->entries()) tensors.emplace(name, StoredTensor(opened, name));
+  return tensors;
 }
 
 // The shards an index lists, read one by one into one map; each shard must hold exactly the
 // tensors the index gives it.
-TensorMap read_sharded(const std::string& dir, const std::string& index_file, bool safetensors) {
+StoredTensors read_sharded(const std::string& dir, const std::string& index_file, bool safetensors) {
   const json index = read_json(index_file);
   const auto map = index.is_object() ? index.find("weight_map") : index.end();
   if (map == index.end() || !map->is_object() || map->empty()) {
@@ -63,7 +73,7 @@ TensorMap read_sharded(const std::string& dir, const std::string& index_file, bo
     }
     shards[file].insert(name);
   }
-  TensorMap tensors;
+  StoredTensors tensors;
   for (const auto& [file, names] : shards) {
     const std::string path = dir + "/" + file;
     if (!is_file(path)) {
@@ -87,7 +97,31 @@ TensorMap read_sharded(const std::string& dir, const std::string& index_file, bo
   return tensors;
 }
 
+// Row blocks of a [rows, ...] tensor as stored, each of about kBlockBytes.
+int64_t rows_per_block(const std::vector<int64_t>& shape, int64_t element_size) {
+  int64_t row_bytes = element_size;
+  for (size_t i = 1; i < shape.size(); ++i) row_bytes *= shape[i];
+  return std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, row_bytes));
+}
+
 }  // namespace
+
+StoredTensor::StoredTensor(torch::Tensor held)
+    : held_(std::move(held)), shape_(held_.sizes().vec()) {}
+
+StoredTensor::StoredTensor(std::shared_ptr<const SafetensorsFile> file, std::string name)
+    : file_(std::move(file)), name_(std::move(name)), shape_(file_->entries().at(name_).shape) {}
+
+torch::Tensor StoredTensor::read() const { return file_ ? file_->read(name_) : held_; }
+
+torch::Tensor StoredTensor::read_rows(int64_t begin, int64_t count) const {
+  return file_ ? file_->read_rows(name_, begin, count) : held_.narrow(0, begin, count);
+}
+
+Pending Pending::held(torch::Tensor tensor) {
+  auto shape = tensor.sizes().vec();
+  return Pending{std::move(shape), [tensor] { return tensor; }};
+}
 
 bool is_file(const std::string& path) {
   struct stat info;
@@ -163,7 +197,7 @@ std::string Keys::text_or(const std::string& key, const std::string& fallback) c
   return has(key) ? text(key) : fallback;
 }
 
-TensorMap read_weights(const std::string& dir, std::string* file) {
+StoredTensors read_weights(const std::string& dir, std::string* file) {
   for (const bool safetensors : {true, false}) {
     const std::string whole = dir + (safetensors ? "/model.safetensors" : "/pytorch_model.bin");
     *file = whole;
@@ -176,7 +210,7 @@ TensorMap read_weights(const std::string& dir, std::string* file) {
                               "sharded forms (*.index.json)");
 }
 
-Weights::Weights(TensorMap tensors, std::string file)
+Weights::Weights(StoredTensors tensors, std::string file)
     : tensors_(std::move(tensors)), file_(std::move(file)) {
   // A ...ForConditionalGeneration saves model.encoder..., the bare model encoder...
   prefix_ = tensors_.count("model.shared.weight") || has_prefix("model.encoder.") ? "model." : "";
@@ -184,25 +218,71 @@ Weights::Weights(TensorMap tensors, std::string file)
 
 bool Weights::has(const std::string& name) const { return tensors_.count(full(name)) > 0; }
 
-torch::Tensor Weights::take(const std::string& name, const std::vector<int64_t>& shape) {
+const StoredTensor& Weights::stored(const std::string& name, const std::vector<int64_t>& shape) {
   const auto it = tensors_.find(full(name));
   if (it == tensors_.end()) throw std::invalid_argument(file_ + ": no tensor '" + full(name) + "'");
-  if (it->second.sizes() != c10::IntArrayRef(shape)) {
+  if (it->second.shape() != shape) {
     std::ostringstream message;
-    message << file_ << ": tensor '" << it->first << "' has shape " << it->second.sizes()
-            << ", expected " << c10::IntArrayRef(shape);
+    message << file_ << ": tensor '" << it->first << "' has shape "
+            << c10::IntArrayRef(it->second.shape()) << ", expected " << c10::IntArrayRef(shape);
     throw std::invalid_argument(message.str());
   }
   taken_.insert(it->first);
-  return it->second.to(torch::kFloat32).contiguous();
+  return it->second;
+}
+
+Pending Weights::take(const std::string& name, const std::vector<int64_t>& shape) {
+  const StoredTensor tensor = stored(name, shape);  // a handle: the pending read outlives `this`
+  return Pending{shape, [tensor] { return tensor.read().to(torch::kFloat32).contiguous(); }};
+}
+
+// The rows in runs of consecutive ones (an id table is mostly one run), each run read a block at a
+// time, converted as it is copied into its place.
+Pending Weights::take_rows(const std::string& name, const std::vector<int64_t>& shape,
+                           std::vector<int64_t> rows) {
+  const StoredTensor tensor = stored(name, shape);  // a handle: the pending read outlives `this`
+  for (const int64_t row : rows) {
+    if (row < 0 || row >= shape.at(0)) {
+      throw std::logic_error("import: row " + std::to_string(row) + " of '" + full(name) + "'");
+    }
+  }
+  std::vector<int64_t> out_shape = shape;
+  out_shape[0] = static_cast<int64_t>(rows.size());
+  return Pending{out_shape, [tensor, out_shape, rows = std::move(rows)] {
+                   auto out = torch::empty(out_shape, torch::kFloat32);
+                   const int64_t block = rows_per_block(out_shape, sizeof(float));
+                   const auto n = static_cast<int64_t>(rows.size());
+                   for (int64_t i = 0; i < n;) {
+                     int64_t run = 1;
+                     while (i + run < n && run < block && rows[i + run] == rows[i] + run) ++run;
+                     out.narrow(0, i, run).copy_(tensor.read_rows(rows[i], run));
+                     i += run;
+                   }
+                   return out;
+                 }};
 }
 
 void Weights::check_same(const std::string& name, const torch::Tensor& expected, double tolerance,
                          const std::string& why) {
   if (!has(name)) return;
-  const auto t = take(name, expected.sizes().vec());
+  const auto t = take(name, expected.sizes().vec()).make();
   if (!(t.sub(expected).abs().max().item<double>() <= tolerance)) {
     throw std::invalid_argument(file_ + ": tensor '" + full(name) + "' differs from " + why);
+  }
+}
+
+void Weights::check_copy(const std::string& copy, const std::string& name, const std::string& why) {
+  if (!has(copy)) return;
+  const StoredTensor& original = tensors_.at(full(name));
+  const StoredTensor& other = stored(copy, original.shape());
+  const int64_t rows = original.shape().empty() ? 0 : original.shape()[0];
+  const int64_t block = rows_per_block(original.shape(), sizeof(float));
+  for (int64_t begin = 0; begin < rows; begin += block) {
+    const int64_t count = std::min(block, rows - begin);
+    if (!torch::equal(other.read_rows(begin, count).to(torch::kFloat32),
+                      original.read_rows(begin, count).to(torch::kFloat32))) {
+      throw std::invalid_argument(file_ + ": tensor '" + full(copy) + "' differs from " + why);
+    }
   }
 }
 
@@ -224,7 +304,7 @@ namespace {
 
 // One layer's tensors under Tandem's names: `layer` names it in both ("decoder.layers.2.").
 void take_layer(Weights& weights, const std::string& layer, bool decoder,
-                const config::ModelConfig& m, TensorMap* out) {
+                const config::ModelConfig& m, PendingTensors* out) {
   const int64_t d = m.d_model;
   auto linear = [&](const std::string& from, const std::string& to, int64_t rows, int64_t cols) {
     (*out)[layer + to + ".weight"] = weights.take(layer + from + ".weight", {rows, cols});
@@ -290,20 +370,23 @@ std::string dropped_settings(const Keys& keys, std::initializer_list<const char*
   return out.str();
 }
 
-torch::Tensor take_shared_embeddings(Weights& weights, int64_t vocab, int64_t d) {
+Pending take_shared_embeddings(Weights& weights, int64_t vocab, int64_t d,
+                               std::vector<int64_t> rows) {
   const std::string name = weights.has("shared.weight") ? "shared.weight"
                            : weights.has("encoder.embed_tokens.weight")
                                ? "encoder.embed_tokens.weight"
                                : "decoder.embed_tokens.weight";
-  const torch::Tensor shared = weights.take(name, {vocab, d});
+  Pending shared = weights.take_rows(name, {vocab, d}, std::move(rows));
   for (const char* copy :
        {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"}) {
-    weights.check_same(copy, shared, 0.0, "the shared embeddings (untied ones are not imported)");
+    if (copy != name) {
+      weights.check_copy(copy, name, "the shared embeddings (untied ones are not imported)");
+    }
   }
   return shared;
 }
 
-void take_bart_layers(Weights& weights, const config::ModelConfig& m, TensorMap* out) {
+void take_bart_layers(Weights& weights, const config::ModelConfig& m, PendingTensors* out) {
   for (int64_t i = 0; i < m.encoder_layers; ++i) {
     take_layer(weights, "encoder.layers." + std::to_string(i) + ".", false, m, out);
   }

@@ -341,16 +341,14 @@ IdTable id_table(const Table& t, const ModelIds& ids, const std::string& dir) {
 }
 
 // Every tensor under Tandem's name, rows in Tandem's id order.
-std::map<std::string, torch::Tensor> tandem_tensors(Weights& weights, const config::ModelConfig& m,
-                                                    int64_t model_vocab, const IdTable& table) {
+PendingTensors tandem_tensors(Weights& weights, const config::ModelConfig& m, int64_t model_vocab,
+                              const IdTable& table) {
   const int64_t d = m.d_model;
-  const torch::Tensor shared = take_shared_embeddings(weights, model_vocab, d);
-  std::map<std::string, torch::Tensor> named;
-  named["src_embed.weight"] =
-      shared.index_select(0, torch::tensor(table.model_row, torch::kLong)).contiguous();
+  PendingTensors named;
+  named["src_embed.weight"] = take_shared_embeddings(weights, model_vocab, d, table.model_row);
   auto bias = torch::zeros({static_cast<int64_t>(table.model_row.size())});
   bias[kBosId] = kNeverBias;
-  named["output_proj.bias"] = bias;
+  named["output_proj.bias"] = Pending::held(bias);
   // transformers computes fairseq's table at load; a file that holds one holds that table
   // (offset by the padding index: rows 0 and 1 precede position 0).
   const auto positions =
@@ -358,7 +356,7 @@ std::map<std::string, torch::Tensor> tandem_tensors(Weights& weights, const conf
   for (const char* stack : {"encoder", "decoder"}) {
     const std::string name = std::string(stack) + ".embed_positions.weights";
     if (weights.has(name)) {
-      const auto table_rows = weights.take(name, {m.max_positions + 2, d}).slice(0, 2);
+      const auto table_rows = weights.take(name, {m.max_positions + 2, d}).make().slice(0, 2);
       if (!(table_rows.sub(positions.slice(0, 0, m.max_positions)).abs().max().item<double>() <=
             1e-3)) {
         throw std::invalid_argument("tensor '" + name + "' is not fairseq's sinusoid table");

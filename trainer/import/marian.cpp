@@ -151,19 +151,25 @@ IdTable id_table(const std::vector<std::string>& marian, const MarianIds& ids) {
 }
 
 // Every tensor under Tandem's name, rows in Tandem's id order.
-std::map<std::string, torch::Tensor> tandem_tensors(Weights& weights, const config::ModelConfig& m,
-                                                    int64_t marian_vocab, const IdTable& table) {
+PendingTensors tandem_tensors(Weights& weights, const config::ModelConfig& m, int64_t marian_vocab,
+                              const IdTable& table) {
   const int64_t d = m.d_model;
-  const torch::Tensor shared = take_shared_embeddings(weights, marian_vocab, d);
+  PendingTensors named;
+  named["src_embed.weight"] = take_shared_embeddings(weights, marian_vocab, d, table.marian_row);
   const auto rows = torch::tensor(table.marian_row, torch::kLong);
-  std::map<std::string, torch::Tensor> named;
-  named["src_embed.weight"] = shared.index_select(0, rows);
-  torch::Tensor bias = weights.has("final_logits_bias")
-                           ? weights.take("final_logits_bias", {1, marian_vocab})[0]
-                           : torch::zeros({marian_vocab});
-  bias = bias.index_select(0, rows).contiguous();
-  bias[kPadId] = kNeverBias;
-  named["output_proj.bias"] = bias;
+  const auto tandem_bias = [rows](const torch::Tensor& marian) {
+    auto bias = marian.index_select(0, rows).contiguous();
+    bias[kPadId] = kNeverBias;
+    return bias;
+  };
+  if (weights.has("final_logits_bias")) {
+    const Pending file_bias = weights.take("final_logits_bias", {1, marian_vocab});
+    named["output_proj.bias"] = Pending{{rows.size(0)}, [file_bias, tandem_bias] {
+                                          return tandem_bias(file_bias.make()[0]);
+                                        }};
+  } else {
+    named["output_proj.bias"] = Pending::held(tandem_bias(torch::zeros({marian_vocab})));
+  }
   // MarianMT computes its sinusoid table at load; a file that holds one holds that table.
   const auto positions =
       model::sinusoidal_positions(m.max_positions, d, model::PositionLayout::kHalves);

@@ -1,19 +1,23 @@
 #include "trainer/import/safetensors.h"
 
-#include <cstdint>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <limits>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <utility>
-#include <vector>
 
 namespace tandem::importer {
 namespace {
 
 // A header larger than this is not a model's (safetensors' own reader refuses beyond 100 MB).
 constexpr uint64_t kMaxHeaderBytes = 100 << 20;
+// A dimension or element count beyond this is not a model's, and would overflow the byte count.
+constexpr uint64_t kMaxElements = uint64_t{1} << 40;
 
 const std::map<std::string, torch::ScalarType>& dtypes() {
   static const std::map<std::string, torch::ScalarType> table = {
@@ -23,112 +27,160 @@ const std::map<std::string, torch::ScalarType>& dtypes() {
   return table;
 }
 
-class Reader {
- public:
-  explicit Reader(std::string path) : path_(std::move(path)), in_(path_, std::ios::binary) {
-    if (!in_) throw bad("cannot open it");
-    in_.seekg(0, std::ios::end);
-    size_ = static_cast<uint64_t>(in_.tellg());
-    in_.seekg(0);
-  }
-
-  std::invalid_argument bad(const std::string& what) const {
-    return std::invalid_argument("'" + path_ + "': " + what);
-  }
-
-  std::string bytes(uint64_t at, uint64_t count) {
-    std::string out(count, '\0');
-    in_.seekg(static_cast<std::streamoff>(at));
-    in_.read(out.data(), static_cast<std::streamsize>(count));
-    if (!in_) throw bad("cannot read " + std::to_string(count) + " bytes at " + std::to_string(at));
-    return out;
-  }
-  uint64_t size() const { return size_; }
-
- private:
-  std::string path_;
-  std::ifstream in_;
-  uint64_t size_ = 0;
-};
-
-uint64_t little_endian_u64(const std::string& bytes) {
+uint64_t little_endian_u64(const unsigned char* bytes) {
   uint64_t value = 0;
-  for (int i = 7; i >= 0; --i) value = value << 8 | static_cast<unsigned char>(bytes[i]);
+  for (int i = 7; i >= 0; --i) value = value << 8 | bytes[i];
   return value;
 }
 
-// One header entry's tensor: its dtype, shape and byte range checked, then its bytes read from the
-// data that starts at `data_start`.
-torch::Tensor read_tensor(Reader& file, const std::string& name, const nlohmann::json& entry,
-                          uint64_t data_start) {
-  const uint64_t data_size = file.size() - data_start;
-  const auto where = [&](const std::string& what) {
-    return file.bad("tensor '" + name + "': " + what);
-  };
+// One header entry checked: its dtype, its shape and its byte range in the `data_size` bytes of
+// data that start at `data_start`.
+SafetensorsFile::Entry parse_entry(const nlohmann::json& entry, uint64_t data_start,
+                                   uint64_t data_size,
+                                   const std::function<std::invalid_argument(std::string)>& bad) {
   if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
       !entry.contains("data_offsets")) {
-    throw where("expected dtype, shape and data_offsets");
+    throw bad("expected dtype, shape and data_offsets");
   }
   const auto& dtype = entry["dtype"];
   const auto found = dtype.is_string() ? dtypes().find(dtype.get<std::string>()) : dtypes().end();
-  if (found == dtypes().end()) throw where("dtype " + dtype.dump() + " is not one Tandem reads");
+  if (found == dtypes().end()) throw bad("dtype " + dtype.dump() + " is not one Tandem reads");
   const auto& shape = entry["shape"];
   const auto& offsets = entry["data_offsets"];
   if (!shape.is_array() || !offsets.is_array() || offsets.size() != 2 ||
       !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
-    throw where("expected a shape list and two data_offsets");
+    throw bad("expected a shape list and two data_offsets");
   }
-  std::vector<int64_t> sizes;
+  SafetensorsFile::Entry out{found->second, {}, 0};
   uint64_t elements = 1;
   for (const auto& dim : shape) {
-    if (!dim.is_number_unsigned() || dim.get<uint64_t>() > (uint64_t{1} << 40)) {
-      throw where("shape " + shape.dump() + " is not a list of sizes");
+    if (!dim.is_number_unsigned() || dim.get<uint64_t>() > kMaxElements) {
+      throw bad("shape " + shape.dump() + " is not a list of sizes");
     }
-    sizes.push_back(dim.get<int64_t>());
-    if (sizes.back() != 0 && elements > (uint64_t{1} << 40) / sizes.back()) {
-      throw where("shape " + shape.dump() + " is too large");
+    out.shape.push_back(dim.get<int64_t>());
+    if (out.shape.back() != 0 && elements > kMaxElements / out.shape.back()) {
+      throw bad("shape " + shape.dump() + " is too large");
     }
-    elements *= sizes.back();
+    elements *= out.shape.back();
   }
   const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-  const uint64_t expected = elements * torch::elementSize(found->second);
+  const uint64_t expected = elements * torch::elementSize(out.dtype);
   if (begin > end || end > data_size || end - begin != expected) {
-    throw where("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") for " +
-                std::to_string(expected) + " bytes of shape " + shape.dump() + " in " +
-                std::to_string(data_size) + " bytes of data");
+    throw bad("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") for " +
+              std::to_string(expected) + " bytes of shape " + shape.dump() + " in " +
+              std::to_string(data_size) + " bytes of data");
   }
-  auto tensor = torch::empty(sizes, torch::TensorOptions().dtype(found->second));
-  const std::string bytes = file.bytes(data_start + begin, expected);
-  // An empty tensor has no memory (data_ptr() is null), where memcpy may not even copy nothing.
-  if (!bytes.empty()) std::memcpy(tensor.data_ptr(), bytes.data(), bytes.size());
-  return tensor;
+  out.offset = data_start + begin;
+  return out;
 }
 
 }  // namespace
 
-std::map<std::string, torch::Tensor> read_safetensors(const std::string& path) {
-  Reader file(path);
-  if (file.size() < 8) {
-    throw file.bad("not a safetensors file (shorter than its 8-byte header size)");
+SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
+  const auto bad = [&](const std::string& what) {
+    return std::invalid_argument("'" + path_ + "': " + what);
+  };
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw bad("cannot open it");
+  const off_t end = ::lseek(fd_, 0, SEEK_END);
+  if (end < 0) {
+    ::close(fd_);
+    throw bad("cannot open it");
   }
-  const uint64_t header_size = little_endian_u64(file.bytes(0, 8));
-  if (header_size > kMaxHeaderBytes || header_size > file.size() - 8) {
-    throw file.bad("not a safetensors file (header of " + std::to_string(header_size) +
-                   " bytes in a file of " + std::to_string(file.size()) + ")");
-  }
-  nlohmann::json header;
+  size_ = static_cast<uint64_t>(end);
   try {
-    header = nlohmann::json::parse(file.bytes(8, header_size));
-  } catch (const nlohmann::json::exception& e) {
-    throw file.bad(std::string("not a safetensors file (its header is not JSON: ") + e.what() +
-                   ")");
+    if (size_ < 8) throw bad("not a safetensors file (shorter than its 8-byte header size)");
+    unsigned char size_bytes[8];
+    read_bytes(0, 8, size_bytes);
+    const uint64_t header_size = little_endian_u64(size_bytes);
+    if (header_size > kMaxHeaderBytes || header_size > size_ - 8) {
+      throw bad("not a safetensors file (header of " + std::to_string(header_size) +
+                " bytes in a file of " + std::to_string(size_) + ")");
+    }
+    std::string text(header_size, '\0');
+    read_bytes(8, header_size, text.data());
+    nlohmann::json header;
+    try {
+      header = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw bad(std::string("not a safetensors file (its header is not JSON: ") + e.what() + ")");
+    }
+    if (!header.is_object()) throw bad("not a safetensors file (its header is not an object)");
+    const uint64_t data_start = 8 + header_size;
+    for (const auto& [name, item] : header.items()) {
+      if (name == "__metadata__") continue;
+      const auto bad_tensor = [&](const std::string& what) {
+        return bad("tensor '" + name + "': " + what);
+      };
+      entries_.emplace(name, parse_entry(item, data_start, size_ - data_start, bad_tensor));
+    }
+  } catch (...) {
+    ::close(fd_);
+    throw;
   }
-  if (!header.is_object()) throw file.bad("not a safetensors file (its header is not an object)");
+}
 
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& [name, entry] : header.items()) {
-    if (name != "__metadata__") out.emplace(name, read_tensor(file, name, entry, 8 + header_size));
+SafetensorsFile::~SafetensorsFile() { ::close(fd_); }
+
+const SafetensorsFile::Entry& SafetensorsFile::entry(const std::string& name) const {
+  const auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    throw std::invalid_argument("'" + path_ + "': no tensor '" + name + "'");
   }
+  return it->second;
+}
+
+void SafetensorsFile::read_bytes(uint64_t at, uint64_t count, void* out) const {
+  auto* bytes = static_cast<char*>(out);
+  while (count > 0) {
+    const ssize_t got = ::pread(fd_, bytes, count, static_cast<off_t>(at));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      throw std::invalid_argument("'" + path_ + "': cannot read " + std::to_string(count) +
+                                  " bytes at " + std::to_string(at) +
+                                  (got < 0 ? std::string(" (") + std::strerror(errno) + ")" : ""));
+    }
+    bytes += got;
+    at += static_cast<uint64_t>(got);
+    count -= static_cast<uint64_t>(got);
+  }
+}
+
+torch::Tensor SafetensorsFile::read(const std::string& name) const {
+  const Entry& e = entry(name);
+  const int64_t rows = e.shape.empty() ? 1 : e.shape[0];
+  if (e.shape.empty()) {
+    auto scalar = torch::empty({}, torch::TensorOptions().dtype(e.dtype));
+    read_bytes(e.offset, scalar.element_size(), scalar.data_ptr());
+    return scalar;
+  }
+  return read_rows(name, 0, rows);
+}
+
+torch::Tensor SafetensorsFile::read_rows(const std::string& name, int64_t begin,
+                                         int64_t count) const {
+  const Entry& e = entry(name);
+  if (e.shape.empty() || begin < 0 || count < 0 || begin + count > e.shape[0]) {
+    throw std::out_of_range("'" + path_ + "': rows [" + std::to_string(begin) + ", " +
+                            std::to_string(begin + count) + ") of tensor '" + name + "'");
+  }
+  std::vector<int64_t> shape = e.shape;
+  shape[0] = count;
+  auto out = torch::empty(shape, torch::TensorOptions().dtype(e.dtype));
+  const uint64_t row_bytes = static_cast<uint64_t>(out.numel() / std::max<int64_t>(count, 1)) *
+                             static_cast<uint64_t>(out.element_size());
+  // An empty tensor has no memory (data_ptr() is null): nothing to read.
+  if (out.numel() > 0) {
+    read_bytes(e.offset + static_cast<uint64_t>(begin) * row_bytes,
+               static_cast<uint64_t>(count) * row_bytes, out.data_ptr());
+  }
+  return out;
+}
+
+std::map<std::string, torch::Tensor> read_safetensors(const std::string& path) {
+  const SafetensorsFile file(path);
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& [name, entry] : file.entries()) out.emplace(name, file.read(name));
   return out;
 }
 

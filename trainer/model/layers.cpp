@@ -58,9 +58,11 @@ std::vector<Layer> stack_layers(torch::nn::Module& stack, const StackOptions& op
   for (int64_t i = 0; i < options.layers; ++i) {
     layers.emplace_back(options.layer);
     list->push_back(layers.back());
+    if (options.on_part_built) options.on_part_built(*layers.back());
   }
   if (options.layer.pre_norm) {
     final_norm = stack.register_module("final_norm", layer_norm(options.layer.d_model));
+    if (options.on_part_built) options.on_part_built(*final_norm);
   }
   return layers;
 }

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -98,10 +99,15 @@ class DecoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(DecoderLayer);
 
+// Called on each part of a model as soon as it is built (an embedding, a layer, the output
+// layer), before the next part is: see TransformerOptions::on_part_built.
+using PartBuilt = std::function<void(torch::nn::Module&)>;
+
 // A stack of identical layers; with pre-norm a final LayerNorm ("final_norm") closes it.
 struct StackOptions {
   LayerOptions layer;
   int64_t layers = 3;
+  PartBuilt on_part_built;  // on each layer and the final LayerNorm; none: nothing
 };
 
 class EncoderImpl : public torch::nn::Module {

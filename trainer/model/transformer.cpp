@@ -32,7 +32,7 @@ void validate(const TransformerOptions& o) {
 
 StackOptions stack_options(const TransformerOptions& o, int64_t layers) {
   return StackOptions{LayerOptions{o.d_model, o.heads, o.d_ff, o.dropout, o.pre_norm, o.activation},
-                      layers};
+                      layers, o.on_part_built};
 }
 
 }  // namespace
@@ -76,20 +76,34 @@ torch::Tensor sinusoidal_positions(int64_t max_len, int64_t d_model, PositionLay
 
 TransformerImpl::TransformerImpl(const TransformerOptions& options) : options_(options) {
   validate(options);
+  const auto built = [&](torch::nn::Module& part) {
+    if (options.on_part_built) options.on_part_built(part);
+  };
   src_embed_ =
       register_module("src_embed", torch::nn::Embedding(options.vocab_size, options.d_model));
+  built(*src_embed_);
   if (!options.tie_embeddings) {
     tgt_embed_ =
         register_module("tgt_embed", torch::nn::Embedding(options.vocab_size, options.d_model));
+    built(*tgt_embed_);
   }
   encoder_ = register_module("encoder", Encoder(stack_options(options, options.encoder_layers)));
   decoder_ = register_module("decoder", Decoder(stack_options(options, options.decoder_layers)));
   output_proj_ = register_module(
       "output_proj", OutputProjection(OutputProjectionOptions{options.d_model, options.vocab_size,
                                                               !options.tie_embeddings}));
+  built(*output_proj_);
   positions_ = register_buffer(
       "positions", sinusoidal_positions(options.max_positions, options.d_model, options.positions));
-  init_parameters();
+  options_.on_part_built = nullptr;  // the parts are built: nothing holds on to the caller's hook
+  if (!options.on_part_built) init_parameters();
+}
+
+void hollow_parameters(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (auto& param : module.parameters(/*recurse=*/true)) {
+    param.set_data(torch::zeros({1}, param.options()).expand(param.sizes()));
+  }
 }
 
 void TransformerImpl::init_parameters() {

@@ -47,7 +47,17 @@ struct TransformerOptions {
   int64_t max_positions = 1024;
   Activation activation = Activation::kRelu;  // the feed-forward layers'
   PositionLayout positions = PositionLayout::kInterleaved;
+  // Called on each part (each embedding, encoder and decoder layer, final LayerNorm, the output
+  // layer) as soon as it is built, so that a model too large for memory in float32 never exists
+  // whole in it (hollow_parameters: names and shapes alone). When set, the parameters are not
+  // initialised: their values are the caller's to set (from a checkpoint).
+  PartBuilt on_part_built;
 };
+
+// Gives each of the module's parameters (its own and its submodules') one element, expanded to the
+// parameter's shape: the names and shapes stay, the memory goes. For a model's layout alone (what
+// tandem-import writes); such parameters cannot be trained, loaded or computed with.
+void hollow_parameters(torch::nn::Module& module);
 
 // [max_len, d_model] in `layout`, the angles in double, the table in float32.
 torch::Tensor sinusoidal_positions(int64_t max_len, int64_t d_model,

@@ -39,7 +39,7 @@ void tune_allocator(Workload workload) {
   if (workload == Workload::kDecoding) use_block_cache();
 #if defined(__GLIBC__)
   // A fixed threshold also stops glibc's dynamic raising of it.
-  if (workload == Workload::kTraining) {
+  if (workload == Workload::kTraining || workload == Workload::kConversion) {
     mallopt(M_MMAP_THRESHOLD, 4 << 20);
   } else {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);

@@ -8,7 +8,7 @@
 namespace tandem::runtime {
 
 // What the process mostly does, for the allocator's policy (tune_allocator).
-enum class Workload { kTraining, kDecoding };
+enum class Workload { kTraining, kDecoding, kConversion };
 
 struct CpuRuntimeOptions {
   int threads = 1;           // intra-op threads, >= 1
@@ -25,6 +25,9 @@ void configure_cpu_runtime(const CpuRuntimeOptions& options);
 // a step's activations are carved from the heap, which fragments and keeps its peak: measured on
 // the tiny model, 5-10% more peak RSS per rank (most with 2 ranks). The price is a few percent of
 // a step in page faults.
+// Conversion (tandem-import): tensors read, rearranged and written one at a time, as training's
+// blocks: without the fixed threshold, the 3.3B model's freed layers stayed in the heap and its
+// import peaked at 5.0 GB instead of 2.3 GB (the embedding, 2.1 GB, and a block of rows).
 // Decoding: every step allocates and frees the logits [rows, vocab] (16 MB at 500 rows of 8000)
 // and their log-probabilities; from mmap, each step pays their page faults again (6% of beam-4
 // time on the tiny model, one thread). Blocks up to glibc's ceiling of 32 MiB come from the heap

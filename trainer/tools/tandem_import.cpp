@@ -7,6 +7,7 @@
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/import/import.h"
+#include "trainer/runtime/cpu_runtime.h"
 #include "trainer/tools/tool_main.h"
 
 namespace {
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--out '" + args.out +
                                   "' already exists; give --force to replace it");
     }
+    // A tensor at a time: each goes back to the system when it is written.
+    tandem::runtime::tune_allocator(tandem::runtime::Workload::kConversion);
     const auto imported = tandem::importer::import_folder(args.from);
     tandem::checkpoint::save(args.out, imported.checkpoint);
     std::printf("imported %s (%s) into %s\n", args.from.c_str(), imported.summary.c_str(),
