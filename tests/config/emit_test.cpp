@@ -24,6 +24,7 @@ TEST(ToYaml, WritesEveryKeyInShortestExactForm) {
       "  schedule: constant\n  warmup_steps: 0\n  adam_beta1: 0.9\n  adam_beta2: 0.98\n"
       "  adam_eps: 1.0e-9\n  clip_norm: 1.0\n  label_smoothing: 0.0\n  ema_decay: 0.0\n"
       "  accum_steps: 1\n"
+      "  checkpoint_activations: false\n"
       "  seed: 1\n  threads: 1\n  onednn_cache: 0\n  device: auto\n  precision: fp32\n"
       "checkpoint:\n  dir: runs/tiny\n  every_steps: 500\n  every_minutes: 0.0\n  keep_last: 5\n"
       "valid:\n  every_steps: 0\n  max_sentences: 0\n  beam: 1\n  metric: bleu\n  patience: 0\n"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tests/common/synthetic_corpus.h"
+#include "tests/e2e/checkpoint_checks.h"
 #include "tests/e2e/run_command.h"
 #include "trainer/checkpoint/checkpoint.h"
 
@@ -56,31 +57,6 @@ class ShardingE2E : public ::testing::Test {
 TempDir* ShardingE2E::dir_ = nullptr;
 
 constexpr const char* kSharded = "--set dist.shard_optimizer=true";
-
-void expect_same_tensors(const checkpoint::NamedTensors& a, const checkpoint::NamedTensors& b,
-                         const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first) << what;
-    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << what << "/" << a[i].first;
-  }
-}
-
-// Checkpoint `file` of two runs holds bitwise the same weights, average and optimizer state.
-void expect_same_checkpoint(const std::string& run_a, const std::string& run_b,
-                            const std::string& file) {
-  const auto a = checkpoint::load(run_a + "/" + file);
-  const auto b = checkpoint::load(run_b + "/" + file);
-  expect_same_tensors(a.model, b.model, file + " /model");
-  expect_same_tensors(a.ema, b.ema, file + " /ema");
-  ASSERT_EQ(a.optimizer.size(), 2u);
-  ASSERT_EQ(b.optimizer.size(), 2u);
-  for (const auto& [group, tensors] : a.optimizer) {
-    expect_same_tensors(tensors, b.optimizer.at(group), file + " /optimizer/" + group);
-  }
-  EXPECT_EQ(a.optimizer_step, b.optimizer_step);
-  EXPECT_EQ(a.data_next_batch, b.data_next_batch);
-}
 
 // The validation records (loss, BLEU, chrF with the average's weights) of two runs are equal.
 void expect_same_validations(const std::string& run_a, const std::string& run_b) {

@@ -123,6 +123,10 @@ struct TrainConfig {
   // 0 disables. Each step the average keeps this fraction of itself (less while warming up).
   double ema_decay = 0.0;
   int64_t accum_steps = 1;      // batches per rank accumulated into one optimizer step
+  // Activation checkpointing: each encoder and decoder layer keeps only its input for the backward
+  // pass and runs again there (a third more compute, activations of one layer instead of all);
+  // the gradients are bitwise those without it.
+  bool checkpoint_activations = false;
   uint64_t seed = 1;            // seed of parameter init and dropout
   int64_t threads = 1;          // intra-op threads per rank
   // oneDNN primitives (bf16 matrix products on CPU) cached for reuse; 0 = none. Batch shapes change

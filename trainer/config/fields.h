@@ -44,6 +44,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("train", "label_smoothing", c.train.label_smoothing);
   visit("train", "ema_decay", c.train.ema_decay);
   visit("train", "accum_steps", c.train.accum_steps);
+  visit("train", "checkpoint_activations", c.train.checkpoint_activations);
   visit("train", "seed", c.train.seed);
   visit("train", "threads", c.train.threads);
   visit("train", "onednn_cache", c.train.onednn_cache);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "trainer/model/decoder_state.h"
+#include "trainer/model/recompute.h"
 #include "trainer/kernels/cuda/gpu_ops.h"
 
 namespace tandem::model {
@@ -181,19 +182,27 @@ torch::Tensor DecoderLayerImpl::step(const torch::Tensor& x, DecoderState& state
                   [&](const torch::Tensor& y) { return ffn_(y); });
 }
 
-EncoderImpl::EncoderImpl(const StackOptions& options) {
+EncoderImpl::EncoderImpl(const StackOptions& options) : recompute_(options.recompute) {
   layers_ = stack_layers<EncoderLayer>(*this, options, final_norm_);
 }
 
+// A recomputed layer runs again in the backward pass, after this call has returned: what it runs
+// on is captured by value (the layer's holder, the masks).
 torch::Tensor EncoderImpl::forward(const torch::Tensor& x, const kernels::AttentionMask& mask) {
   auto h = x;
   for (auto& layer : layers_) {
-    h = layer(h, mask);
+    if (recompute_ && is_training()) {
+      h = recomputed([layer, mask](const torch::Tensor& y, const torch::Tensor&) mutable {
+        return layer(y, mask);
+      }, h, torch::Tensor());
+    } else {
+      h = layer(h, mask);
+    }
   }
   return final_norm_ ? normalize(final_norm_, h) : h;
 }
 
-DecoderImpl::DecoderImpl(const StackOptions& options) {
+DecoderImpl::DecoderImpl(const StackOptions& options) : recompute_(options.recompute) {
   layers_ = stack_layers<DecoderLayer>(*this, options, final_norm_);
 }
 
@@ -202,7 +211,15 @@ torch::Tensor DecoderImpl::forward(const torch::Tensor& x, const torch::Tensor& 
                                    const kernels::AttentionMask& cross_mask) {
   auto h = x;
   for (auto& layer : layers_) {
-    h = layer(h, memory, self_mask, cross_mask);
+    if (recompute_ && is_training()) {
+      h = recomputed(
+          [layer, self_mask, cross_mask](const torch::Tensor& y, const torch::Tensor& m) mutable {
+            return layer(y, m, self_mask, cross_mask);
+          },
+          h, memory);
+    } else {
+      h = layer(h, memory, self_mask, cross_mask);
+    }
   }
   return final_norm_ ? normalize(final_norm_, h) : h;
 }

@@ -108,6 +108,9 @@ struct StackOptions {
   LayerOptions layer;
   int64_t layers = 3;
   PartBuilt on_part_built;  // on each layer and the final LayerNorm; none: nothing
+  // Activation checkpointing: in training, each layer keeps only its input for the backward pass
+  // and runs again there (recompute.h); the gradients are bitwise the same.
+  bool recompute = false;
 };
 
 class EncoderImpl : public torch::nn::Module {
@@ -119,6 +122,7 @@ class EncoderImpl : public torch::nn::Module {
  private:
   std::vector<EncoderLayer> layers_;  // registered as "layers" (a ModuleList)
   torch::nn::LayerNorm final_norm_{nullptr};
+  bool recompute_ = false;
 };
 TORCH_MODULE(Encoder);
 
@@ -139,6 +143,7 @@ class DecoderImpl : public torch::nn::Module {
  private:
   std::vector<DecoderLayer> layers_;  // registered as "layers" (a ModuleList)
   torch::nn::LayerNorm final_norm_{nullptr};
+  bool recompute_ = false;
 };
 TORCH_MODULE(Decoder);
 

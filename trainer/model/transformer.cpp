@@ -32,7 +32,7 @@ void validate(const TransformerOptions& o) {
 
 StackOptions stack_options(const TransformerOptions& o, int64_t layers) {
   return StackOptions{LayerOptions{o.d_model, o.heads, o.d_ff, o.dropout, o.pre_norm, o.activation},
-                      layers, o.on_part_built};
+                      layers, o.on_part_built, o.recompute_layers};
 }
 
 }  // namespace

@@ -52,6 +52,8 @@ struct TransformerOptions {
   // whole in it (hollow_parameters: names and shapes alone). When set, the parameters are not
   // initialised: their values are the caller's to set (from a checkpoint).
   PartBuilt on_part_built;
+  // Activation checkpointing of every encoder and decoder layer in training (StackOptions).
+  bool recompute_layers = false;
 };
 
 // Gives each of the module's parameters (its own and its submodules') one element, expanded to the
