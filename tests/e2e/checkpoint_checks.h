@@ -10,8 +10,8 @@
 
 namespace tandem::test {
 
-inline void expect_same_tensors(const checkpoint::NamedTensors& a, const checkpoint::NamedTensors& b,
-                         const std::string& what) {
+inline void expect_same_tensors(const checkpoint::NamedTensors& a,
+                                const checkpoint::NamedTensors& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].first, b[i].first) << what;
@@ -21,7 +21,7 @@ inline void expect_same_tensors(const checkpoint::NamedTensors& a, const checkpo
 
 // Checkpoint `file` of two runs holds bitwise the same weights, average and optimizer state.
 inline void expect_same_checkpoint(const std::string& run_a, const std::string& run_b,
-                            const std::string& file) {
+                                   const std::string& file) {
   const auto a = checkpoint::load(run_a + "/" + file);
   const auto b = checkpoint::load(run_b + "/" + file);
   expect_same_tensors(a.model, b.model, file + " /model");

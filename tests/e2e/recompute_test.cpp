@@ -26,8 +26,7 @@ TEST(RecomputeE2E, RecomputedLayersWithDropoutWriteBitwiseTheCheckpointsOfARunWi
         recompute;
     const auto r = run_command(command);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find("checkpoint_activations: " + recompute), std::string::npos)
-        << r.output;
+    EXPECT_NE(r.output.find("checkpoint_activations: " + recompute), std::string::npos) << r.output;
   }
   for (const std::string file : {"step-00000010.h5", "step-00000020.h5"}) {
     expect_same_checkpoint(dir.file("run-false"), dir.file("run-true"), file);

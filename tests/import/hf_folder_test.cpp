@@ -15,7 +15,8 @@ namespace {
 
 // model.safetensors holding `shared` as model.shared.weight (fp16, as a half-precision save holds
 // it) and `copy` as lm_head.weight.
-std::string folder_with(const TempDir& dir, const torch::Tensor& shared, const torch::Tensor& copy) {
+std::string folder_with(const TempDir& dir, const torch::Tensor& shared,
+                        const torch::Tensor& copy) {
   const auto half = shared.to(torch::kFloat16);
   const std::string header =
       R"({"model.shared.weight":{"dtype":"F16","shape":[5,3],"data_offsets":[0,30]},)"

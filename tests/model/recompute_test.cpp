@@ -30,8 +30,8 @@ TransformerOptions options(bool pre_norm, bool recompute) {
 
 struct Pass {
   std::map<std::string, torch::Tensor> grads;
-  int64_t hooks = 0;             // gradient hooks that ran on the parameters
-  double next_draw = 0;          // the CPU stream's next number after the passes
+  int64_t hooks = 0;     // gradient hooks that ran on the parameters
+  double next_draw = 0;  // the CPU stream's next number after the passes
   torch::Tensor loss;
 };
 

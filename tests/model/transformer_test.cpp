@@ -149,7 +149,8 @@ TEST(Transformer, EachPartIsHandedOverAsItIsBuiltAndHollowedPartsKeepOnlyTheirSh
         hollow_parameters(part);
       };
       const Transformer parts(options);
-      const int64_t d = 16, ff = 32, enc_layer = 4 * (d * d + d) + 2 * 2 * d + d * ff + ff + ff * d + d;
+      const int64_t d = 16, ff = 32,
+                    enc_layer = 4 * (d * d + d) + 2 * 2 * d + d * ff + ff + ff * d + d;
       const int64_t dec_layer = enc_layer + 4 * (d * d + d) + 2 * d;
       std::vector<int64_t> expected = {kVocab * d};
       if (!tie) expected.push_back(kVocab * d);
@@ -370,8 +371,8 @@ class ReferenceTransformer {
 TEST(Transformer, PaddedBatchForwardEqualsReferencePerSentence) {
   // Post-norm and pre-norm, untied and tied; then MarianMT's options (swish, positions in halves)
   // on a tied post-norm model.
-  const std::vector<std::pair<bool, bool>> shapes = {{false, false}, {false, true}, {true, false},
-                                                     {true, true},   {false, true}};
+  const std::vector<std::pair<bool, bool>> shapes = {
+      {false, false}, {false, true}, {true, false}, {true, true}, {false, true}};
   for (size_t s = 0; s < shapes.size(); ++s) {
     const auto [pre_norm, tie] = shapes[s];
     const bool marian = s + 1 == shapes.size();

@@ -50,13 +50,15 @@ StoredTensors read_one(const std::string& file, bool safetensors) {
   if (!safetensors) return read_pickled(file);
   const auto opened = std::make_shared<const SafetensorsFile>(file);
   StoredTensors tensors;
-  for (const auto& [name, entry] : opened->entries()) tensors.emplace(name, StoredTensor(opened, name));
+  for (const auto& [name, entry] : opened->entries())
+    tensors.emplace(name, StoredTensor(opened, name));
   return tensors;
 }
 
 // The shards an index lists, read one by one into one map; each shard must hold exactly the
 // tensors the index gives it.
-StoredTensors read_sharded(const std::string& dir, const std::string& index_file, bool safetensors) {
+StoredTensors read_sharded(const std::string& dir, const std::string& index_file,
+                           bool safetensors) {
   const json index = read_json(index_file);
   const auto map = index.is_object() ? index.find("weight_map") : index.end();
   if (map == index.end() || !map->is_object() || map->empty()) {

@@ -164,9 +164,8 @@ PendingTensors tandem_tensors(Weights& weights, const config::ModelConfig& m, in
   };
   if (weights.has("final_logits_bias")) {
     const Pending file_bias = weights.take("final_logits_bias", {1, marian_vocab});
-    named["output_proj.bias"] = Pending{{rows.size(0)}, [file_bias, tandem_bias] {
-                                          return tandem_bias(file_bias.make()[0]);
-                                        }};
+    named["output_proj.bias"] = Pending{
+        {rows.size(0)}, [file_bias, tandem_bias] { return tandem_bias(file_bias.make()[0]); }};
   } else {
     named["output_proj.bias"] = Pending::held(tandem_bias(torch::zeros({marian_vocab})));
   }

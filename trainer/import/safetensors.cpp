@@ -21,9 +21,10 @@ constexpr uint64_t kMaxElements = uint64_t{1} << 40;
 
 const std::map<std::string, torch::ScalarType>& dtypes() {
   static const std::map<std::string, torch::ScalarType> table = {
-      {"F64", torch::kFloat64}, {"F32", torch::kFloat32}, {"F16", torch::kFloat16},
-      {"BF16", torch::kBFloat16}, {"I64", torch::kInt64}, {"I32", torch::kInt32},
-      {"I16", torch::kInt16}, {"I8", torch::kInt8}, {"U8", torch::kUInt8}, {"BOOL", torch::kBool}};
+      {"F64", torch::kFloat64},   {"F32", torch::kFloat32}, {"F16", torch::kFloat16},
+      {"BF16", torch::kBFloat16}, {"I64", torch::kInt64},   {"I32", torch::kInt32},
+      {"I16", torch::kInt16},     {"I8", torch::kInt8},     {"U8", torch::kUInt8},
+      {"BOOL", torch::kBool}};
   return table;
 }
 

@@ -192,9 +192,11 @@ torch::Tensor EncoderImpl::forward(const torch::Tensor& x, const kernels::Attent
   auto h = x;
   for (auto& layer : layers_) {
     if (recompute_ && is_training()) {
-      h = recomputed([layer, mask](const torch::Tensor& y, const torch::Tensor&) mutable {
-        return layer(y, mask);
-      }, h, torch::Tensor());
+      h = recomputed(
+          [layer, mask](const torch::Tensor& y, const torch::Tensor&) mutable {
+            return layer(y, mask);
+          },
+          h, torch::Tensor());
     } else {
       h = layer(h, mask);
     }

@@ -1,6 +1,6 @@
 #include "trainer/model/recompute.h"
 
-#include <ATen/autocast_mode.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <mutex>

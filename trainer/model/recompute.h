@@ -11,7 +11,8 @@
 namespace tandem::model {
 
 // A layer of the form (x, memory) → y; memory may be undefined (an encoder layer).
-using LayerFunction = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& memory)>;
+using LayerFunction =
+    std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& memory)>;
 
 // layer(x, memory), keeping x and memory alone for the backward pass; there the layer runs again
 // (with the CPU generator and, for tensors on a GPU, its generator set back to where they were, and

@@ -132,7 +132,8 @@ void Trainer::connect_ranks() {
 
 void Trainer::build_model() {
   torch::manual_seed(config_.train.seed);
-  model::TransformerOptions options = checkpoint::model_options(config_.model, corpus_.vocab().size());
+  model::TransformerOptions options =
+      checkpoint::model_options(config_.model, corpus_.vocab().size());
   options.recompute_layers = config_.train.checkpoint_activations;
   model_ = model::Transformer(options);
   model_->to(device_.device);
