@@ -368,8 +368,8 @@ TEST(Gpu, AttentionOverMoreSentencesThanTheKernelsGridHoldsMatchesTheCpu) {
 // Under bf16 autocast on a GPU the activations between the matrix products are bf16 (the residual
 // stream, LayerNorm, dropout), and the whole model's loss and gradients stay near the CPU's in
 // fp32 from the same initial weights.
-TEST(Gpu, Bf16StreamModelStaysNearTheCpuInFp32) {
-  SKIP_WITHOUT_GPU();
+// The model the bf16-stream tests train: 2+2 layers of width 64, untied, with `dropout`.
+model::TransformerOptions bf16_stream_options(double dropout) {
   model::TransformerOptions o;
   o.vocab_size = 300;
   o.d_model = 64;
@@ -377,8 +377,14 @@ TEST(Gpu, Bf16StreamModelStaysNearTheCpuInFp32) {
   o.encoder_layers = 2;
   o.decoder_layers = 2;
   o.d_ff = 128;
-  o.dropout = 0.0;
+  o.dropout = dropout;
   o.tie_embeddings = false;
+  return o;
+}
+
+TEST(Gpu, Bf16StreamModelStaysNearTheCpuInFp32) {
+  SKIP_WITHOUT_GPU();
+  const model::TransformerOptions o = bf16_stream_options(0.0);
   torch::manual_seed(21);
   model::Transformer cpu(o);
   torch::manual_seed(21);
@@ -423,14 +429,7 @@ TEST(Gpu, Bf16StreamModelStaysNearTheCpuInFp32) {
 // the layers run once: bitwise, unless the GPU's own kernels are not deterministic run to run, in
 // which case no further apart than two runs without it are.
 std::vector<torch::Tensor> bf16_gradients(bool recompute) {
-  model::TransformerOptions o;
-  o.vocab_size = 300;
-  o.d_model = 64;
-  o.heads = 4;
-  o.encoder_layers = 2;
-  o.decoder_layers = 2;
-  o.d_ff = 128;
-  o.dropout = 0.1;
+  model::TransformerOptions o = bf16_stream_options(0.1);
   o.recompute_layers = recompute;
   torch::manual_seed(31);
   model::Transformer gpu(o);

@@ -149,13 +149,10 @@ void SafetensorsFile::read_bytes(uint64_t at, uint64_t count, void* out) const {
 
 torch::Tensor SafetensorsFile::read(const std::string& name) const {
   const Entry& e = entry(name);
-  const int64_t rows = e.shape.empty() ? 1 : e.shape[0];
-  if (e.shape.empty()) {
-    auto scalar = torch::empty({}, torch::TensorOptions().dtype(e.dtype));
-    read_bytes(e.offset, scalar.element_size(), scalar.data_ptr());
-    return scalar;
-  }
-  return read_rows(name, 0, rows);
+  if (!e.shape.empty()) return read_rows(name, 0, e.shape[0]);
+  auto scalar = torch::empty({}, torch::TensorOptions().dtype(e.dtype));  // 0-d: no rows
+  read_bytes(e.offset, scalar.element_size(), scalar.data_ptr());
+  return scalar;
 }
 
 torch::Tensor SafetensorsFile::read_rows(const std::string& name, int64_t begin,
