@@ -20,6 +20,7 @@
 
 #include "data/corpus.h"
 #include "data/vocab.h"
+#include "tests/e2e/bible_text.h"
 #include "tests/e2e/import_checks.h"
 #include "tests/e2e/run_command.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -45,57 +46,11 @@ struct Layout {
 
 std::ostream& operator<<(std::ostream& out, const Layout& l) { return out << l.kind; }
 
-// The Bible's verses (data/prepare/bible.sh), SentencePiece's training text and 30 test pairs of
-// at most 25 words a side, shared by both layouts.
-class BibleText {
- public:
-  static BibleText& get() {
-    static BibleText text;
-    return text;
-  }
-  const TempDir& dir() const { return dir_; }
-  std::string file(const std::string& name) const { return dir_.file(name); }
-
- private:
-  BibleText() : dir_("m2m100-bible") {
-    const auto r = run_command("bash " + std::string(TANDEM_SOURCE_DIR) +
-                               "/data/prepare/bible.sh " + file("bible"));
-    if (r.exit_code != 0) throw std::runtime_error("bible.sh: " + r.output);
-    const auto en = lines_of(read_text(file("bible/train.en")));
-    const auto es = lines_of(read_text(file("bible/train.es")));
-    std::string text;
-    for (size_t i = 0; i < 4000 && i < en.size(); ++i) text += en[i] + "\n" + es[i] + "\n";
-    write_file(file("text.txt"), text);
-    const auto test_en = lines_of(read_text(file("bible/test.en")));
-    const auto test_es = lines_of(read_text(file("bible/test.es")));
-    std::string src, tgt;
-    int pairs = 0;
-    auto words = [](const std::string& line) {
-      std::istringstream in(line);
-      size_t n = 0;
-      for (std::string w; in >> w;) ++n;
-      return n;
-    };
-    for (size_t i = 0; i < test_en.size() && pairs < 30; ++i) {
-      if (words(test_en[i]) > 25 || words(test_es[i]) > 25) continue;
-      src += test_en[i] + "\n";
-      tgt += test_es[i] + "\n";
-      ++pairs;
-    }
-    write_file(file("test.src"), src);
-    write_file(file("test.tgt"), tgt);
-    // Accents, digits, punctuation, characters the vocabulary lacks, runs of white space (not
-    // at the end of a line: there NllbTokenizer of transformers 5 adds a lone "▁" that
-    // SentencePiece, and so fairseq and CTranslate2, do not; Tandem tokenizes as SentencePiece).
-    write_file(file("raw.txt"),
-               "Héllo, señor Ñandú: 1234 años — ¿qué tal?\n"
-               "Café «crème» naïve 3.14 & 42%!\n"
-               "A snowman ☃ and 漢字 here.\n"
-               "  spaces   and\ttabs\n"
-               "In the beginning God created the heavens and the earth.\n");
-  }
-  TempDir dir_;
-};
+// The Bible text both layouts share.
+const BibleText& bible_text() {
+  static const BibleText text("m2m100-bible");
+  return text;
+}
 
 class ImportM2M100 : public ::testing::TestWithParam<Layout> {
  protected:
@@ -114,7 +69,7 @@ class ImportM2M100 : public ::testing::TestWithParam<Layout> {
 
   // Builds the reference model and imports it; "" (with the failure reported) if either fails.
   static std::string prepare(const Layout& l) {
-    const BibleText& bible = BibleText::get();
+    const BibleText& bible = bible_text();
     const std::string out = bible.file(l.kind);
     const auto install = run_command(std::string(TANDEM_LAUNCH_DIR) + "/transformers.sh");
     EXPECT_EQ(install.exit_code, 0) << install.output;
@@ -139,10 +94,10 @@ class ImportM2M100 : public ::testing::TestWithParam<Layout> {
     return out;
   }
 
-  std::string out_dir() const { return BibleText::get().file(GetParam().kind); }
+  std::string out_dir() const { return bible_text().file(GetParam().kind); }
   std::string imported() const { return out_dir() + "/imported.h5"; }
   std::string model_dir() const { return out_dir() + "/ref/model"; }
-  std::string bible(const std::string& name) const { return BibleText::get().file(name); }
+  std::string bible(const std::string& name) const { return bible_text().file(name); }
   std::string languages() const {
     return std::string(" --source-lang ") + GetParam().src_lang + " --target-lang " +
            GetParam().tgt_lang;

@@ -120,7 +120,7 @@ TEST(Resume, EveryRankGetsRankZerosCheckpoint) {
   SmallRun saved(vocab.size(), 1, 3);
   torch::manual_seed(100 + comm.rank());  // every rank's own stream, as dropout leaves it
   const std::string my_rng = cpu_rng_state();
-  const CheckpointWriter writer(config, vocab.bytes(), comm.rank() == 0);
+  const CheckpointWriter writer(config, vocab.bytes(), "", comm.rank() == 0);
   writer.save(
       RunState{7, saved.model, *saved.adam, saved.ema.get(), 0.25, {2, 13}, keep_best_state()},
       comm, comm);
@@ -163,7 +163,7 @@ TEST(Resume, ResetOptimizerKeepsTheFreshMomentsAndAnotherWorldReseedsDropout) {
   const config::Config config = run_config(shared);
   if (comm.rank() == 0) std::filesystem::create_directories(config.checkpoint.dir);
   SmallRun saved(vocab.size(), 1, 2);
-  CheckpointWriter(config, vocab.bytes(), comm.rank() == 0)
+  CheckpointWriter(config, vocab.bytes(), "", comm.rank() == 0)
       .save(RunState{4, saved.model, *saved.adam, saved.ema.get(), 0.1, {}, ""}, comm, comm);
 
   SmallRun fresh(vocab.size(), 9, 0);
@@ -198,7 +198,7 @@ TEST(Resume, AShardedStateSavesWholeAndResumesShardedOrNot) {
   const SmallRun whole(vocab.size(), 1, 3);
   ASSERT_TRUE(equal_tensors(checkpoint::named_parameters(sharded.model),
                             checkpoint::named_parameters(whole.model)));
-  const CheckpointWriter writer(config, vocab.bytes(), comm.rank() == 0);
+  const CheckpointWriter writer(config, vocab.bytes(), "", comm.rank() == 0);
   writer.save(RunState{3, sharded.model, *sharded.adam, sharded.ema.get(), 0.5, {}, ""}, comm,
               comm);
   if (comm.rank() == 0) {
@@ -282,7 +282,7 @@ TEST(CheckpointWriter, KeepsTheNewestStepFilesAndPointsBestAtAStep) {
   const config::Config config = run_config(shared);  // keep_last 2
   if (comm.rank() == 0) std::filesystem::create_directories(config.checkpoint.dir);
   SmallRun run(vocab.size(), 1, 1);
-  const CheckpointWriter writer(config, vocab.bytes(), comm.rank() == 0);
+  const CheckpointWriter writer(config, vocab.bytes(), "", comm.rank() == 0);
   for (int64_t step : {10, 20, 30})
     writer.save(RunState{step, run.model, *run.adam, nullptr, 0, {}, ""}, comm, comm);
   if (comm.rank() != 0) return;

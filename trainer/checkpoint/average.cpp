@@ -51,6 +51,7 @@ CheckpointData averaged(CheckpointData newest, const Sums& sums, const Sums& ema
   out.config_yaml = std::move(newest.config_yaml);
   out.vocab = std::move(newest.vocab);
   out.averaged_from = paths;
+  out.lora_base_hash = std::move(newest.lora_base_hash);
   const auto count = static_cast<int64_t>(paths.size());
   for (const auto& [name, tensor] : newest.model) {
     out.model.emplace_back(name, mean_as(sums.at(name), count, tensor.scalar_type()));
@@ -90,6 +91,14 @@ CheckpointData average(const std::vector<std::string>& paths) {
   CheckpointData newest;
   for (size_t i = 0; i < paths.size(); ++i) {
     CheckpointData input = load_model_only(paths[i]);
+    // LoRA checkpoints average their adapters, which mean the same only over one base.
+    if (i > 0 && input.lora_base_hash != newest.lora_base_hash) {
+      throw std::invalid_argument("cannot average '" + paths[i] + "' with '" + paths[0] +
+                                  "': they are " +
+                                  (input.lora_base_hash.empty() || newest.lora_base_hash.empty()
+                                       ? "not both LoRA adapters"
+                                       : "LoRA adapters on bases of other content"));
+    }
     accumulate(paths, i, input.model, sums, first);
     every_input_has_ema = every_input_has_ema && !input.ema.empty();
     if (every_input_has_ema) {

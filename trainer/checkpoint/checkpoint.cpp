@@ -36,6 +36,7 @@ void write_root_attributes(hid_t file, const CheckpointData& data) {
     for (const std::string& path : data.averaged_from) paths += (paths.empty() ? "" : "\n") + path;
     h5::write_attribute(file, "averaged_from", paths);
   }
+  if (!data.lora_base_hash.empty()) h5::write_attribute(file, "lora_base_hash", data.lora_base_hash);
 }
 
 // Whether the group's tensors are placeholders, which save() fetches.
@@ -133,6 +134,7 @@ void read_model_part(hid_t file, CheckpointData& data, Tensors tensors) {
     std::istringstream paths(*averaged);
     for (std::string path; std::getline(paths, path);) data.averaged_from.push_back(path);
   }
+  if (const auto hash = h5::read_string_attribute(file, "lora_base_hash")) data.lora_base_hash = *hash;
   data.holds_ema = H5Lexists(file, "ema", H5P_DEFAULT) > 0;
   if (tensors != Tensors::kNone) {
     data.model = read_group(require_group(file, "model").get(), "/model", tensors);

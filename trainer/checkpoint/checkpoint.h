@@ -29,7 +29,10 @@ namespace tandem::checkpoint {
 //                                model, or a paired vocabulary)
 //   root attributes              format "tandem-checkpoint", format_version, step, world_size,
 //                                torch_version, created (ISO 8601 UTC); averaged_from (the input
-//                                paths, one per line) only in checkpoints made by tandem-average
+//                                paths, one per line) only in checkpoints made by tandem-average;
+//                                lora_base_hash only in LoRA checkpoints (their /model and /ema
+//                                hold the adapters; /config's lora.base names the base, whose
+//                                /model has this content hash: model_io.h)
 // Writing is atomic: <path>.tmp, flush, close, rename. HDF5 is reached through common/hdf5.h.
 
 constexpr const char* kFormatName = "tandem-checkpoint";
@@ -59,6 +62,7 @@ struct CheckpointData {
   std::string torch_version;                 // filled by save() when empty
   std::string created;                       // filled by save() when empty
   std::vector<std::string> averaged_from;    // inputs of an averaged checkpoint; empty otherwise
+  std::string lora_base_hash;                // a LoRA checkpoint's base's content; empty otherwise
   // When set, the groups that hold placeholders (meta tensors: names, shapes and types) have
   // their tensors asked of `fetch`, each just before save() writes it, then let go: the whole
   // state is never in memory at once (a sharded optimizer's `ema` and `optimizer`, gathered piece

@@ -1,8 +1,12 @@
 #include "trainer/checkpoint/model_io.h"
 
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 #include <utility>
+
+#include "trainer/common/fnv_hash.h"
+#include "trainer/model/lora.h"
 
 namespace tandem::checkpoint {
 
@@ -42,6 +46,48 @@ checkpoint::NamedTensors named_parameters(const model::Transformer& model) {
   return out;
 }
 
+checkpoint::NamedTensors trainable_parameters(const model::Transformer& model) {
+  checkpoint::NamedTensors out;
+  for (const auto& item : model->named_parameters(/*recurse=*/true)) {
+    if (item.value().requires_grad()) out.emplace_back(item.key(), item.value());
+  }
+  return out;
+}
+
+model::AdapterOptions adapter_options(const config::LoraConfig& lora) {
+  return model::AdapterOptions{lora.rank, lora.alpha, lora.dropout};
+}
+
+LoraBase read_lora_base(const std::string& path, model::Transformer& model, bool bf16) {
+  checkpoint::NamedTensors base;
+  for (const auto& [name, param] : named_parameters(model)) {
+    if (!model::is_adapter_parameter(name)) base.emplace_back(name, param);
+  }
+  const auto outline = checkpoint::load_outline(path);
+  const auto saved = model_options(
+      config::parse_config(outline.config_yaml, "checkpoint '" + path + "' /config").model, 0);
+  const auto& own = model->options();
+  if (saved.activation != own.activation || saved.positions != own.positions ||
+      saved.pre_norm != own.pre_norm) {
+    throw std::invalid_argument("LoRA base '" + path + "' computes another function than this "
+                                "config's model (model.activation, model.positions or "
+                                "model.pre_norm differ)");
+  }
+  checkpoint::check_compatible(path, outline.model, base);
+  checkpoint::GroupReader reader(path, "model");
+  torch::NoGradGuard no_grad;
+  uint64_t hash = kFnvOffsetBasis;
+  for (auto& [name, param] : base) {
+    auto value = reader.read(name).to(torch::kFloat32).contiguous();
+    hash = fnv1a_words(value.data_ptr(), value.nbytes(), hash);
+    if (bf16 && value.dim() == 2) value = value.to(torch::kBFloat16);
+    param.set_data(value);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return {hex, outline.vocab};
+}
+
 void load_parameters(model::Transformer& model, const checkpoint::NamedTensors& params,
                      const std::string& path) {
   auto own = named_parameters(model);
@@ -59,12 +105,61 @@ int64_t parameters_at_least(const config::ModelConfig& m, int64_t vocab_size) {
   return bound > 9e18L ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(bound);
 }
 
+namespace {
+
+// A LoRA checkpoint's model: its base in float32 with the adapters of `group` merged in.
+model::Transformer merged_lora_model(const std::string& checkpoint_path, const std::string& group,
+                                     const config::Config& config, const data::Vocab& vocab,
+                                     const std::string& trained_hash) {
+  const int64_t vocab_size = vocab.size();
+  model::TransformerOptions options = model_options(config.model, vocab_size);
+  options.on_part_built = model::hollow_parameters;
+  model::Transformer model(options);
+  const std::string& base_path = config.lora.base;
+  const std::string named = "checkpoint '" + checkpoint_path + "' holds LoRA adapters on base '" +
+                            base_path + "' (lora.base)";
+  LoraBase base;
+  try {
+    base = read_lora_base(base_path, model, /*bf16=*/false);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(named + ", which cannot serve: " + e.what());
+  }
+  if (base.vocab != vocab.bytes()) {
+    throw std::invalid_argument(named + ", but the base's vocabulary is another");
+  }
+  if (base.hash != trained_hash) {
+    throw std::invalid_argument(named + " with content hash " + trained_hash + ", but '" +
+                                base_path + "' now holds other weights (content hash " +
+                                base.hash + ")");
+  }
+  checkpoint::NamedTensors adapters;
+  const auto outline = checkpoint::load_outline(checkpoint_path);
+  checkpoint::GroupReader reader(checkpoint_path, group);
+  for (const auto& [name, shape] : group == "ema" ? outline.ema : outline.model) {
+    adapters.emplace_back(name, reader.read(name));
+  }
+  try {
+    model::merge_adapters(model, adapters, config.lora.alpha / static_cast<double>(config.lora.rank));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("checkpoint '" + checkpoint_path + "' /" + group + ": " + e.what());
+  }
+  return model;
+}
+
+}  // namespace
+
 InferenceModel load_for_inference(const std::string& checkpoint_path, Weights weights) {
   const auto data = checkpoint::load_description(checkpoint_path);
   InferenceModel out{config::parse_config(data.config_yaml, checkpoint_path + " /config"),
                      data::Vocab::from_bytes(data.vocab), nullptr, data.step};
   out.averaged = weights == Weights::kAverage && data.holds_ema;
   const std::string group = out.averaged ? "ema" : "model";
+  if (!out.config.lora.base.empty()) {
+    out.model = merged_lora_model(checkpoint_path, group, out.config, out.vocab,
+                                  data.lora_base_hash);
+    out.model->eval();
+    return out;
+  }
   // The model is built (allocated) before its shapes are compared with the file's: a /config that
   // describes a far larger model than the file holds is refused first.
   const int64_t needed = parameters_at_least(out.config.model, out.vocab.size());

@@ -9,6 +9,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
 #include "trainer/decode/ensemble.h"
+#include "trainer/model/adapter.h"
 #include "trainer/model/transformer.h"
 
 namespace tandem::checkpoint {
@@ -17,6 +18,24 @@ model::TransformerOptions model_options(const config::ModelConfig& config, int64
 
 // Parameters in registration order (the order every rank uses for flattening and hashing).
 checkpoint::NamedTensors named_parameters(const model::Transformer& model);
+// Those that train (all but a LoRA model's frozen base), in the same order: what the optimizer,
+// the moving average, the gradient reducer and a training checkpoint's /model hold.
+checkpoint::NamedTensors trainable_parameters(const model::Transformer& model);
+
+// LoRA's adapters as lora.* configures them.
+model::AdapterOptions adapter_options(const config::LoraConfig& lora);
+
+// A LoRA base (lora.base): the checkpoint whose /model the model's frozen parameters (all but
+// the adapters) are read from, a tensor at a time, each weight matrix converted to bf16 where
+// `bf16` says so (the parameters may be hollow: model::hollow_parameters). Returns the content
+// hash of the weights read (fnv1a_words over their float32 values in the model's order, 16 hex
+// digits) and the base's vocabulary. std::invalid_argument naming the base for a missing or
+// damaged file, other names or shapes, or another activation or position layout.
+struct LoraBase {
+  std::string hash;
+  std::string vocab;  // its bytes
+};
+LoraBase read_lora_base(const std::string& path, model::Transformer& model, bool bf16);
 
 // Copies checkpoint tensors into the model's parameters after checking names and shapes
 // (std::invalid_argument naming `path` and the first differences).
@@ -31,7 +50,10 @@ enum class Weights { kAverage, kRaw };
 // layer's attention and feed-forward), to compare with a checkpoint before building the model.
 int64_t parameters_at_least(const config::ModelConfig& config, int64_t vocab_size);
 
-// A model ready for evaluation or decoding (eval mode), with its config and vocabulary.
+// A model ready for evaluation or decoding (eval mode), with its config and vocabulary. A LoRA
+// checkpoint's model is its base (lora.base, read in float32) with the adapters merged into the
+// weights: std::invalid_argument naming both files when the base is missing or its content is
+// not the content the adapters were trained on (the checkpoint's lora_base_hash).
 struct InferenceModel {
   config::Config config;
   data::Vocab vocab;

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace tandem {
 
@@ -18,6 +19,22 @@ inline uint64_t fnv1a(const void* data, size_t size, uint64_t state = kFnvOffset
     state *= kFnvPrime;
   }
   return state;
+}
+
+// FNV-1a's step taken over 8-byte words (then the bytes of the tail): eight times fewer steps, for
+// hashing gigabytes (the weights of a LoRA base). Not byte-order independent: the same machine
+// type's words.
+inline uint64_t fnv1a_words(const void* data, size_t size, uint64_t state = kFnvOffsetBasis) {
+  constexpr uint64_t kFnvPrime = 1099511628211ULL;
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  const size_t words = size / 8;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t word;
+    std::memcpy(&word, bytes + 8 * i, 8);
+    state ^= word;
+    state *= kFnvPrime;
+  }
+  return fnv1a(bytes + 8 * words, size - 8 * words, state);
 }
 
 }  // namespace tandem

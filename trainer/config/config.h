@@ -173,6 +173,23 @@ struct LogConfig {
   std::string tensorboard_dir;  // where the event files go; empty = checkpoint.dir
 };
 
+// LoRA (Hu et al. 2021): the weights of a base checkpoint frozen, and low-rank adapters trained
+// beside the layers `targets` names: y = x Wᵀ + b + (alpha / rank) · dropout(x) Aᵀ Bᵀ, B starting
+// at zero. Checkpoints then hold the adapters and name the base (model/lora.h).
+struct LoraConfig {
+  std::string base;             // the base checkpoint (tandem-import's or a run's); empty: no LoRA
+  int64_t rank = 8;             // the adapters' rank r
+  double alpha = 16;            // the adapters' scale is alpha / rank
+  double dropout = 0.0;         // dropout on the adapters' input; 0 disables
+  // the layers that get adapters, comma-separated: a name matches a layer whose dotted path is it
+  // or ends in "." and it (peft's target_modules): q_proj, k_proj, v_proj, out_proj, fc1, fc2,
+  // or narrower ones such as cross_attn.q_proj or decoder.layers.0.ffn.fc1
+  std::string targets = "q_proj,k_proj,v_proj,out_proj";
+  // fp32 | bf16: how the frozen base's weight matrices are held (bf16: 2 bytes a parameter,
+  // computed in fp32 unless train.precision is bf16)
+  Precision base_precision = Precision::kFp32;
+};
+
 struct Config {
   ModelConfig model;
   DataConfig data;
@@ -181,6 +198,7 @@ struct Config {
   ValidConfig valid;
   DistConfig dist;
   LogConfig log;
+  LoraConfig lora;
 };
 
 // Reads a YAML file and applies "key.path=value" overrides (tandem-train --set) on top.

@@ -68,6 +68,12 @@ void for_each_field(C& c, Visit&& visit) {
   visit("log", "every_steps", c.log.every_steps);
   visit("log", "tensorboard", c.log.tensorboard);
   visit("log", "tensorboard_dir", c.log.tensorboard_dir);
+  visit("lora", "base", c.lora.base);
+  visit("lora", "rank", c.lora.rank);
+  visit("lora", "alpha", c.lora.alpha);
+  visit("lora", "dropout", c.lora.dropout);
+  visit("lora", "targets", c.lora.targets);
+  visit("lora", "base_precision", c.lora.base_precision);
 }
 
 // Whether the integer key section.key also takes the word auto (stored as kAutoMaxTokens).

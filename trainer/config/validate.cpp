@@ -2,7 +2,9 @@
 // what is expected, so a bad preset fails before any data is read; and the resolution of the
 // closed sets' spellings (constant, inverse_sqrt, ...) into their enums.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -53,6 +55,7 @@ namespace {
 
 std::string text(int64_t value) { return std::to_string(value); }
 std::string text(double value) { return detail::format_double(value); }
+std::string text(const std::string& value) { return value; }
 
 template <class T>
 void require(bool ok, const char* key, T value, const std::string& expected) {
@@ -121,12 +124,31 @@ void validate_train(const TrainConfig& t) {
   require(t.onednn_cache >= 0, "train.onednn_cache", t.onednn_cache, ">= 0 (0 caches none)");
 }
 
+void validate_lora(const LoraConfig& l) {
+  require(l.rank >= 1, "lora.rank", l.rank, ">= 1");
+  require(std::isfinite(l.alpha) && l.alpha > 0, "lora.alpha", l.alpha, "a positive number");
+  require(l.dropout >= 0 && l.dropout < 1, "lora.dropout", l.dropout, "a number in [0, 1)");
+  std::stringstream names(l.targets);
+  std::string name;
+  int count = 0;
+  while (std::getline(names, name, ',')) {
+    const bool word = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+    });
+    require(word, "lora.targets", "'" + l.targets + "'",
+            "layer names separated by commas (q_proj,k_proj,v_proj,out_proj,fc1,fc2)");
+    ++count;
+  }
+  require(count > 0, "lora.targets", "'" + l.targets + "'", "at least one layer name");
+}
+
 }  // namespace
 
 void validate(const Config& config) {
   validate_model(config.model);
   validate_data(config.data);
   validate_train(config.train);
+  validate_lora(config.lora);
   if (config.checkpoint.dir.empty()) {
     throw std::invalid_argument("checkpoint.dir: expected a directory, got nothing");
   }

@@ -1,5 +1,8 @@
 #include "trainer/model/attention.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "trainer/kernels/cpu/step_attention.h"
 
 namespace tandem::model {
@@ -17,32 +20,62 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& 
       Bf16Linear({out->weight}, {out->bias})});
 }
 
+const std::vector<std::string>& MultiheadAttentionImpl::projections() {
+  static const std::vector<std::string> names{"q_proj", "k_proj", "v_proj", "out_proj"};
+  return names;
+}
+
+void MultiheadAttentionImpl::add_adapter(const std::string& name, const AdapterOptions& options) {
+  const auto& names = projections();
+  const size_t i = std::find(names.begin(), names.end(), name) - names.begin();
+  if (i == names.size()) throw std::invalid_argument("attention has no projection '" + name + "'");
+  torch::nn::Linear* linears[] = {&q_proj_, &k_proj_, &v_proj_, &out_proj_};
+  lora_[i] = model::add_adapter(**linears[i], options);
+}
+
+bool MultiheadAttentionImpl::bf16_path(const torch::Tensor& x) const {
+  for (const auto& adapter : lora_) {
+    if (adapter) return false;
+  }
+  return q_proj_->weight.requires_grad() && bf16_linear_applies(x);
+}
+
 // The parameters stay q_proj/k_proj/v_proj (checkpoint names); concatenating the small weights
-// each call costs far less than the separate products it saves.
+// each call costs far less than the separate products it saves. Adapters add their terms to the
+// fused product's parts.
 torch::Tensor MultiheadAttentionImpl::project_qkv(const torch::Tensor& x) {
   if (frozen_) return frozen_->qkv(x);
-  if (bf16_linear_applies(x)) return bf16_->qkv(x);
-  return kernels::linear_rows(x, torch::cat({q_proj_->weight, k_proj_->weight, v_proj_->weight}),
-                              torch::cat({q_proj_->bias, k_proj_->bias, v_proj_->bias}));
+  if (bf16_path(x)) return bf16_->qkv(x);
+  const int64_t d = options_.d_model;
+  const auto base = kernels::linear_rows(
+      x, weight_for(torch::cat({q_proj_->weight, k_proj_->weight, v_proj_->weight}), x),
+      torch::cat({q_proj_->bias, k_proj_->bias, v_proj_->bias}));
+  return with_adapters(base, x, {&lora_[0], &lora_[1], &lora_[2]}, {d, d, d}, is_training());
 }
 
 torch::Tensor MultiheadAttentionImpl::project_kv(const torch::Tensor& memory) {
   if (frozen_) return frozen_->kv(memory);
-  if (bf16_linear_applies(memory)) return bf16_->kv(memory);
-  return kernels::linear_rows(memory, torch::cat({k_proj_->weight, v_proj_->weight}),
-                              torch::cat({k_proj_->bias, v_proj_->bias}));
+  if (bf16_path(memory)) return bf16_->kv(memory);
+  const int64_t d = options_.d_model;
+  const auto base = kernels::linear_rows(
+      memory, weight_for(torch::cat({k_proj_->weight, v_proj_->weight}), memory),
+      torch::cat({k_proj_->bias, v_proj_->bias}));
+  return with_adapters(base, memory, {&lora_[1], &lora_[2]}, {d, d}, is_training());
 }
 
 torch::Tensor MultiheadAttentionImpl::project_q(const torch::Tensor& x) {
   if (frozen_) return frozen_->q(x);
-  if (bf16_linear_applies(x)) return bf16_->q(x);
-  return kernels::linear_rows(x, q_proj_->weight, q_proj_->bias);
+  if (bf16_path(x)) return bf16_->q(x);
+  const auto base = kernels::linear_rows(x, weight_for(q_proj_->weight, x), q_proj_->bias);
+  return with_adapters(base, x, {&lora_[0]}, {options_.d_model}, is_training());
 }
 
 torch::Tensor MultiheadAttentionImpl::project_out(const torch::Tensor& context) {
   if (frozen_) return frozen_->out(context);
-  if (bf16_linear_applies(context)) return bf16_->out(context);
-  return kernels::linear_rows(context, out_proj_->weight, out_proj_->bias);
+  if (bf16_path(context)) return bf16_->out(context);
+  const auto base =
+      kernels::linear_rows(context, weight_for(out_proj_->weight, context), out_proj_->bias);
+  return with_adapters(base, context, {&lora_[3]}, {options_.d_model}, is_training());
 }
 
 void MultiheadAttentionImpl::freeze(kernels::InferencePrecision precision) {

@@ -5,8 +5,13 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "trainer/model/adapter.h"
 #include "trainer/model/bf16_linear.h"
 #include "trainer/kernels/cpu/frozen_linear.h"
 #include "trainer/kernels/fused/ops.h"
@@ -45,7 +50,14 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // packed fp32 or int8): for decoding, no gradients. The parameters themselves stay as they are.
   void freeze(kernels::InferencePrecision precision);
 
+  // LoRA: an adapter beside projection `name` (one of projections()), from now on.
+  void add_adapter(const std::string& name, const AdapterOptions& options);
+  static const std::vector<std::string>& projections();  // q_proj, k_proj, v_proj, out_proj
+
  private:
+  // Whether the products of x go through the bf16 copies (Bf16Linear): they serve trained
+  // weights without adapters.
+  bool bf16_path(const torch::Tensor& x) const;
   // x [..., d_model] → q | k | v [..., 3 d_model], one product.
   torch::Tensor project_qkv(const torch::Tensor& x);
   torch::Tensor project_q(const torch::Tensor& x);
@@ -64,6 +76,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, out_proj_{nullptr};
   std::shared_ptr<const FrozenProjections> frozen_;  // null: the parameters
   std::unique_ptr<Bf16Projections> bf16_;
+  std::array<std::optional<Adapter>, 4> lora_;  // q, k, v, out; none: no adapter
 };
 TORCH_MODULE(MultiheadAttention);
 

@@ -3,6 +3,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "trainer/model/decoder_state.h"
 #include "trainer/model/recompute.h"
@@ -78,17 +79,32 @@ FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& options)
       Bf16Linear({fc1->weight}, {fc1->bias}), Bf16Linear({fc2->weight}, {fc2->bias}));
 }
 
+const std::vector<std::string>& FeedForwardImpl::projections() {
+  static const std::vector<std::string> names{"fc1", "fc2"};
+  return names;
+}
+
+void FeedForwardImpl::add_adapter(const std::string& name, const AdapterOptions& options) {
+  if (name != "fc1" && name != "fc2") {
+    throw std::invalid_argument("the feed-forward layer has no projection '" + name + "'");
+  }
+  (name == "fc1" ? fc1_lora_ : fc2_lora_) = model::add_adapter(name == "fc1" ? *fc1 : *fc2, options);
+}
+
 // On [rows, d_model]. Relu runs in place on the product itself (not a view of it, which would make
 // autograd copy slices): addmm's backward does not need its output. Swish's backward needs its
 // input, so it writes a new tensor where autograd records, and in place where it does not.
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   if (frozen_) return frozen_forward(x);
   const bool relu = activation_ == Activation::kRelu;
-  if (bf16_linear_applies(x)) {  // relu in fc1's product
+  const bool adapted = fc1_lora_ || fc2_lora_;
+  if (!adapted && fc1->weight.requires_grad() && bf16_linear_applies(x)) {  // relu in fc1's product
     auto& [bf16_fc1, bf16_fc2] = *bf16_;
     return bf16_fc2(relu ? bf16_fc1(x, /*relu=*/true) : torch::silu(bf16_fc1(x)));
   }
-  auto hidden = torch::addmm(fc1->bias, x.reshape({-1, x.size(-1)}), fc1->weight.t());
+  const auto rows = x.reshape({-1, x.size(-1)});
+  auto hidden = torch::addmm(fc1->bias, rows, weight_for(fc1->weight, rows).t());
+  hidden = with_adapters(hidden, rows, {&fc1_lora_}, {fc1->weight.size(0)}, is_training());
   if (relu) {
     hidden.relu_();
   } else if (torch::GradMode::is_enabled() && hidden.requires_grad()) {
@@ -96,7 +112,9 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   } else {
     torch::silu_(hidden);
   }
-  return torch::addmm(fc2->bias, hidden, fc2->weight.t()).view(x.sizes());
+  auto out = torch::addmm(fc2->bias, hidden, weight_for(fc2->weight, hidden).t());
+  return with_adapters(out, hidden, {&fc2_lora_}, {fc2->weight.size(0)}, is_training())
+      .view(x.sizes());
 }
 
 // Frozen, a block of rows at a time through one hidden buffer: [kFrozenBlockRows, d_ff] stays in

@@ -7,6 +7,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -34,6 +36,9 @@ class FeedForwardImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);  // [batch, len, d_model] → same
   // From now on fc1 and fc2 run frozen (see MultiheadAttentionImpl::freeze).
   void freeze(kernels::InferencePrecision precision);
+  // LoRA: an adapter beside `name` (fc1 or fc2), from now on.
+  void add_adapter(const std::string& name, const AdapterOptions& options);
+  static const std::vector<std::string>& projections();  // fc1, fc2
 
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 
@@ -45,6 +50,7 @@ class FeedForwardImpl : public torch::nn::Module {
   std::shared_ptr<const std::pair<kernels::FrozenLinear, kernels::FrozenLinear>>
       frozen_;                                               // fc1, fc2; null: not frozen
   std::unique_ptr<std::pair<Bf16Linear, Bf16Linear>> bf16_;  // fc1, fc2 in the bf16 stream
+  std::optional<Adapter> fc1_lora_, fc2_lora_;                // none: no adapter
 };
 TORCH_MODULE(FeedForward);
 

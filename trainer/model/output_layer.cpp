@@ -1,6 +1,7 @@
 #include "trainer/model/output_layer.h"
 
 #include "trainer/kernels/fused/ops.h"
+#include "trainer/model/adapter.h"
 
 namespace tandem::model {
 
@@ -14,7 +15,7 @@ OutputProjectionImpl::OutputProjectionImpl(const OutputProjectionOptions& option
 
 torch::Tensor OutputProjectionImpl::forward(const torch::Tensor& x,
                                             const torch::Tensor& tied_weight) {
-  return frozen_ ? (*frozen_)(x) : kernels::linear_rows(x, weight(tied_weight), bias_);
+  return frozen_ ? (*frozen_)(x) : kernels::linear_rows(x, weight_for(weight(tied_weight), x), bias_);
 }
 
 void OutputProjectionImpl::freeze(const torch::Tensor& tied_weight,

@@ -160,12 +160,17 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
     const int64_t step = chunk_rows(rows.device(), vocab, true);
     // Under autocast the products run in bf16: the operands are cast once here, not per chunk.
     const bool low = autocast_enabled(rows.device());
-    const auto cast = [&](const torch::Tensor& t) { return low ? t.to(torch::kBFloat16) : t; };
+    // A frozen weight (a LoRA base, maybe held in bf16) is computed with in the rows' type and
+    // gets no gradient, nor does its bias.
+    const auto cast = [&](const torch::Tensor& t) {
+      return low ? t.to(torch::kBFloat16) : t.to(rows.scalar_type());
+    };
     const auto h = cast(rows), w = cast(weight), b = cast(bias);
+    const bool frozen = !weight.requires_grad() && !bias.requires_grad();
     const auto dtype = compute_type(h);
     RowStats s(n_rows, rows.options().dtype(dtype), targets, smoothing > 0);
     auto d_rows = torch::empty_like(rows);
-    auto d_weight = torch::zeros_like(weight);
+    auto d_weight = frozen ? torch::Tensor() : torch::zeros_like(weight);
     auto d_bias = torch::zeros_like(bias);
     const auto incoming = real.to(dtype).unsqueeze(1);  // d loss_sum / d row loss: 1 or 0
     const int64_t part_rows = chunk_rows(rows.device(), vocab, false);
@@ -190,12 +195,14 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
         if (!x.is_same(part)) part.copy_(x);
       }
       d_rows.narrow(0, begin, n).copy_(torch::mm(g, w));
+      if (frozen) continue;
       if (g.scalar_type() == d_weight.scalar_type()) {
         d_weight.addmm_(g.t(), h_c);
       } else {
         d_weight.add_(torch::mm(g.t(), h_c));  // bf16 product, summed over chunks in fp32
       }
     }
+    if (frozen) d_bias = torch::Tensor();
     ctx->save_for_backward({d_rows, d_weight, d_bias});
     return loss_outputs(ctx, s, targets, real, smoothing);
   }
@@ -203,7 +210,8 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto& g = grads[0];
-    return {saved[0] * g, saved[1] * g, saved[2] * g, torch::Tensor(), torch::Tensor()};
+    const auto scaled = [&](const torch::Tensor& t) { return t.defined() ? t * g : t; };
+    return {saved[0] * g, scaled(saved[1]), scaled(saved[2]), torch::Tensor(), torch::Tensor()};
   }
 };
 

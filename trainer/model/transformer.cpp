@@ -145,6 +145,7 @@ torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens, const torch::T
   if (bf16_stream(x.device())) {  // cast once, then positions + scale * x in one pass
     x = torch::add(positions.to(torch::kBFloat16), x.to(torch::kBFloat16), scale);
   } else {
+    if (x.scalar_type() != positions.scalar_type()) x = x.to(positions.scalar_type());  // bf16 base
     x = x * scale + positions;  // [batch, len, d_model]
   }
   return kernels::dropout_add(x, options_.dropout, is_training(), torch::Tensor());

@@ -1,5 +1,5 @@
-// tandem-export: a checkpoint's model in another engine's format (CTranslate2), written whole or
-// not at all.
+// tandem-export: a checkpoint's model in another engine's format (CTranslate2), or as a plain
+// Tandem checkpoint (a LoRA checkpoint's adapters merged), written whole or not at all.
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -9,6 +9,7 @@
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/staged_dir.h"
 #include "trainer/export/ctranslate2.h"
+#include "trainer/export/plain_checkpoint.h"
 #include "trainer/tools/decode_flags.h"
 #include "trainer/tools/tool_main.h"
 
@@ -17,6 +18,7 @@ namespace {
 constexpr const char* kExamples = R"(Examples:
   tandem-export --checkpoint runs/tiny/last.h5 --to ctranslate2 --out runs/tiny/ct2
   tandem-export --checkpoint runs/tiny/last.h5 --to ctranslate2 --out ct2-int8 --quantization int8
+  tandem-export --checkpoint runs/lora/last.h5 --to tandem --out runs/lora/merged.h5
   python3 -c 'import ctranslate2, sentencepiece as spm
   sp = spm.SentencePieceProcessor(model_file="runs/tiny/ct2/sentencepiece.model")
   tr = ctranslate2.Translator("runs/tiny/ct2")
@@ -26,7 +28,9 @@ constexpr const char* kExamples = R"(Examples:
 The folder holds model.bin, config.json, shared_vocabulary.json, sentencepiece.model and
 tandem.json (the checkpoint, step and weights it came from). CTranslate2 adds the source's EOS
 itself; tokenize with sentencepiece.model and pass the pieces. beam_size=4, length_penalty=0.6
-(and CTranslate2's default min_decoding_length=1) is tandem-decode's own search (docs/serving.md).)";
+(and CTranslate2's default min_decoding_length=1) is tandem-decode's own search (docs/serving.md).
+--to tandem writes one checkpoint file: the weights (a LoRA checkpoint's base with its adapters
+merged in), the config without its lora section, the vocabulary; no optimizer state.)";
 
 struct Args {
   std::string checkpoint, to, out, quantization = "float32";
@@ -49,9 +53,30 @@ bool replaceable(const std::string& path, const char* marker) {
   return empty || marked;
 }
 
+// --to tandem: --out may be new; an existing file only with --force, and only a Tandem
+// checkpoint.
+void check_out_file(const Args& args) {
+  struct stat info;
+  if (::lstat(args.out.c_str(), &info) != 0) return;
+  const std::string where = "--out '" + args.out + "'";
+  if (!S_ISREG(info.st_mode)) {
+    throw std::invalid_argument(where + " exists and is not a file; it is left as it is");
+  }
+  if (!args.force) {
+    throw std::invalid_argument(where + " already exists; give --force to replace it");
+  }
+  try {
+    tandem::checkpoint::load_description(args.out);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument(where + " is not a Tandem checkpoint, and --force replaces only "
+                                "those");
+  }
+}
+
 // --out may be new; an existing folder only with --force, and only one that an export made (or
 // an empty one): nothing else is ever deleted.
 void check_out(const Args& args) {
+  if (args.to == "tandem") return check_out_file(args);
   struct stat info;
   if (::lstat(args.out.c_str(), &info) != 0) return;
   const std::string where = "--out '" + args.out + "'";
@@ -71,13 +96,17 @@ void check_out(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Write a checkpoint's model in another engine's format (CTranslate2)."};
+  CLI::App app{"Write a checkpoint's model in another engine's format (CTranslate2), or as a plain "
+               "Tandem checkpoint (LoRA adapters merged)."};
   Args args;
   app.add_option("--checkpoint", args.checkpoint, "checkpoint file (*.h5)")->required();
-  app.add_option("--to", args.to, "the format to write: ctranslate2")
+  app.add_option("--to", args.to,
+                 "the format to write: ctranslate2 (a model folder), or tandem (a checkpoint file "
+                 "with the weights alone, LoRA adapters merged)")
       ->required()
-      ->check(CLI::IsMember({"ctranslate2"}));
-  app.add_option("--out", args.out, "the model folder to create")->required();
+      ->check(CLI::IsMember({"ctranslate2", "tandem"}));
+  app.add_option("--out", args.out, "the model folder (ctranslate2) or file (tandem) to create")
+      ->required();
   app.add_option("--quantization", args.quantization,
                  "how the weights are stored: float32, int8 (linear and embedding matrices "
                  "int8 with a scale per row), int8_float16 (the rest float16), float16")
@@ -85,12 +114,25 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   tandem::tools::add_weights_flag(app, args.weights);
   app.add_flag("--force", args.force,
-               "replace --out if it exists and holds an earlier export (a model.bin) or nothing");
+               "replace --out if it exists and holds an earlier export (a model.bin) or nothing; "
+               "with --to tandem, if it is a Tandem checkpoint");
   app.footer(kExamples);
   if (const auto done = tandem::tools::parse_command_line(app, "tandem-export", argc, argv))
     return *done;
   return tandem::tools::run_tool("tandem-export", [&] {
+    if (args.to == "tandem" && args.quantization != "float32") {
+      throw std::invalid_argument("--quantization '" + args.quantization +
+                                  "' is for --to ctranslate2; a Tandem checkpoint is float32");
+    }
     check_out(args);
+    if (args.to == "tandem") {
+      const auto model = tandem::checkpoint::load_for_inference(args.checkpoint, args.weights);
+      tandem::checkpoint::save(args.out, tandem::exporter::plain_checkpoint(model));
+      std::printf("exported %s (step %lld, %s weights) to %s as a Tandem checkpoint\n",
+                  args.checkpoint.c_str(), static_cast<long long>(model.step),
+                  model.averaged ? "averaged" : "raw", args.out.c_str());
+      return 0;
+    }
     tandem::StagedDir out(args.out, args.force);
     const auto model = tandem::checkpoint::load_for_inference(args.checkpoint, args.weights);
     const auto quantization = tandem::exporter::ct2_quantization(args.quantization);

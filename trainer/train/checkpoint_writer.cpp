@@ -66,11 +66,12 @@ void stream_pieces(const optim::ShardPlan& plan, const checkpoint::NamedTensors&
 }  // namespace
 
 CheckpointWriter::CheckpointWriter(const config::Config& config, std::string vocab_bytes,
-                                   bool owner)
+                                   std::string lora_base_hash, bool owner)
     : dir_(config.checkpoint.dir),
       keep_last_(config.checkpoint.keep_last),
       config_yaml_(config::to_yaml(config)),
-      vocab_bytes_(std::move(vocab_bytes)) {
+      vocab_bytes_(std::move(vocab_bytes)),
+      lora_base_hash_(std::move(lora_base_hash)) {
   if (owner) lock_ = std::make_unique<checkpoint::DirLock>(dir_);
 }
 
@@ -80,7 +81,7 @@ std::string CheckpointWriter::step_path(int64_t step) const {
 
 void CheckpointWriter::save(const RunState& state, parallel::Communicator& comm,
                             parallel::Communicator& tensors) const {
-  const auto parameters = checkpoint::named_parameters(state.model);
+  const auto parameters = checkpoint::trainable_parameters(state.model);
   auto rngs = comm.gather_bytes(dropout_rng_state(parameters.front().second.device()), 0);
   checkpoint::CheckpointData data;
   data.step = state.step;
@@ -100,6 +101,7 @@ void CheckpointWriter::save(const RunState& state, parallel::Communicator& comm,
   data.config_yaml = config_yaml_;
   data.validation = state.validation;
   data.vocab = vocab_bytes_;
+  data.lora_base_hash = lora_base_hash_;
   const std::string path = step_path(state.step);
   checkpoint::save(path, data);
   link_as(path, dir_, "last.h5");

@@ -38,7 +38,9 @@ class CheckpointWriter {
  public:
   // `owner` (rank 0) creates and locks checkpoint.dir; std::invalid_argument naming the holder
   // when another job has it.
-  CheckpointWriter(const config::Config& config, std::string vocab_bytes, bool owner);
+  // lora_base_hash: a LoRA run's base (model_io.h), recorded in each checkpoint; else empty.
+  CheckpointWriter(const config::Config& config, std::string vocab_bytes,
+                   std::string lora_base_hash, bool owner);
 
   // Collective: every rank's RNG state travels to rank 0 over `comm` (the host's), and, when the
   // optimizer state is sharded, every rank's pieces of it over `tensors` (where the tensors live:
@@ -55,6 +57,7 @@ class CheckpointWriter {
   int64_t keep_last_;
   std::string config_yaml_;
   std::string vocab_bytes_;
+  std::string lora_base_hash_;
   std::unique_ptr<checkpoint::DirLock> lock_;  // owner only
 };
 

@@ -79,7 +79,18 @@ ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
                                 target.corpus.path() + "' (token ids would mean other pieces)");
   }
   check_same_function(path, data.config_yaml, target.model->options());
-  checkpoint::read_parameters(path, "model", checkpoint::named_parameters(target.model));
+  if (data.lora_base_hash != target.lora_base_hash) {
+    throw std::invalid_argument(
+        "checkpoint '" + path + "' " +
+        (data.lora_base_hash.empty() ? std::string("holds no LoRA adapters")
+                                     : "holds LoRA adapters trained on a base of content hash " +
+                                           data.lora_base_hash) +
+        "; this run's " +
+        (target.lora_base_hash.empty() ? std::string("config trains without LoRA")
+                                       : "base (lora.base) has content hash " +
+                                             target.lora_base_hash));
+  }
+  checkpoint::read_parameters(path, "model", checkpoint::trainable_parameters(target.model));
   if (!options.reset_optimizer && data.optimizer.empty()) {
     throw std::invalid_argument("checkpoint '" + path +
                                 "' holds no optimizer state (an averaged checkpoint?); resume from "
@@ -92,7 +103,7 @@ ResumePoint read_on_root(const std::string& path, const ResumeOptions& options,
   const bool average_continues = target.ema && !options.reset_optimizer && !data.ema.empty();
   if (average_continues) {
     checkpoint::check_compatible(path + " /ema", data.ema,
-                                 checkpoint::named_parameters(target.model));
+                                 checkpoint::trainable_parameters(target.model));
   } else if (target.ema) {
     log::info(std::string("the weights' moving average starts from the checkpoint's weights (") +
               (data.ema.empty() ? "it holds no average" : "optimizer reset") + ")");
@@ -122,7 +133,7 @@ std::vector<torch::Tensor> tensors_of(const checkpoint::NamedTensors& named) {
 void scatter_group(const std::string& path, const std::string& group, const ResumeTarget& target,
                    const checkpoint::NamedTensors& pieces, const torch::TensorOptions& options,
                    parallel::Communicator& tensors) {
-  const auto params = checkpoint::named_parameters(target.model);
+  const auto params = checkpoint::trainable_parameters(target.model);
   const std::vector<torch::Tensor> mine = tensors_of(pieces);
   std::unique_ptr<checkpoint::GroupReader> file;  // rank 0's
   if (tensors.rank() == 0) file = std::make_unique<checkpoint::GroupReader>(path, group);
@@ -137,7 +148,7 @@ void scatter_group(const std::string& path, const std::string& group, const Resu
 void distribute(const std::string& path, const ResumeTarget& target, const ResumePoint& point,
                 bool reset_optimizer, parallel::Communicator& tensors) {
   torch::NoGradGuard no_grad;
-  auto params = checkpoint::named_parameters(target.model);
+  auto params = checkpoint::trainable_parameters(target.model);
   for (auto& [name, p] : params) tensors.broadcast(p, 0);
   const torch::TensorOptions param_type = params.front().second.options();
   if (target.ema && point.average_continues) {

@@ -45,6 +45,7 @@ struct ResumeTarget {
   optim::Adam& adam;
   optim::Ema* ema;  // null when the run keeps no average
   const data::Corpus& corpus;
+  std::string lora_base_hash;  // a LoRA run's base (model_io.h); else empty
 };
 
 // Collective: afterwards every rank holds the checkpoint's parameters and, unless

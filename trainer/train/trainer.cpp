@@ -13,6 +13,7 @@
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/fault_injection.h"
 #include "trainer/common/log.h"
+#include "trainer/model/lora.h"
 #include "trainer/optim/shard_exchange.h"
 #include "trainer/runtime/cpu_runtime.h"
 #include "trainer/train/batch_fit.h"
@@ -104,8 +105,8 @@ Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const Res
   if (path.empty() && group.rank() == 0) path = checkpoint::find_latest(config_.checkpoint.dir);
   path = group.cpu().broadcast_bytes(path, 0);
   open_data(path);
-  outputs_.checkpoints =
-      std::make_unique<CheckpointWriter>(config_, corpus_.vocab().bytes(), group.rank() == 0);
+  outputs_.checkpoints = std::make_unique<CheckpointWriter>(config_, corpus_.vocab().bytes(),
+                                                            lora_base_hash_, group.rank() == 0);
   if (path.empty()) {
     start_fresh();
   } else {
@@ -135,9 +136,13 @@ void Trainer::build_model() {
   model::TransformerOptions options =
       checkpoint::model_options(config_.model, corpus_.vocab().size());
   options.recompute_layers = config_.train.checkpoint_activations;
-  model_ = model::Transformer(options);
+  if (config_.lora.base.empty()) {
+    model_ = model::Transformer(options);
+  } else {
+    model_ = lora_model(options);
+  }
   model_->to(device_.device);
-  const auto named = checkpoint::named_parameters(model_);
+  const auto named = checkpoint::trainable_parameters(model_);
   check_same_layout(named, ranks_.group.cpu());
   optimizer_.adam = std::make_unique<optim::Adam>(named, adam_options(config_.train),
                                                   shard_plan(config_.dist, named, ranks_.group));
@@ -148,6 +153,30 @@ void Trainer::build_model() {
   optimizer_.reducer = std::make_unique<parallel::GradientReducer>(
       optimizer_.adam->parameters(), ranks_.tensors(), config_.dist.bucket_mb,
       config_.dist.first_bucket_mb);
+}
+
+// LoRA: the base's weights read a tensor at a time into a model built hollow (never whole in
+// float32 where lora.base_precision is bf16), then the adapters, drawn from the seed.
+model::Transformer Trainer::lora_model(model::TransformerOptions options) {
+  const config::LoraConfig& lora = config_.lora;
+  options.on_part_built = model::hollow_parameters;
+  model::Transformer model(options);
+  const checkpoint::LoraBase base = checkpoint::read_lora_base(
+      lora.base, model, lora.base_precision == config::Precision::kBf16);
+  if (base.vocab != corpus_.vocab().bytes()) {
+    throw std::invalid_argument("LoRA base '" + lora.base + "': its vocabulary differs from corpus '" +
+                                corpus_.path() + "' (token ids would mean other pieces)");
+  }
+  lora_base_hash_ = base.hash;
+  const auto adapted = model::add_adapters(model, model::lora_targets(lora.targets),
+                                           checkpoint::adapter_options(lora));
+  if (ranks_.group.rank() == 0) {
+    log::info("LoRA on base " + lora.base + " (content hash " + base.hash + ", held in " +
+              config::name_of(lora.base_precision) + "): adapters of rank " +
+              std::to_string(lora.rank) + " beside " + std::to_string(adapted.size()) +
+              " layers");
+  }
+  return model;
 }
 
 // What plans batches or writes the config comes after data.max_tokens is a number.
@@ -178,7 +207,8 @@ void Trainer::start_fresh() {
 
 void Trainer::resume_from(const std::string& path, const ResumeOptions& options) {
   const ResumePoint point = load_everywhere(
-      path, options, ResumeTarget{model_, *optimizer_.adam, optimizer_.ema.get(), corpus_},
+      path, options,
+      ResumeTarget{model_, *optimizer_.adam, optimizer_.ema.get(), corpus_, lora_base_hash_},
       ranks_.group.cpu(), ranks_.tensors());
   step_ = point.step;
   cadence_.record_resume(step_);
@@ -361,7 +391,7 @@ std::string Trainer::banner() {
       << (device_.bf16 ? "bf16 autocast" : "fp32") << "\n"
       << "corpus " << corpus_.path() << ": " << corpus_.size("train")
       << " training pairs, vocabulary " << corpus_.vocab().size() << "\n"
-      << "model: " << count << " parameters\n"
+      << "model: " << count << (lora_base_hash_.empty() ? "" : " trained") << " parameters\n"
       << describe_sharding(optimizer_.adam->plan()) << "resolved config:\n"
       << config::to_yaml(config_);
   return out.str();

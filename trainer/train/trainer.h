@@ -87,6 +87,7 @@ class Trainer {
  private:
   void connect_ranks();  // NCCL for tensors when on GPUs; collective timeouts
   void build_model();    // parameters (rank 0's, later), Adam, the gradient reducer
+  model::Transformer lora_model(model::TransformerOptions options);  // lora.base's, adapted
   // The loader over the train split (once data.max_tokens is a number), and validation.
   void open_data(const std::string& resume_path);
   void start_fresh();
@@ -115,6 +116,7 @@ class Trainer {
   Cadence cadence_;
   int64_t step_ = 0;
   int64_t step_in_progress_ = 0;
+  std::string lora_base_hash_;  // LoRA: the base's content hash (model_io.h); else empty
 };
 
 }  // namespace tandem::train

@@ -1,0 +1,111 @@
+#include "trainer/model/lora.h"
+
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+namespace tandem::model {
+namespace {
+
+constexpr const char* kA = ".lora_a";
+constexpr const char* kB = ".lora_b";
+
+bool ends_with(const std::string& text, const std::string& tail) {
+  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// peft's target_modules: the path itself, or a tail of it after a dot.
+bool matches(const std::string& path, const std::string& target) {
+  return path == target || ends_with(path, "." + target);
+}
+
+// Calls adapt(path, projection) on each projection of `module` (a layer at `prefix`) whose path
+// a target matches, marking which targets matched.
+template <typename Layer>
+void adapt_layer(Layer& layer, const std::string& prefix, const std::vector<std::string>& targets,
+                 const AdapterOptions& options, std::vector<bool>& used,
+                 std::vector<std::string>& adapted) {
+  for (const auto& projection : Layer::projections()) {
+    const std::string path = prefix + "." + projection;
+    bool hit = false;
+    for (size_t t = 0; t < targets.size(); ++t) {
+      if (matches(path, targets[t])) used[t] = hit = true;
+    }
+    if (!hit) continue;
+    layer.add_adapter(projection, options);
+    adapted.push_back(path);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> lora_targets(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream names(text);
+  std::string name;
+  while (std::getline(names, name, ',')) {
+    if (!name.empty()) out.push_back(name);
+  }
+  return out;
+}
+
+std::vector<std::string> add_adapters(Transformer& model, const std::vector<std::string>& targets,
+                                      const AdapterOptions& options) {
+  for (auto& p : model->parameters()) p.requires_grad_(false);
+  std::vector<bool> used(targets.size(), false);
+  std::vector<std::string> adapted;
+  for (const auto& item : model->named_modules("", /*include_self=*/false)) {
+    if (auto* attention = item.value()->as<MultiheadAttentionImpl>()) {
+      adapt_layer(*attention, item.key(), targets, options, used, adapted);
+    } else if (auto* ffn = item.value()->as<FeedForwardImpl>()) {
+      adapt_layer(*ffn, item.key(), targets, options, used, adapted);
+    }
+  }
+  for (size_t t = 0; t < targets.size(); ++t) {
+    if (!used[t]) {
+      throw std::invalid_argument(
+          "lora.targets: '" + targets[t] +
+          "' names no layer of the model that takes an adapter (the attention projections "
+          "q_proj, k_proj, v_proj, out_proj of self_attn and cross_attn, the feed-forward fc1 "
+          "and fc2 of ffn, e.g. decoder.layers.0.cross_attn.q_proj)");
+    }
+  }
+  return adapted;
+}
+
+bool is_adapter_parameter(const std::string& name) {
+  return ends_with(name, kA) || ends_with(name, kB);
+}
+
+void merge_adapters(Transformer& model,
+                    const std::vector<std::pair<std::string, torch::Tensor>>& adapters,
+                    double scale) {
+  std::map<std::string, torch::Tensor> a, b;
+  for (const auto& [name, tensor] : adapters) {
+    if (ends_with(name, kA)) a[name.substr(0, name.size() - 7)] = tensor;
+    else if (ends_with(name, kB)) b[name.substr(0, name.size() - 7)] = tensor;
+    else throw std::invalid_argument("'" + name + "' is not an adapter's parameter");
+  }
+  auto params = model->named_parameters(/*recurse=*/true);
+  torch::NoGradGuard no_grad;
+  for (const auto& [path, down] : a) {
+    const auto up = b.find(path);
+    const auto* weight = params.find(path + ".weight");
+    if (up == b.end()) throw std::invalid_argument("adapter '" + path + "' has no lora_b");
+    if (weight == nullptr) {
+      throw std::invalid_argument("adapter '" + path + "' sits beside no layer of the model");
+    }
+    const auto delta = torch::mm(up->second.to(torch::kFloat32), down.to(torch::kFloat32)) * scale;
+    if (delta.sizes() != weight->sizes()) {
+      throw std::invalid_argument("adapter '" + path + "' does not fit its layer's weight");
+    }
+    weight->copy_(weight->to(torch::kFloat32) + delta);
+  }
+  if (b.size() != a.size()) {
+    for (const auto& [path, up] : b) {
+      if (!a.count(path)) throw std::invalid_argument("adapter '" + path + "' has no lora_a");
+    }
+  }
+}
+
+}  // namespace tandem::model
