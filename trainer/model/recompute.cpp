@@ -123,7 +123,13 @@ torch::Tensor recomputed(const LayerFunction& layer, const torch::Tensor& x,
   if (!torch::GradMode::is_enabled()) return layer(x, memory);
   auto call = c10::make_intrusive<LayerCall>();
   call->layer = layer;
-  return memory.defined() ? RecomputeXMemory::apply(x, memory, call) : RecomputeX::apply(x, call);
+  // A Function's output records a backward pass only where an input requires a gradient, and the
+  // layer's parameters are not inputs: below a frozen embedding (a LoRA base) neither x nor memory
+  // may require one. x then stands in as a leaf that does (its gradient made and let go).
+  const bool recorded = x.requires_grad() || (memory.defined() && memory.requires_grad());
+  const auto in = recorded ? x : x.detach().requires_grad_();
+  return memory.defined() ? RecomputeXMemory::apply(in, memory, call)
+                          : RecomputeX::apply(in, call);
 }
 
 }  // namespace tandem::model

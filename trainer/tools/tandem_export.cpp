@@ -53,40 +53,29 @@ bool replaceable(const std::string& path, const char* marker) {
   return empty || marked;
 }
 
-// --to tandem: --out may be new; an existing file only with --force, and only a Tandem
-// checkpoint.
-void check_out_file(const Args& args) {
-  struct stat info;
-  if (::lstat(args.out.c_str(), &info) != 0) return;
-  const std::string where = "--out '" + args.out + "'";
-  if (!S_ISREG(info.st_mode)) {
-    throw std::invalid_argument(where + " exists and is not a file; it is left as it is");
-  }
-  if (!args.force) {
-    throw std::invalid_argument(where + " already exists; give --force to replace it");
-  }
-  try {
-    tandem::checkpoint::load_description(args.out);
-  } catch (const std::invalid_argument&) {
-    throw std::invalid_argument(where + " is not a Tandem checkpoint, and --force replaces only "
-                                "those");
-  }
-}
-
-// --out may be new; an existing folder only with --force, and only one that an export made (or
-// an empty one): nothing else is ever deleted.
+// --out may be new; an existing one only with --force, and only what an export made: a folder
+// with a model.bin (or an empty one) for ctranslate2, a Tandem checkpoint for tandem. Nothing else
+// is ever deleted.
 void check_out(const Args& args) {
-  if (args.to == "tandem") return check_out_file(args);
   struct stat info;
   if (::lstat(args.out.c_str(), &info) != 0) return;
   const std::string where = "--out '" + args.out + "'";
-  if (!S_ISDIR(info.st_mode)) {
-    throw std::invalid_argument(where + " exists and is not a folder; it is left as it is");
+  const bool file = args.to == "tandem";
+  if (file ? !S_ISREG(info.st_mode) : !S_ISDIR(info.st_mode)) {
+    throw std::invalid_argument(where + " exists and is not a " + (file ? "file" : "folder") +
+                                "; it is left as it is");
   }
   if (!args.force) {
     throw std::invalid_argument(where + " already exists; give --force to replace it");
   }
-  if (!replaceable(args.out, "model.bin")) {
+  if (file) {
+    try {
+      tandem::checkpoint::load_description(args.out);
+    } catch (const std::invalid_argument&) {
+      throw std::invalid_argument(where + " is not a Tandem checkpoint, and --force replaces "
+                                  "only those");
+    }
+  } else if (!replaceable(args.out, "model.bin")) {
     throw std::invalid_argument(where +
                                 " holds files but no model.bin: it is not an exported model, "
                                 "and --force replaces only those (or an empty folder)");
