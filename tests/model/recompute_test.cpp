@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "trainer/model/lora.h"
 #include "trainer/model/transformer.h"
 
 namespace tandem::model {
@@ -37,12 +38,22 @@ struct Pass {
 
 // Two micro-batches' forward and backward passes (the second accumulating into the first's
 // gradients), from the same initial weights and dropout seed.
-Pass train_twice(bool pre_norm, bool recompute) {
+// With lora: adapters (their dropout 0.2, B drawn nonzero) beside every projection of a frozen
+// model.
+Pass train_twice(bool pre_norm, bool recompute, bool lora = false) {
   torch::manual_seed(3);
   Transformer model(options(pre_norm, recompute));
+  if (lora) {
+    add_adapters(model, {"q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"}, {4, 8, 0.2});
+    torch::NoGradGuard no_grad;
+    for (auto& item : model->named_parameters()) {
+      if (item.key().find("lora_b") != std::string::npos) item.value().normal_(0, 0.3);
+    }
+  }
   model->train();
   Pass pass;
   for (auto& p : model->parameters()) {
+    if (!p.requires_grad()) continue;
     p.register_hook([&pass](const torch::Tensor& g) {
       ++pass.hooks;
       return g;
@@ -73,6 +84,28 @@ TEST(Recompute, RecomputedLayersGiveBitwiseTheGradientsOfLayersRunOnce) {
     }
     EXPECT_EQ(once.hooks, again.hooks);
     EXPECT_EQ(once.next_draw, again.next_draw) << "the stream goes on as it would have";
+  }
+}
+
+TEST(Recompute, RecomputedLayersOfALoraModelGiveBitwiseTheGradientsOfLayersRunOnce) {
+  for (const bool pre_norm : {false, true}) {
+    const Pass once = train_twice(pre_norm, false, true);
+    const Pass again = train_twice(pre_norm, true, true);
+    EXPECT_TRUE(torch::equal(once.loss, again.loss)) << "pre_norm " << pre_norm;
+    ASSERT_EQ(once.grads.size(), again.grads.size());
+    int64_t adapters = 0;
+    for (const auto& [name, grad] : once.grads) {
+      if (!is_adapter_parameter(name)) {
+        EXPECT_FALSE(grad.defined() || again.grads.at(name).defined()) << name;
+        continue;
+      }
+      ++adapters;
+      ASSERT_TRUE(grad.defined() && again.grads.at(name).defined()) << name;
+      EXPECT_TRUE(torch::equal(grad, again.grads.at(name))) << name << " pre_norm " << pre_norm;
+    }
+    EXPECT_EQ(adapters, 2 * (2 * 6 + 3 * 10));
+    EXPECT_EQ(once.hooks, again.hooks);
+    EXPECT_EQ(once.next_draw, again.next_draw);
   }
 }
 

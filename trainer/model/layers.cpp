@@ -237,6 +237,12 @@ torch::Tensor DecoderImpl::forward(const torch::Tensor& x, const torch::Tensor& 
             return layer(y, m, self_mask, cross_mask);
           },
           h, memory);
+    } else if (memory.requires_grad()) {
+      // A recomputed layer hands back its uses' gradients of memory as one sum; here a view per
+      // layer sums them the same way before memory's gradient adds the layers up. (With adapters
+      // beside cross-attention's k and v, a layer uses memory three times, and float sums
+      // grouped otherwise would not be bitwise those of recomputed layers.)
+      h = layer(h, memory.view_as(memory), self_mask, cross_mask);
     } else {
       h = layer(h, memory, self_mask, cross_mask);
     }
