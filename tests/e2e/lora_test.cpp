@@ -63,12 +63,12 @@ bool prepare() {
     const BibleText& bible = bible_text();
     fs::create_directories(dir());
     if (transformers_path().empty()) return false;
-    const auto r = run_command(
-        "LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib PYTHONPATH=" +
-        transformers_path() + " " + python() + " -S " + TANDEM_TESTS_DIR +
-        "/e2e/m2m100_reference.py " + dir() + "/ref nllb " + bible.file("text.txt") + " " +
-        bible.file("test.src") + " " + bible.file("test.tgt") + " eng_Latn spa_Latn " +
-        bible.file("raw.txt") + " 20");
+    const auto r =
+        run_command("LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib PYTHONPATH=" +
+                    transformers_path() + " " + python() + " -S " + TANDEM_TESTS_DIR +
+                    "/e2e/m2m100_reference.py " + dir() + "/ref nllb " + bible.file("text.txt") +
+                    " " + bible.file("test.src") + " " + bible.file("test.tgt") +
+                    " eng_Latn spa_Latn " + bible.file("raw.txt") + " 20");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     if (r.exit_code != 0) return false;
     const auto imported =
@@ -89,11 +89,11 @@ bool prepare() {
     }
     write_file(dir() + "/train.en", src);
     write_file(dir() + "/train.es", tgt);
-    const auto prep = run_command(
-        tool("tandem-prep") + " --vocab-from " + base() +
-        " --src-lang eng_Latn --tgt-lang spa_Latn --train-src " + dir() + "/train.en --train-tgt " +
-        dir() + "/train.es --valid-src " + dir() + "/train.en --valid-tgt " + dir() +
-        "/train.es --out " + corpus());
+    const auto prep =
+        run_command(tool("tandem-prep") + " --vocab-from " + base() +
+                    " --src-lang eng_Latn --tgt-lang spa_Latn --train-src " + dir() +
+                    "/train.en --train-tgt " + dir() + "/train.es --valid-src " + dir() +
+                    "/train.en --valid-tgt " + dir() + "/train.es --out " + corpus());
     EXPECT_EQ(prep.exit_code, 0) << prep.output;
     return prep.exit_code == 0;
   }();
@@ -104,8 +104,7 @@ bool prepare() {
 // projections, Adam without clipping; every step one global batch of all the train pairs (the
 // longest padded pair times the pairs per rank).
 config::Config lora_config(const std::string& run, int ranks) {
-  config::Config c =
-      config::parse_config(checkpoint::load_description(base()).config_yaml, base());
+  config::Config c = config::parse_config(checkpoint::load_description(base()).config_yaml, base());
   c.model.dropout = 0;
   const data::Corpus pairs(corpus());
   const auto padded = pairs.padded_lengths("train");
@@ -150,9 +149,12 @@ std::vector<double> tandem_losses(const std::string& run) {
 // zero, A's gradient is zero on the first step, so Adam leaves A as it was drawn).
 std::vector<double> peft_losses(const config::Config& c) {
   const auto first = checkpoint::load(c.checkpoint.dir + "/" + checkpoint::step_file_name(1));
-  json settings = {{"rank", c.lora.rank},        {"alpha", c.lora.alpha},
-                   {"lr", c.train.lr},           {"beta1", c.train.adam_beta1},
-                   {"beta2", c.train.adam_beta2}, {"eps", c.train.adam_eps},
+  json settings = {{"rank", c.lora.rank},
+                   {"alpha", c.lora.alpha},
+                   {"lr", c.train.lr},
+                   {"beta1", c.train.adam_beta1},
+                   {"beta2", c.train.adam_beta2},
+                   {"eps", c.train.adam_eps},
                    {"steps", kSteps},
                    {"targets", {"q_proj", "k_proj", "v_proj", "out_proj"}}};
   json a = json::object();
@@ -204,9 +206,10 @@ TEST_F(Lora, EachStepsLossIsPeftsOnOneAndTwoRanks) {
       EXPECT_LE(relative, 1e-5) << ranks << " rank(s), step " << i + 1 << ": Tandem " << ours[i]
                                 << ", peft " << theirs[i];
     }
-    std::printf("%d rank(s): loss %.6f -> %.6f over %d steps (peft %.6f -> %.6f), largest "
-                "relative difference %.2e\n",
-                ranks, ours.front(), ours.back(), kSteps, theirs.front(), theirs.back(), worst);
+    std::printf(
+        "%d rank(s): loss %.6f -> %.6f over %d steps (peft %.6f -> %.6f), largest "
+        "relative difference %.2e\n",
+        ranks, ours.front(), ours.back(), kSteps, theirs.front(), theirs.back(), worst);
     EXPECT_LT(ours.back(), ours.front() - 0.05);  // the adapters learned something
   }
 }
@@ -231,9 +234,9 @@ TEST_F(Lora, TheMergedExportDecodesAsTheAdapterCheckpoint) {
   EXPECT_TRUE(config::parse_config(plain.config_yaml, merged).lora.base.empty());
   const std::string src = bible_text().file("test.src");
   const auto decode = [&](const std::string& checkpoint) {
-    const auto r = run_command(tool("tandem-decode") + " --checkpoint " + checkpoint + kLanguages +
-                               " --beam 1 --max-len-a 0 --max-len-b 20 --min-len 0 < " + src +
-                               " 2>/dev/null");
+    const auto r =
+        run_command(tool("tandem-decode") + " --checkpoint " + checkpoint + kLanguages +
+                    " --beam 1 --max-len-a 0 --max-len-b 20 --min-len 0 < " + src + " 2>/dev/null");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return lines_of(r.output);
   };
@@ -248,11 +251,11 @@ TEST_F(Lora, TheMergedExportDecodesAsTheAdapterCheckpoint) {
   ASSERT_EQ(to_ct2.exit_code, 0) << to_ct2.output;
   const auto install = run_command(std::string(TANDEM_LAUNCH_DIR) + "/ctranslate2.sh");
   ASSERT_EQ(install.exit_code, 0) << install.output;
-  const auto r = run_command("PYTHONPATH=" + lines_of(install.output).back() + " " + python() +
-                             " " + TANDEM_LAUNCH_DIR + "/ctranslate2-decode.py " + ct2 + " " +
-                             src + " " + dir() + "/ct2.hyp --beam 1 --min-len 0 --max-len 20" +
-                             " --max-input-len 128 --source-prefix eng_Latn --target-prefix " +
-                             "spa_Latn");
+  const auto r =
+      run_command("PYTHONPATH=" + lines_of(install.output).back() + " " + python() + " " +
+                  TANDEM_LAUNCH_DIR + "/ctranslate2-decode.py " + ct2 + " " + src + " " + dir() +
+                  "/ct2.hyp --beam 1 --min-len 0 --max-len 20" +
+                  " --max-input-len 128 --source-prefix eng_Latn --target-prefix " + "spa_Latn");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(lines_of(read_text(dir() + "/ct2.hyp")), from_adapters);
 }
@@ -291,8 +294,8 @@ TEST_F(Lora, BadInputIsRefusedWithExitCode2AndNothingWritten) {
   const auto bytes = read_text(adapters);
   // Other weights of the base's shape: the run's own merge.
   const std::string other = dir() + "/moved-merged.h5";
-  ASSERT_EQ(run_command(tool("tandem-export") + " --checkpoint " + adapters + " --to tandem --out " +
-                        other)
+  ASSERT_EQ(run_command(tool("tandem-export") + " --checkpoint " + adapters +
+                        " --to tandem --out " + other)
                 .exit_code,
             0);
   fs::remove(moved);

@@ -40,6 +40,30 @@ bool MultiheadAttentionImpl::bf16_path(const torch::Tensor& x) const {
   return q_proj_->weight.requires_grad() && bf16_linear_applies(x);
 }
 
+namespace {
+
+// x times the parts' weights side by side (q | k | v, k | v): one product of the concatenated
+// weights, or one per part where they are a frozen base held in another type than x (no widened
+// concatenation kept for the backward pass: base_linear).
+torch::Tensor side_by_side(const torch::Tensor& x, std::initializer_list<torch::nn::Linear> parts) {
+  const auto& first = parts.begin()->ptr()->weight;
+  std::vector<torch::Tensor> weights, biases;
+  for (const auto& part : parts) {
+    weights.push_back(part->weight);
+    biases.push_back(part->bias);
+  }
+  if (first.scalar_type() != x.scalar_type() && !first.requires_grad()) {
+    std::vector<torch::Tensor> products;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      products.push_back(base_linear(x, weights[i], biases[i]));
+    }
+    return torch::cat(products, -1);
+  }
+  return kernels::linear_rows(x, torch::cat(weights), torch::cat(biases));
+}
+
+}  // namespace
+
 // The parameters stay q_proj/k_proj/v_proj (checkpoint names); concatenating the small weights
 // each call costs far less than the separate products it saves. Adapters add their terms to the
 // fused product's parts.
@@ -47,9 +71,7 @@ torch::Tensor MultiheadAttentionImpl::project_qkv(const torch::Tensor& x) {
   if (frozen_) return frozen_->qkv(x);
   if (bf16_path(x)) return bf16_->qkv(x);
   const int64_t d = options_.d_model;
-  const auto base = kernels::linear_rows(
-      x, weight_for(torch::cat({q_proj_->weight, k_proj_->weight, v_proj_->weight}), x),
-      torch::cat({q_proj_->bias, k_proj_->bias, v_proj_->bias}));
+  const auto base = side_by_side(x, {q_proj_, k_proj_, v_proj_});
   return with_adapters(base, x, {&lora_[0], &lora_[1], &lora_[2]}, {d, d, d}, is_training());
 }
 
@@ -57,24 +79,21 @@ torch::Tensor MultiheadAttentionImpl::project_kv(const torch::Tensor& memory) {
   if (frozen_) return frozen_->kv(memory);
   if (bf16_path(memory)) return bf16_->kv(memory);
   const int64_t d = options_.d_model;
-  const auto base = kernels::linear_rows(
-      memory, weight_for(torch::cat({k_proj_->weight, v_proj_->weight}), memory),
-      torch::cat({k_proj_->bias, v_proj_->bias}));
+  const auto base = side_by_side(memory, {k_proj_, v_proj_});
   return with_adapters(base, memory, {&lora_[1], &lora_[2]}, {d, d}, is_training());
 }
 
 torch::Tensor MultiheadAttentionImpl::project_q(const torch::Tensor& x) {
   if (frozen_) return frozen_->q(x);
   if (bf16_path(x)) return bf16_->q(x);
-  const auto base = kernels::linear_rows(x, weight_for(q_proj_->weight, x), q_proj_->bias);
+  const auto base = base_linear(x, q_proj_->weight, q_proj_->bias);
   return with_adapters(base, x, {&lora_[0]}, {options_.d_model}, is_training());
 }
 
 torch::Tensor MultiheadAttentionImpl::project_out(const torch::Tensor& context) {
   if (frozen_) return frozen_->out(context);
   if (bf16_path(context)) return bf16_->out(context);
-  const auto base =
-      kernels::linear_rows(context, weight_for(out_proj_->weight, context), out_proj_->bias);
+  const auto base = base_linear(context, out_proj_->weight, out_proj_->bias);
   return with_adapters(base, context, {&lora_[3]}, {options_.d_model}, is_training());
 }
 

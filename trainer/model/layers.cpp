@@ -103,7 +103,7 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
     return bf16_fc2(relu ? bf16_fc1(x, /*relu=*/true) : torch::silu(bf16_fc1(x)));
   }
   const auto rows = x.reshape({-1, x.size(-1)});
-  auto hidden = torch::addmm(fc1->bias, rows, weight_for(fc1->weight, rows).t());
+  auto hidden = base_linear(rows, fc1->weight, fc1->bias);
   hidden = with_adapters(hidden, rows, {&fc1_lora_}, {fc1->weight.size(0)}, is_training());
   if (relu) {
     hidden.relu_();
@@ -112,7 +112,7 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   } else {
     torch::silu_(hidden);
   }
-  auto out = torch::addmm(fc2->bias, hidden, weight_for(fc2->weight, hidden).t());
+  auto out = base_linear(hidden, fc2->weight, fc2->bias);
   return with_adapters(out, hidden, {&fc2_lora_}, {fc2->weight.size(0)}, is_training())
       .view(x.sizes());
 }

@@ -11,7 +11,8 @@ constexpr const char* kA = ".lora_a";
 constexpr const char* kB = ".lora_b";
 
 bool ends_with(const std::string& text, const std::string& tail) {
-  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+  return text.size() >= tail.size() &&
+         text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 // peft's target_modules: the path itself, or a tail of it after a dot.
@@ -82,9 +83,14 @@ void merge_adapters(Transformer& model,
                     double scale) {
   std::map<std::string, torch::Tensor> a, b;
   for (const auto& [name, tensor] : adapters) {
-    if (ends_with(name, kA)) a[name.substr(0, name.size() - 7)] = tensor;
-    else if (ends_with(name, kB)) b[name.substr(0, name.size() - 7)] = tensor;
-    else throw std::invalid_argument("'" + name + "' is not an adapter's parameter");
+    const std::string layer = name.substr(0, name.rfind('.'));
+    if (ends_with(name, kA)) {
+      a[layer] = tensor;
+    } else if (ends_with(name, kB)) {
+      b[layer] = tensor;
+    } else {
+      throw std::invalid_argument("'" + name + "' is not an adapter's parameter");
+    }
   }
   auto params = model->named_parameters(/*recurse=*/true);
   torch::NoGradGuard no_grad;
