@@ -30,7 +30,7 @@ TEST(ToYaml, WritesEveryKeyInShortestExactForm) {
       "valid:\n  every_steps: 0\n  max_sentences: 0\n  beam: 1\n  metric: bleu\n  patience: 0\n"
       "  samples: 3\n"
       "dist:\n  check_every_steps: 100\n  bucket_mb: 25.0\n  first_bucket_mb: 1.0\n"
-      "  timeout_s: 300.0\n  shard_optimizer: false\n"
+      "  timeout_s: 300.0\n  shard_optimizer: false\n  shard_gradients: false\n"
       "log:\n  every_steps: 50\n  tensorboard: true\n  tensorboard_dir: \"\"\n"
       "lora:\n  base: \"\"\n  rank: 8\n  alpha: 16.0\n  dropout: 0.0\n"
       "  targets: q_proj,k_proj,v_proj,out_proj\n  base_precision: fp32\n";

@@ -55,6 +55,8 @@ TEST(Validate, EachRuleNamesKeyValueAndExpectation) {
       {[](Config& c) { c.train.max_epochs = -1; }, "train.max_epochs: expected >= 0"},
       {[](Config& c) { c.train.max_minutes = -1; }, "train.max_minutes: expected >= 0"},
       {[](Config& c) { c.train.lr = 0; }, "train.lr: expected a positive number, got 0.0"},
+      {[](Config& c) { c.dist.shard_gradients = true; },
+       "dist.shard_gradients: true needs dist.shard_optimizer: true"},
       {[](Config& c) { c.lora.rank = 0; }, "lora.rank: expected >= 1, got 0"},
       {[](Config& c) { c.lora.alpha = 0; }, "lora.alpha: expected a positive number, got 0.0"},
       {[](Config& c) { c.lora.dropout = 1; }, "lora.dropout: expected a number in [0, 1), got 1.0"},

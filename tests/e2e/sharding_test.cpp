@@ -1,8 +1,9 @@
-// dist.shard_optimizer changes nothing but memory: the tiny preset (fp32, dropout 0, a moving
-// average, validation with it every 10 steps) trained 20 steps on 2 ranks with the optimizer state
-// sharded, on 2 ranks without, and on 1 rank accumulating 2 batches, writes bitwise the same
-// checkpoints and validation scores; a sharded run stopped at step 10 and resumed, sharded or on
-// one rank, equals the uninterrupted one; 3 sharded ranks equal 3 unsharded ones.
+// dist.shard_optimizer and dist.shard_gradients change nothing but memory: the tiny preset (fp32,
+// dropout 0, a moving average, validation with it every 10 steps, gradients clipped at norm 1)
+// trained 20 steps on 2 ranks with the optimizer state sharded (ZeRO stage 1), with the gradients
+// sharded too (stage 2), on 2 ranks without, and on 1 rank accumulating 2 batches, writes bitwise
+// the same checkpoints and validation scores; a sharded run stopped at step 10 and resumed,
+// sharded or on one rank, equals the uninterrupted one; 3 sharded ranks equal 3 unsharded ones.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -57,6 +58,8 @@ class ShardingE2E : public ::testing::Test {
 TempDir* ShardingE2E::dir_ = nullptr;
 
 constexpr const char* kSharded = "--set dist.shard_optimizer=true";
+constexpr const char* kGradientsSharded =
+    "--set dist.shard_optimizer=true --set dist.shard_gradients=true";
 
 // The validation records (loss, BLEU, chrF with the average's weights) of two runs are equal.
 void expect_same_validations(const std::string& run_a, const std::string& run_b) {
@@ -80,13 +83,20 @@ TEST_F(ShardingE2E, TwoShardedRanksTwoUnshardedAndOneAccumulatingTwoWriteBitwise
   ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
   EXPECT_NE(sharded.output.find("optimizer state sharded over 2 ranks"), std::string::npos)
       << sharded.output;
+  const auto gradients = train("gradients-sharded", 2, 20, kGradientsSharded);
+  ASSERT_EQ(gradients.exit_code, 0) << gradients.output;
+  EXPECT_NE(gradients.output.find("optimizer state and gradients sharded over 2 ranks"),
+            std::string::npos)
+      << gradients.output;
   const auto accumulating = train("accumulating", 1, 20, "--set train.accum_steps=2");
   ASSERT_EQ(accumulating.exit_code, 0) << accumulating.output;
   for (const std::string file : {"step-00000010.h5", "step-00000020.h5"}) {
     expect_same_checkpoint(reference(), run_dir("sharded"), file);
+    expect_same_checkpoint(reference(), run_dir("gradients-sharded"), file);
     expect_same_checkpoint(reference(), run_dir("accumulating"), file);
   }
   expect_same_validations(reference(), run_dir("sharded"));
+  expect_same_validations(reference(), run_dir("gradients-sharded"));
   // The average trained: it is neither the weights nor where it started.
   const auto last = checkpoint::load(run_dir("sharded") + "/last.h5");
   EXPECT_FALSE(torch::equal(last.ema.front().second, last.model.front().second));
@@ -97,9 +107,15 @@ TEST_F(ShardingE2E, AShardedRunStoppedAndResumedShardedOrOnOneRankEqualsTheUnint
     const auto first = train(run, 2, 10, kSharded);
     ASSERT_EQ(first.exit_code, 0) << first.output;
   }
+  const auto first = train("resumed-gradients-sharded", 2, 10, kGradientsSharded);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
   const auto sharded = train("resumed-sharded", 2, 20, kSharded);
   ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
   EXPECT_NE(sharded.output.find("resuming from"), std::string::npos) << sharded.output;
+  const auto gradients = train("resumed-gradients-sharded", 2, 20, kGradientsSharded);
+  ASSERT_EQ(gradients.exit_code, 0) << gradients.output;
+  EXPECT_NE(gradients.output.find("resuming from"), std::string::npos) << gradients.output;
+  expect_same_checkpoint(reference(), run_dir("resumed-gradients-sharded"), "step-00000020.h5");
   const auto one = train("resumed-one-rank", 1, 20, "--set train.accum_steps=2");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   expect_same_checkpoint(reference(), run_dir("resumed-sharded"), "step-00000020.h5");
@@ -112,6 +128,9 @@ TEST_F(ShardingE2E, ThreeShardedRanksEqualThreeUnshardedOnes) {
   const auto sharded = train("three-sharded", 3, 10, kSharded);
   ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
   expect_same_checkpoint(run_dir("three"), run_dir("three-sharded"), "step-00000010.h5");
+  const auto gradients = train("three-gradients-sharded", 3, 10, kGradientsSharded);
+  ASSERT_EQ(gradients.exit_code, 0) << gradients.output;
+  expect_same_checkpoint(run_dir("three"), run_dir("three-gradients-sharded"), "step-00000010.h5");
 }
 
 }  // namespace

@@ -196,6 +196,88 @@ TEST(GradientReducer, GradientsBecomeBucketViewsAndAReplacedOneIsCopiedIn) {
   }
 }
 
+// Gradients sharded (ZeRO stage 2): the parameters of Mlp(extra_first) cut into runs as a ShardPlan
+// cuts them, ranks rising along the elements: W1 and W3 whole, on a rank that depends on the
+// parameter, the others (W2, alone in its bucket under caps of 1000 and 300 bytes, among them)
+// across every rank.
+std::vector<GradientRun> cut_among(const Mlp& mlp, int ranks) {
+  std::vector<GradientRun> runs;
+  for (size_t i = 0; i < mlp.params.size(); ++i) {
+    const int64_t n = mlp.params[i].numel();
+    if (n < 2 * ranks || i == 1 || i == 5) {
+      runs.push_back({i, 0, n, static_cast<int>(i) % ranks});
+      continue;
+    }
+    for (int r = 0; r < ranks; ++r) {
+      runs.push_back({i, n * r / ranks, n * (r + 1) / ranks, r});
+    }
+  }
+  return runs;
+}
+
+// Each rank holds the one-process sums of its runs, over two steps (the second accumulating two
+// micro-batches, one parameter unused in the last), and keeps no whole gradient.
+TEST(GradientReducer, ShardedGradientsGiveEachRankTheSumsOfItsRunsOnly) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  Mlp mlp(/*extra_first=*/true);
+  const auto runs = cut_among(mlp, comm.size());
+  GradientReducer reducer(mlp.params, comm, 1000 * kBytes, 300 * kBytes, runs);
+  ASSERT_TRUE(reducer.sharded());
+  // W2 (parameter 3) alone: sent as its gradient is, the others laid out rank by rank.
+  ASSERT_EQ(reducer.buckets(), (std::vector<std::vector<size_t>>{{6, 5}, {4}, {3}, {2, 1, 0}}));
+  const auto expect_owned = [&](const std::vector<torch::Tensor>& sums) {
+    const auto& owned = reducer.owned_gradients();
+    size_t k = 0;
+    for (const GradientRun& run : runs) {
+      if (run.rank != comm.rank()) continue;
+      ASSERT_LT(k, owned.size());
+      const auto expected = sums[run.param].reshape({-1}).narrow(0, run.begin, run.end - run.begin);
+      EXPECT_TRUE(torch::allclose(owned[k].reshape({-1}), expected, 1e-5, 1e-6))
+          << "parameter " << run.param << " [" << run.begin << ", " << run.end << ")";
+      if (run.begin == 0 && run.end == mlp.params[run.param].numel()) {
+        EXPECT_EQ(owned[k].sizes(), mlp.params[run.param].sizes());
+      }
+      ++k;
+    }
+    EXPECT_EQ(k, owned.size());
+    for (size_t i = 0; i < mlp.params.size(); ++i) {
+      EXPECT_FALSE(mlp.params[i].grad().defined()) << "parameter " << i << " kept its gradient";
+    }
+  };
+
+  reducer.prepare_for_backward();
+  mlp.loss(mlp.params, comm.rank(), /*with_extra=*/true).backward();
+  reducer.end_backward();
+  reducer.finish(kScale);
+  expect_owned(summed_in_one_process(
+      mlp, comm.size(), [&](const auto& p, int q) { mlp.loss(p, q, true).backward(); }));
+
+  const auto micro_batches = [&](const std::vector<torch::Tensor>& p, int r, bool reduce) {
+    mlp.loss(p, r, /*with_extra=*/true).backward();
+    if (reduce) reducer.prepare_for_backward();
+    mlp.loss(p, r + comm.size(), /*with_extra=*/false).backward();
+  };
+  micro_batches(mlp.params, comm.rank(), true);
+  reducer.end_backward();
+  reducer.finish(kScale);
+  expect_owned(summed_in_one_process(
+      mlp, comm.size(), [&](const auto& p, int q) { micro_batches(p, q, false); }));
+  EXPECT_EQ(reducer.all_reduce_calls(), 0);
+  EXPECT_EQ(comm.async_all_reduces(), 0u);
+  EXPECT_EQ(comm.collectives(), 2 * reducer.buckets().size());  // one reduce-scatter per bucket
+}
+
+TEST(GradientReducer, RunsThatDoNotTileTheParametersAreRefused) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  Mlp mlp(/*extra_first=*/true);
+  auto gap = cut_among(mlp, comm.size());
+  gap.back().end -= 1;
+  EXPECT_THROW(GradientReducer(mlp.params, comm, 1.0, 1.0, gap), std::invalid_argument);
+  auto stranger = cut_among(mlp, comm.size());
+  stranger.front().rank = comm.size();
+  EXPECT_THROW(GradientReducer(mlp.params, comm, 1.0, 1.0, stranger), std::invalid_argument);
+}
+
 TEST(GradientReducer, MisuseIsALogicError) {
   MpiCommunicator comm(MPI_COMM_WORLD);
   Mlp mlp(/*extra_first=*/true);

@@ -79,6 +79,34 @@ TEST(MpiCommunicator, AsyncAllReducesInFlightTogetherEachGiveTheClosedForm) {
   EXPECT_EQ(chunked.collectives(), kDtypes.size());
 }
 
+// Uneven runs, rank 1's empty: rank r receives the closed-form sums of its run only, from the
+// backend's own and from the base class's synchronous version alike.
+TEST(MpiCommunicator, ReduceScatterGivesEachRankTheSumsOfItsRun) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  std::vector<int64_t> counts(static_cast<size_t>(comm.size()));
+  int64_t offset = 0, total = 0;
+  for (int r = 0; r < comm.size(); ++r) {
+    counts[r] = r == 1 ? 0 : 3 + 2 * r;
+    if (r == comm.rank()) offset = total;
+    total += counts[r];
+  }
+  for (torch::ScalarType dtype : kDtypes) {
+    const torch::Tensor send = rank_values(comm.rank(), total, dtype);
+    const torch::Tensor expected =
+        closed_form_sum(comm.size(), total, dtype).narrow(0, offset, counts[comm.rank()]);
+    torch::Tensor received = torch::full({counts[comm.rank()]}, -1, dtype);
+    comm.reduce_scatter_sum_async(send, received, counts)->fence();
+    EXPECT_TRUE(torch::equal(received, expected)) << "dtype " << dtype;
+    EXPECT_TRUE(torch::equal(send, rank_values(comm.rank(), total, dtype))) << "send changed";
+    torch::Tensor by_base = torch::full({counts[comm.rank()]}, -1, dtype);
+    comm.Communicator::reduce_scatter_sum_async(send, by_base, counts)->fence();
+    EXPECT_TRUE(torch::equal(by_base, expected)) << "dtype " << dtype;
+  }
+  torch::Tensor wrong = torch::empty({counts[comm.rank()] + 1});
+  EXPECT_THROW(comm.reduce_scatter_sum_async(torch::zeros({total}), wrong, counts),
+               std::invalid_argument);
+}
+
 TEST(MpiCommunicator, CountsEveryCollectiveOnce) {
   MpiCommunicator comm(MPI_COMM_WORLD);
   torch::Tensor t = torch::ones({3});

@@ -165,6 +165,8 @@ struct DistConfig {
   double timeout_s = 300;           // a collective not done after this long ends the job (dead or stuck peer)
   bool shard_optimizer = false;     // each rank keeps Adam's moments and the moving average for 1/N
                                     // of the parameters (ZeRO stage 1): the same run, less memory
+  bool shard_gradients = false;     // with shard_optimizer: each rank also keeps the summed
+                                    // gradients of its 1/N only (ZeRO stage 2), reduce-scattered
 };
 
 struct LogConfig {

@@ -65,6 +65,7 @@ void for_each_field(C& c, Visit&& visit) {
   visit("dist", "first_bucket_mb", c.dist.first_bucket_mb);
   visit("dist", "timeout_s", c.dist.timeout_s);
   visit("dist", "shard_optimizer", c.dist.shard_optimizer);
+  visit("dist", "shard_gradients", c.dist.shard_gradients);
   visit("log", "every_steps", c.log.every_steps);
   visit("log", "tensorboard", c.log.tensorboard);
   visit("log", "tensorboard_dir", c.log.tensorboard_dir);

@@ -168,6 +168,11 @@ void validate(const Config& config) {
   require(config.dist.timeout_s > 0, "dist.timeout_s", config.dist.timeout_s, "a positive number");
   require(config.dist.check_every_steps >= 0, "dist.check_every_steps",
           config.dist.check_every_steps, ">= 0 (0 disables)");
+  if (config.dist.shard_gradients && !config.dist.shard_optimizer) {
+    throw std::invalid_argument(
+        "dist.shard_gradients: true needs dist.shard_optimizer: true (the gradients are sharded "
+        "as the optimizer state is: ZeRO stage 2 is stage 1 and more)");
+  }
   require(config.checkpoint.keep_last >= 0, "checkpoint.keep_last", config.checkpoint.keep_last,
           ">= 0 (0 keeps all)");
   require(config.log.every_steps >= 1, "log.every_steps", config.log.every_steps, ">= 1");

@@ -121,7 +121,20 @@ void Adam::step(double lr, const GradientGate& gate) {
   adam_masked_update(updated_, grads, exp_avg_, exp_avg_sq_, step_, update);
 }
 
+void Adam::take_gradients_from(std::vector<torch::Tensor> pieces) {
+  bool fits = pieces.size() == updated_.size();
+  for (size_t i = 0; fits && i < pieces.size(); ++i) {
+    fits = pieces[i].sizes() == updated_[i].sizes() &&
+           pieces[i].scalar_type() == updated_[i].scalar_type();
+  }
+  if (!fits) {
+    throw std::invalid_argument("Adam: the gradients given are not one per piece of this rank");
+  }
+  piece_grads_ = std::move(pieces);
+}
+
 std::vector<torch::Tensor> Adam::piece_gradients() const {
+  if (!piece_grads_.empty()) return piece_grads_;
   std::vector<torch::Tensor> grads;
   for (const Piece& piece : plan_.owned()) {
     const torch::Tensor& grad = tensors_[piece.param].grad();
@@ -243,30 +256,36 @@ void Adam::set_step_count(int64_t step) {
   step_.fill_(static_cast<double>(step));
 }
 
-torch::Tensor grad_norm(const std::vector<torch::Tensor>& params) {
+torch::Tensor sum_of_squares_of(const std::vector<torch::Tensor>& grads) {
   torch::NoGradGuard no_grad;
-  if (const auto grads = gradients(params); all_on_gpu(grads)) {
-    return sum_of_squares(grads).sqrt_();
-  }
+  if (all_on_gpu(grads)) return sum_of_squares(grads);
   torch::Tensor device_sum;  // float64, on the gradients' device
   double cpu_sum = 0;  // float gradients on CPU: summed in one pass each, without a float64 copy
-  for (const torch::Tensor& param : params) {
-    if (!param.grad().defined()) continue;
-    if (cpu_float(param.grad())) {
-      cpu_sum += sum_of_squares_cpu(param.grad().data_ptr<float>(), param.grad().numel());
+  for (const torch::Tensor& grad : grads) {
+    if (!grad.defined()) continue;
+    if (cpu_float(grad)) {
+      cpu_sum += sum_of_squares_cpu(grad.data_ptr<float>(), grad.numel());
       continue;
     }
-    const torch::Tensor squares = param.grad().to(torch::kFloat64).square().sum();
+    const torch::Tensor squares = grad.to(torch::kFloat64).square().sum();
     device_sum = device_sum.defined() ? device_sum + squares.to(device_sum.device()) : squares;
   }
-  if (!device_sum.defined()) return torch::scalar_tensor(std::sqrt(cpu_sum), torch::kFloat64);
-  return device_sum.add_(cpu_sum).sqrt_();
+  if (!device_sum.defined()) return torch::scalar_tensor(cpu_sum, torch::kFloat64);
+  return device_sum.add_(cpu_sum);
+}
+
+torch::Tensor grad_norm(const std::vector<torch::Tensor>& params) {
+  return sum_of_squares_of(gradients(params)).sqrt_();
 }
 
 GradientGate gate_gradients(const std::vector<torch::Tensor>& params, double max_norm) {
+  return gate_of_norm(grad_norm(params), max_norm);
+}
+
+GradientGate gate_of_norm(torch::Tensor norm, double max_norm) {
   torch::NoGradGuard no_grad;
   GradientGate gate;
-  gate.norm = grad_norm(params);
+  gate.norm = std::move(norm);
   gate.finite = torch::isfinite(gate.norm);
   const torch::Tensor one = torch::ones_like(gate.norm);
   torch::Tensor scale = one;

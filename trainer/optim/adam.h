@@ -32,16 +32,21 @@ struct GradientGate {
                          // holding the same reduced gradients, skips it)
 };
 
-// The L2 norm of all gradients together (float64 accumulation), on their device; float gradients
-// on the CPU are summed in one pass each.
+// The sum of the squares of every element of `grads` (undefined ones count as zero), as a float64
+// 0-dim tensor on their device; float tensors on the CPU are summed in one pass each.
+torch::Tensor sum_of_squares_of(const std::vector<torch::Tensor>& grads);
+// The L2 norm of all the parameters' gradients together (sum_of_squares_of them).
 torch::Tensor grad_norm(const std::vector<torch::Tensor>& params);
 // The gate for clipping at max_norm (0 disables clipping; a non-finite norm still skips).
 GradientGate gate_gradients(const std::vector<torch::Tensor>& params, double max_norm);
+// The same from the norm (float64, 0-dim) of the gradients, however it was summed.
+GradientGate gate_of_norm(torch::Tensor norm, double max_norm);
 // Gradients used as they are (scale 1, finite), on `device`.
 GradientGate open_gate(const torch::Device& device);
 
 // With a sharded plan, a rank keeps the moments of its own pieces only and updates only those
-// elements (the gradients are whole everywhere); the updated pieces then travel to the other ranks
+// elements (from slices of the whole gradients, or from the pieces' gradients alone where those
+// are sharded too: take_gradients_from); the updated pieces then travel to the other ranks
 // (shard_exchange.h). The step count is kept, and moves, on every rank alike.
 class Adam {
  public:
@@ -59,6 +64,10 @@ class Adam {
   // ops.
   void step(double lr, const GradientGate& gate);
   void step(double lr);  // gradients as they are
+  // The gradients of this rank's pieces are from now on `pieces` (one per plan().owned(), shaped
+  // as its slice; the gradient reducer's shards, ZeRO stage 2), not slices of the parameters'
+  // .grad(). They are read at each step.
+  void take_gradients_from(std::vector<torch::Tensor> pieces);
   void zero_grad();      // sets gradients to zero (keeps the buffers)
   // Lets the gradients go (undefined): the next backward pass hands each parameter its gradient
   // as it is, instead of adding it to zeros (a kernel per parameter).
@@ -89,6 +98,7 @@ class Adam {
   std::vector<torch::Tensor> updated_;  // this rank's pieces of the parameters (views)
   std::vector<torch::Tensor> exp_avg_;  // their moments, in the same order
   std::vector<torch::Tensor> exp_avg_sq_;
+  std::vector<torch::Tensor> piece_grads_;  // take_gradients_from's; empty: slices of .grad()
   // float32 0-dim on the parameters' device, as fused Adam reads it (exact up to 2^24 steps).
   torch::Tensor step_;
 

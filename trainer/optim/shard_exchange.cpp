@@ -83,6 +83,13 @@ void share_updated(const ShardPlan& plan, const std::vector<torch::Tensor>& para
   }
 }
 
+GradientGate gate_sharded_gradients(const std::vector<torch::Tensor>& pieces, double max_norm,
+                                    parallel::Communicator& comm, const torch::Device& device) {
+  torch::Tensor sum = sum_of_squares_of(pieces).to(device).contiguous();
+  comm.all_reduce_sum(sum);
+  return gate_of_norm(sum.sqrt_(), max_norm);
+}
+
 // Pieces travel one broadcast each (a checkpoint is rare; the copies stay one piece large).
 torch::Tensor gather_param(const ShardPlan& plan, size_t param,
                            const std::vector<torch::Tensor>& pieces,

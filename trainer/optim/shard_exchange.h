@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "trainer/optim/adam.h"
 #include "trainer/optim/shard_plan.h"
 #include "trainer/parallel/communicator.h"
 
@@ -19,6 +20,12 @@ namespace tandem::optim {
 // sharded (every rank updated everything).
 void share_updated(const ShardPlan& plan, const std::vector<torch::Tensor>& params,
                    parallel::Communicator& comm, int64_t chunk_bytes);
+
+// Collective: the gate (adam.h) of gradients sharded over the ranks, each rank holding `pieces`
+// (its own pieces' summed gradients): their squares summed here, then over the ranks, on `device`.
+// The norm equals the unsharded one up to float64 rounding (the sums are grouped otherwise).
+GradientGate gate_sharded_gradients(const std::vector<torch::Tensor>& pieces, double max_norm,
+                                    parallel::Communicator& comm, const torch::Device& device);
 
 // Collective: parameter `param`'s whole tensor assembled on `root` from every rank's `pieces` (one
 // per plan.owned(), as Adam::state() or Ema::averages() hold them; of type `options` on every

@@ -47,6 +47,20 @@ class Communicator {
     all_reduce_sum(tensor);
     return std::make_unique<CompletedWork>();
   }
+  // Sum over ranks of `send` (contiguous, of the same size and dtype everywhere) cut into
+  // consecutive runs of counts[r] elements (the same counts everywhere, summing to its size): run
+  // r's sum lands in rank r's `recv` (counts[rank()] elements, contiguous). Started now, finished
+  // by the returned Work, which keeps both tensors alive; `send` must stay untouched until then.
+  // This base version runs synchronously, all-reducing a copy of `send` whole.
+  virtual std::unique_ptr<Work> reduce_scatter_sum_async(const torch::Tensor& send,
+                                                         torch::Tensor& recv,
+                                                         const std::vector<int64_t>& counts) {
+    const int64_t offset = check_reduce_scatter(send, recv, counts);
+    torch::Tensor sum = send.clone();
+    all_reduce_sum(sum);
+    recv.copy_(sum.narrow(0, offset, recv.numel()));
+    return std::make_unique<CompletedWork>();
+  }
   virtual void broadcast(torch::Tensor& tensor, int root) = 0;
   virtual void barrier() = 0;
 
@@ -60,6 +74,28 @@ class Communicator {
   // collective and ends (a dead or stuck peer must not hang the job). Backends without such a
   // watchdog ignore it.
   virtual void set_timeout(double seconds) { (void)seconds; }
+
+ protected:
+  // Where this rank's run starts in `send`; throws std::invalid_argument when the counts are not
+  // one per rank summing to send's size, or recv does not hold this rank's run.
+  int64_t check_reduce_scatter(const torch::Tensor& send, const torch::Tensor& recv,
+                               const std::vector<int64_t>& counts) const {
+    int64_t total = 0, offset = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      if (static_cast<int>(r) == rank()) offset = total;
+      total += counts[r];
+    }
+    if (counts.size() != static_cast<size_t>(size()) || total != send.numel() ||
+        !send.is_contiguous() || !recv.is_contiguous() ||
+        recv.numel() != counts[static_cast<size_t>(rank())] ||
+        recv.scalar_type() != send.scalar_type()) {
+      throw std::invalid_argument(
+          "reduce_scatter_sum_async: expected one count per rank summing to the " +
+          std::to_string(send.numel()) + " elements sent, and a contiguous receiving tensor of " +
+          "this rank's count and the sent type");
+    }
+    return offset;
+  }
 };
 
 }  // namespace tandem::parallel

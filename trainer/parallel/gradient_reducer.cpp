@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -68,10 +69,12 @@ std::vector<std::vector<size_t>> GradientReducer::plan_buckets(
 }
 
 GradientReducer::GradientReducer(std::vector<torch::Tensor> params, Communicator& comm,
-                                 double bucket_cap_mb, double first_bucket_mb)
+                                 double bucket_cap_mb, double first_bucket_mb,
+                                 std::vector<GradientRun> runs)
     : params_(std::move(params)),
       comm_(comm),
       buckets_(plan_buckets(params_, bucket_cap_mb, first_bucket_mb)),
+      flat_(buckets_.size()),
       bucket_of_(params_.size()),
       offset_of_(params_.size()),
       copied_(params_.size()),
@@ -85,11 +88,69 @@ GradientReducer::GradientReducer(std::vector<torch::Tensor> params, Communicator
       offset_of_[i] = elements;
       elements += params_[i].numel();
     }
-    const torch::Tensor& first = params_[buckets_[b].front()];
-    flat_.push_back(torch::empty(
-        {elements}, torch::TensorOptions().dtype(first.scalar_type()).device(first.device())));
+    if (runs.empty()) flat_[b] = torch::empty({elements}, bucket_options(b));
   }
+  if (!runs.empty()) plan_shards(std::move(runs));
   register_hooks();
+}
+
+torch::TensorOptions GradientReducer::bucket_options(size_t bucket) const {
+  const torch::Tensor& first = params_[buckets_[bucket].front()];
+  return torch::TensorOptions().dtype(first.scalar_type()).device(first.device());
+}
+
+// Checks that the runs tile every parameter in order, then lays each bucket out rank by rank
+// (within a rank, its runs in bucket order) and makes this rank's receiving buffers.
+void GradientReducer::plan_shards(std::vector<GradientRun> runs) {
+  sharded_ = true;
+  runs_ = std::move(runs);
+  runs_of_.resize(params_.size());
+  std::vector<int64_t> covered(params_.size(), 0);
+  for (size_t j = 0; j < runs_.size(); ++j) {
+    const GradientRun& run = runs_[j];
+    if (run.param >= params_.size() || run.begin != covered[run.param] || run.end <= run.begin ||
+        run.rank < 0 || run.rank >= comm_.size()) {
+      throw std::invalid_argument("GradientReducer: run " + std::to_string(j) +
+                                  " does not continue its parameter's runs on a rank of the world");
+    }
+    covered[run.param] = run.end;
+    runs_of_[run.param].push_back(j);
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (covered[i] != params_[i].numel()) {
+      throw std::invalid_argument("GradientReducer: the runs of parameter " + std::to_string(i) +
+                                  " cover " + std::to_string(covered[i]) + " of its " +
+                                  std::to_string(params_[i].numel()) + " elements");
+    }
+  }
+  const int me = comm_.rank();
+  run_offset_.resize(runs_.size());
+  std::vector<int64_t> own_start(buckets_.size());  // where this rank's runs start in a bucket
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    counts_.emplace_back(static_cast<size_t>(comm_.size()), 0);
+    int64_t position = 0;
+    for (int r = 0; r < comm_.size(); ++r) {
+      const int64_t start = position;
+      for (size_t i : buckets_[b]) {
+        for (size_t j : runs_of_[i]) {
+          if (runs_[j].rank != r) continue;
+          run_offset_[j] = position;
+          position += runs_[j].end - runs_[j].begin;
+        }
+      }
+      counts_[b][r] = position - start;
+      if (r == me) own_start[b] = start;
+    }
+    own_.push_back(torch::empty({counts_[b][me]}, bucket_options(b)));
+  }
+  for (size_t j = 0; j < runs_.size(); ++j) {
+    const GradientRun& run = runs_[j];
+    if (run.rank != me) continue;
+    const size_t b = bucket_of_[run.param];
+    torch::Tensor own = own_[b].narrow(0, run_offset_[j] - own_start[b], run.end - run.begin);
+    const bool whole = run.begin == 0 && run.end == params_[run.param].numel();
+    owned_.push_back(whole ? own.view(params_[run.param].sizes()) : own);
+  }
 }
 
 GradientReducer::~GradientReducer() {
@@ -117,6 +178,7 @@ void GradientReducer::prepare_for_backward() {
   std::fill(copied_.begin(), copied_.end(), false);
   for (size_t b = 0; b < buckets_.size(); ++b) waiting_[b] = buckets_[b].size();
   next_launch_ = 0;
+  released_ = 0;
   launch_times_.clear();
   launches_.clear();
 }
@@ -132,6 +194,10 @@ void GradientReducer::on_gradient_ready(size_t param) {
   }
   copy_in(param);
   if (--waiting_[bucket_of_[param]] == 0) launch_ready_buckets();
+  if (sharded_) {
+    release_done_buckets(kBucketsInFlight);
+    return;
+  }
   // MPI moves non-blocking collectives only inside MPI calls: poll the oldest one in flight.
   for (auto& work : work_) {
     if (!work->test()) break;
@@ -145,7 +211,7 @@ torch::Tensor GradientReducer::bucket_view(size_t param) const {
 
 // By address and layout, without making a view (it is asked twice per parameter and step).
 bool GradientReducer::grad_is_bucket_view(size_t param) const {
-  if (solo_) return false;
+  if (solo_ || sharded_) return false;
   const torch::Tensor& grad = params_[param].grad();
   const torch::Tensor& flat = flat_[bucket_of_[param]];
   const char* start = static_cast<const char*>(flat.data_ptr()) +
@@ -157,6 +223,10 @@ bool GradientReducer::grad_is_bucket_view(size_t param) const {
 
 // A gradient that is its bucket view is there already; any other is copied (none: zeros).
 void GradientReducer::copy_in(size_t param) {
+  if (sharded_) {
+    copy_in_sharded(param);
+    return;
+  }
   copied_[param] = true;
   if (grad_is_bucket_view(param)) return;
   torch::NoGradGuard no_grad;
@@ -169,6 +239,50 @@ void GradientReducer::copy_in(size_t param) {
   }
 }
 
+// Sharded: the parameter's runs into its bucket, laid out rank by rank, and its .grad() let go.
+// A parameter alone in its bucket whose runs already lie in that order (a large embedding, say)
+// is sent as it is, without a copy.
+void GradientReducer::copy_in_sharded(size_t param) {
+  copied_[param] = true;
+  torch::NoGradGuard no_grad;
+  torch::Tensor& grad = params_[param].mutable_grad();
+  const size_t b = bucket_of_[param];
+  const auto& runs = runs_of_[param];
+  const bool in_order = std::all_of(runs.begin(), runs.end(),
+                                    [&](size_t j) { return run_offset_[j] == runs_[j].begin; });
+  if (buckets_[b].size() == 1 && in_order && grad.defined() && grad.is_contiguous() &&
+      grad.scalar_type() == params_[param].scalar_type()) {
+    flat_[b] = grad.view({-1});
+  } else {
+    if (!flat_[b].defined()) {
+      flat_[b] = torch::empty({std::accumulate(counts_[b].begin(), counts_[b].end(), int64_t{0})},
+                              bucket_options(b));
+    }
+    for (size_t j : runs) {
+      const GradientRun& run = runs_[j];
+      torch::Tensor slice = flat_[b].narrow(0, run_offset_[j], run.end - run.begin);
+      if (grad.defined()) {
+        slice.copy_(grad.reshape({-1}).narrow(0, run.begin, run.end - run.begin));
+      } else {
+        slice.zero_();
+      }
+    }
+  }
+  grad = torch::Tensor();
+}
+
+// Sharded: lets go of the buckets whose reduction is done, oldest first, waiting for the oldest
+// while more than `keep` are in flight. A Work let go releases the tensors it kept.
+void GradientReducer::release_done_buckets(size_t keep) {
+  while (released_ < work_.size()) {
+    if (work_.size() - released_ <= keep && !work_[released_]->test()) break;
+    work_[released_]->fence();
+    work_[released_].reset();
+    flat_[released_] = torch::Tensor();
+    ++released_;
+  }
+}
+
 // Strictly in bucket order: a bucket ready early waits for its predecessors, so every rank issues
 // the same sequence of collectives whatever order its backward pass produced gradients in.
 void GradientReducer::launch_ready_buckets() {
@@ -178,8 +292,12 @@ void GradientReducer::launch_ready_buckets() {
 }
 
 void GradientReducer::launch(size_t bucket, bool during_backward) {
-  work_.push_back(comm_.all_reduce_sum_async(flat_[bucket]));
-  ++all_reduce_calls_;
+  if (sharded_) {
+    work_.push_back(comm_.reduce_scatter_sum_async(flat_[bucket], own_[bucket], counts_[bucket]));
+  } else {
+    work_.push_back(comm_.all_reduce_sum_async(flat_[bucket]));
+    ++all_reduce_calls_;
+  }
   launch_times_.push_back(Clock::now());
   launches_.push_back({static_cast<int64_t>(bucket), 0.0, during_backward});
 }
@@ -213,6 +331,13 @@ void GradientReducer::finish(double scale) {
   torch::NoGradGuard no_grad;
   if (solo_) {
     finish_solo(scale);
+    return;
+  }
+  if (sharded_) {
+    release_done_buckets(0);
+    for (torch::Tensor& own : own_) own.mul_(scale);
+    work_.clear();
+    phase_ = Phase::kIdle;
     return;
   }
   for (size_t b = 0; b < buckets_.size(); ++b) {

@@ -53,17 +53,20 @@ void for_each_chunk(void* data, int64_t total, size_t element_size, int max_chun
   }
 }
 
-// Non-blocking all-reduce of one tensor, in one MPI request per chunk.
+// A non-blocking collective on `tensors`, in one MPI request per chunk; it keeps them (and the
+// counts MPI reads until it completes) alive.
 class MpiWork : public Work {
  public:
-  MpiWork(torch::Tensor tensor, Watchdog& watchdog, uint64_t sequence)
-      : tensor_(std::move(tensor)), watchdog_(watchdog), sequence_(sequence) {}
+  MpiWork(std::vector<torch::Tensor> tensors, const char* name, Watchdog& watchdog,
+          uint64_t sequence)
+      : tensors_(std::move(tensors)), name_(name), watchdog_(watchdog), sequence_(sequence) {}
   // MPI may still be writing into the tensor: a request is never dropped, only completed.
   ~MpiWork() override { fence(); }
   MpiWork(const MpiWork&) = delete;
   MpiWork& operator=(const MpiWork&) = delete;
 
   std::vector<MPI_Request>& requests() { return requests_; }
+  std::vector<int>& counts() { return counts_; }
 
   bool test() override {
     if (!done_) {
@@ -76,16 +79,18 @@ class MpiWork : public Work {
 
   void fence() override {
     if (done_) return;
-    const auto watch = watchdog_.watch("all_reduce_sum_async", sequence_);
+    const auto watch = watchdog_.watch(name_, sequence_);
     MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     done_ = true;
   }
 
  private:
-  torch::Tensor tensor_;
+  std::vector<torch::Tensor> tensors_;
+  const char* name_;
   Watchdog& watchdog_;
   uint64_t sequence_;
   std::vector<MPI_Request> requests_;
+  std::vector<int> counts_;
   bool done_ = false;
 };
 
@@ -118,13 +123,35 @@ void MpiCommunicator::all_reduce_sum(torch::Tensor& tensor) {
 std::unique_ptr<Work> MpiCommunicator::all_reduce_sum_async(torch::Tensor& tensor) {
   const MPI_Datatype type = mpi_type_of(tensor, "all_reduce_sum_async");
   ++async_all_reduces_;
-  auto work = std::make_unique<MpiWork>(tensor, watchdog_, ++sequence_);
+  auto work =
+      std::make_unique<MpiWork>(std::vector{tensor}, "all_reduce_sum_async", watchdog_, ++sequence_);
   for_each_chunk(tensor.data_ptr(), tensor.numel(), tensor.element_size(), max_chunk_,
                  [&](void* chunk, int count) {
                    work->requests().push_back(MPI_REQUEST_NULL);
                    MPI_Iallreduce(MPI_IN_PLACE, chunk, count, type, MPI_SUM, comm_,
                                   &work->requests().back());
                  });
+  return work;
+}
+
+// One request: no run may exceed MPI's int count (a gradient bucket is far smaller).
+std::unique_ptr<Work> MpiCommunicator::reduce_scatter_sum_async(
+    const torch::Tensor& send, torch::Tensor& recv, const std::vector<int64_t>& counts) {
+  const MPI_Datatype type = mpi_type_of(send, "reduce_scatter_sum_async");
+  mpi_type_of(recv, "reduce_scatter_sum_async");
+  check_reduce_scatter(send, recv, counts);
+  auto work = std::make_unique<MpiWork>(std::vector{send, recv}, "reduce_scatter_sum_async",
+                                        watchdog_, ++sequence_);
+  for (const int64_t count : counts) {
+    if (count > kMaxMpiCount) {
+      throw std::runtime_error("MpiCommunicator::reduce_scatter_sum_async: a run of " +
+                               std::to_string(count) + " elements exceeds MPI's int count");
+    }
+    work->counts().push_back(static_cast<int>(count));
+  }
+  work->requests().push_back(MPI_REQUEST_NULL);
+  MPI_Ireduce_scatter(send.data_ptr(), recv.data_ptr(), work->counts().data(), type, MPI_SUM,
+                      comm_, &work->requests().back());
   return work;
 }
 

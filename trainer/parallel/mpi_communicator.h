@@ -28,6 +28,8 @@ class MpiCommunicator : public Communicator {
 
   void all_reduce_sum(torch::Tensor& tensor) override;
   std::unique_ptr<Work> all_reduce_sum_async(torch::Tensor& tensor) override;  // MPI_Iallreduce
+  std::unique_ptr<Work> reduce_scatter_sum_async(  // MPI_Ireduce_scatter
+      const torch::Tensor& send, torch::Tensor& recv, const std::vector<int64_t>& counts) override;
   void broadcast(torch::Tensor& tensor, int root) override;
   void barrier() override;
 

@@ -73,11 +73,11 @@ ncclDataType_t nccl_type_of(const torch::Tensor& tensor, int device, const char*
 // An all-reduce enqueued on the communication stream, its end marked by an event of its own.
 class NcclWork : public Work {
  public:
-  NcclWork(torch::Tensor tensor, cudaStream_t compute_stream)
-      : tensor_(std::move(tensor)), compute_stream_(compute_stream) {
+  NcclWork(std::vector<torch::Tensor> tensors, cudaStream_t compute_stream)
+      : tensors_(std::move(tensors)), compute_stream_(compute_stream) {
     check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
   }
-  // The event is released by CUDA once it has completed; the tensor must live as long, which
+  // The event is released by CUDA once it has completed; the tensors must live as long, which
   // fence() guarantees by ordering the compute stream (and so the caching allocator) after it.
   ~NcclWork() override { cudaEventDestroy(done_); }
   NcclWork(const NcclWork&) = delete;
@@ -97,7 +97,7 @@ class NcclWork : public Work {
   }
 
  private:
-  torch::Tensor tensor_;
+  std::vector<torch::Tensor> tensors_;
   cudaStream_t compute_stream_;
   cudaEvent_t done_ = nullptr;
 };
@@ -270,9 +270,35 @@ std::unique_ptr<Work> NcclCommunicator::all_reduce_sum_async(torch::Tensor& tens
   const ncclDataType_t type = nccl_type_of(tensor, device_, "all_reduce_sum_async");
   void* data = tensor.data_ptr();
   const size_t count = static_cast<size_t>(tensor.numel());
-  auto work = std::make_unique<NcclWork>(tensor, compute_stream_());
+  auto work = std::make_unique<NcclWork>(std::vector{tensor}, compute_stream_());
   launch("all_reduce_sum_async", "ncclAllReduce", work->event(),
          [&] { return ncclAllReduce(data, data, count, type, ncclSum, comm_, stream_); });
+  return work;
+}
+
+std::unique_ptr<Work> NcclCommunicator::reduce_scatter_sum_async(
+    const torch::Tensor& send, torch::Tensor& recv, const std::vector<int64_t>& counts) {
+  const ncclDataType_t type = nccl_type_of(send, device_, "reduce_scatter_sum_async");
+  nccl_type_of(recv, device_, "reduce_scatter_sum_async");
+  check_reduce_scatter(send, recv, counts);
+  auto* sent = static_cast<char*>(send.data_ptr());
+  const size_t element = send.element_size();
+  auto work = std::make_unique<NcclWork>(std::vector{send, recv}, compute_stream_());
+  launch("reduce_scatter_sum_async", "ncclReduce", work->event(), [&] {
+    ncclResult_t result = ncclGroupStart();
+    size_t offset = 0;  // elements
+    for (int root = 0; root < size_ && result == ncclSuccess; ++root) {
+      const auto count = static_cast<size_t>(counts[root]);
+      void* segment = sent + offset * element;
+      // Only the root's receiving buffer is written; the others pass their own run.
+      void* into = root == rank_ ? recv.data_ptr() : segment;
+      if (count > 0) result = ncclReduce(segment, into, count, type, ncclSum, root, comm_, stream_);
+      if (result == ncclInProgress) result = ncclSuccess;
+      offset += count;
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    return result == ncclSuccess ? ended : result;
+  });
   return work;
 }
 

@@ -46,6 +46,10 @@ class NcclCommunicator : public Communicator {
   // Enqueued on the communication stream after the compute stream's work so far; fence() makes
   // the compute stream wait for it, so backward keeps running meanwhile.
   std::unique_ptr<Work> all_reduce_sum_async(torch::Tensor& tensor) override;
+  // One ncclReduce to each rank of its run, grouped (NCCL's own reduce-scatter wants equal runs);
+  // ordered as all_reduce_sum_async.
+  std::unique_ptr<Work> reduce_scatter_sum_async(const torch::Tensor& send, torch::Tensor& recv,
+                                                 const std::vector<int64_t>& counts) override;
   void broadcast(torch::Tensor& tensor, int root) override;
   void barrier() override;
 

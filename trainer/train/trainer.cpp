@@ -50,14 +50,27 @@ void poison_gradient(torch::Tensor param) {
   param.mutable_grad() = torch::full_like(param, std::nan(""));
 }
 
-// The banner's line on sharded optimizer state; nothing when it is not sharded.
-std::string describe_sharding(const optim::ShardPlan& plan) {
+// The banner's line on sharded optimizer state (and gradients); nothing when it is not sharded.
+std::string describe_sharding(const optim::ShardPlan& plan, bool gradients) {
   if (!plan.sharded()) return "";
   int64_t total = 0;
   for (size_t i = 0; i < plan.params(); ++i) total += plan.numel(i);
-  return "optimizer state sharded over " + std::to_string(plan.ranks()) +
-         " ranks (dist.shard_optimizer): rank 0 keeps Adam's moments and the average of " +
+  return std::string(gradients ? "optimizer state and gradients" : "optimizer state") +
+         " sharded over " + std::to_string(plan.ranks()) + " ranks (dist.shard_optimizer" +
+         (gradients ? ", dist.shard_gradients" : "") + "): rank 0 keeps Adam's moments" +
+         (gradients ? ", the summed gradients" : "") + " and the average of " +
          std::to_string(plan.elements_of(0)) + " of " + std::to_string(total) + " values\n";
+}
+
+// With dist.shard_gradients, the plan's pieces as the runs of the gradients each rank keeps.
+std::vector<parallel::GradientRun> gradient_runs(const config::DistConfig& dist,
+                                                 const optim::ShardPlan& plan) {
+  std::vector<parallel::GradientRun> runs;
+  if (!dist.shard_gradients || !plan.sharded()) return runs;
+  for (const optim::Piece& piece : plan.pieces()) {
+    runs.push_back({piece.param, piece.begin, piece.end, piece.rank});
+  }
+  return runs;
 }
 
 // Text as a Markdown code block: every line indented by four spaces.
@@ -152,7 +165,10 @@ void Trainer::build_model() {
   }
   optimizer_.reducer = std::make_unique<parallel::GradientReducer>(
       optimizer_.adam->parameters(), ranks_.tensors(), config_.dist.bucket_mb,
-      config_.dist.first_bucket_mb);
+      config_.dist.first_bucket_mb, gradient_runs(config_.dist, optimizer_.adam->plan()));
+  if (optimizer_.reducer->sharded()) {
+    optimizer_.adam->take_gradients_from(optimizer_.reducer->owned_gradients());
+  }
 }
 
 // LoRA: the base's weights read a tensor at a time into a model built hollow (never whole in
@@ -271,7 +287,11 @@ void Trainer::clear_gradients() {
 // every rank skip the update; the log step reports it.
 void Trainer::update(StepStats& stats) {
   const optim::GradientGate gate =
-      optim::gate_gradients(optimizer_.adam->parameters(), config_.train.clip_norm);
+      optimizer_.reducer->sharded()
+          ? optim::gate_sharded_gradients(optimizer_.reducer->owned_gradients(),
+                                          config_.train.clip_norm, ranks_.tensors(),
+                                          device_.device)
+          : optim::gate_gradients(optimizer_.adam->parameters(), config_.train.clip_norm);
   stats.lr = optim::learning_rate(optimizer_.schedule, step_);
   optimizer_.adam->step(stats.lr, gate);
   if (optimizer_.ema) optimizer_.ema->update(step_, gate.finite);
@@ -392,7 +412,7 @@ std::string Trainer::banner() {
       << "corpus " << corpus_.path() << ": " << corpus_.size("train")
       << " training pairs, vocabulary " << corpus_.vocab().size() << "\n"
       << "model: " << count << (lora_base_hash_.empty() ? "" : " trained") << " parameters\n"
-      << describe_sharding(optimizer_.adam->plan()) << "resolved config:\n"
+      << describe_sharding(optimizer_.adam->plan(), optimizer_.reducer->sharded()) << "resolved config:\n"
       << config::to_yaml(config_);
   return out.str();
 }
