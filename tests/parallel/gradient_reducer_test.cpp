@@ -73,6 +73,16 @@ void expect_gradients(const Mlp& mlp, const std::vector<torch::Tensor>& expected
   }
 }
 
+// Two micro-batches of rank r: the first (rank r's inputs, with extra) only accumulates; the second
+// (inputs of rank r + size, without extra) completes the step, after `reducer`'s
+// prepare_for_backward() where one is given, so extra's gradient comes from the first.
+void two_micro_batches(const Mlp& mlp, const std::vector<torch::Tensor>& p, int r, int size,
+                       GradientReducer* reducer) {
+  mlp.loss(p, r, /*with_extra=*/true).backward();
+  if (reducer != nullptr) reducer->prepare_for_backward();
+  mlp.loss(p, r + size, /*with_extra=*/false).backward();
+}
+
 TEST(GradientReducer, BucketsTakeParametersInReverseOrderUpToTheCaps) {
   // Reverse: b3 16, W3 256 | b2 64, W2 1024 | b1 64, W1 512, extra 20 (first cap 300, then 1100).
   Mlp mlp(/*extra_first=*/true);
@@ -144,18 +154,13 @@ TEST(GradientReducer, AccumulationReducesOncePerStepWhatEveryMicroBatchAdded) {
   MpiCommunicator comm(MPI_COMM_WORLD);
   Mlp mlp(/*extra_first=*/true);
   GradientReducer reducer(mlp.params, comm, 1100 * kBytes, 300 * kBytes);
-  // Micro-batch 0 (rank r's inputs, with extra) only accumulates; micro-batch 1 (inputs of rank
-  // r + size, without extra) completes the step, so extra's gradient comes from micro-batch 0.
-  const auto micro_batches = [&](const std::vector<torch::Tensor>& p, int r, bool reduce) {
-    mlp.loss(p, r, /*with_extra=*/true).backward();
-    if (reduce) reducer.prepare_for_backward();
-    mlp.loss(p, r + comm.size(), /*with_extra=*/false).backward();
-  };
-  micro_batches(mlp.params, comm.rank(), true);
+  two_micro_batches(mlp, mlp.params, comm.rank(), comm.size(), &reducer);
   reducer.end_backward();
   reducer.finish(kScale);
 
-  const auto every_rank = [&](const auto& p, int q) { micro_batches(p, q, false); };
+  const auto every_rank = [&](const auto& p, int q) {
+    two_micro_batches(mlp, p, q, comm.size(), nullptr);
+  };
   expect_gradients(mlp, summed_in_one_process(mlp, comm.size(), every_rank));
   EXPECT_EQ(reducer.all_reduce_calls(), 3);
   EXPECT_EQ(comm.collectives(), 3u);  // one per bucket, not per micro-batch or per parameter
@@ -252,16 +257,12 @@ TEST(GradientReducer, ShardedGradientsGiveEachRankTheSumsOfItsRunsOnly) {
   expect_owned(summed_in_one_process(
       mlp, comm.size(), [&](const auto& p, int q) { mlp.loss(p, q, true).backward(); }));
 
-  const auto micro_batches = [&](const std::vector<torch::Tensor>& p, int r, bool reduce) {
-    mlp.loss(p, r, /*with_extra=*/true).backward();
-    if (reduce) reducer.prepare_for_backward();
-    mlp.loss(p, r + comm.size(), /*with_extra=*/false).backward();
-  };
-  micro_batches(mlp.params, comm.rank(), true);
+  two_micro_batches(mlp, mlp.params, comm.rank(), comm.size(), &reducer);
   reducer.end_backward();
   reducer.finish(kScale);
-  expect_owned(summed_in_one_process(
-      mlp, comm.size(), [&](const auto& p, int q) { micro_batches(p, q, false); }));
+  expect_owned(summed_in_one_process(mlp, comm.size(), [&](const auto& p, int q) {
+    two_micro_batches(mlp, p, q, comm.size(), nullptr);
+  }));
   EXPECT_EQ(reducer.all_reduce_calls(), 0);
   EXPECT_EQ(comm.async_all_reduces(), 0u);
   EXPECT_EQ(comm.collectives(), 2 * reducer.buckets().size());  // one reduce-scatter per bucket
