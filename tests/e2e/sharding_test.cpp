@@ -3,7 +3,8 @@
 // trained 20 steps on 2 ranks with the optimizer state sharded (ZeRO stage 1), with the gradients
 // sharded too (stage 2), on 2 ranks without, and on 1 rank accumulating 2 batches, writes bitwise
 // the same checkpoints and validation scores; a sharded run stopped at step 10 and resumed,
-// sharded or on one rank, equals the uninterrupted one; 3 sharded ranks equal 3 unsharded ones.
+// sharded or on one rank, equals the uninterrupted one; 3 sharded ranks equal 3 unsharded ones;
+// LoRA adapters sharded both ways equal unsharded ones.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -120,6 +121,23 @@ TEST_F(ShardingE2E, AShardedRunStoppedAndResumedShardedOrOnOneRankEqualsTheUnint
   ASSERT_EQ(one.exit_code, 0) << one.output;
   expect_same_checkpoint(reference(), run_dir("resumed-sharded"), "step-00000020.h5");
   expect_same_checkpoint(reference(), run_dir("resumed-one-rank"), "step-00000020.h5");
+}
+
+// Only the adapters train, and only they are sharded: 10 steps of adapters beside q, v and fc1 of
+// the reference's step-10 weights.
+TEST_F(ShardingE2E, LoraAdaptersShardedWithTheirGradientsEqualUnshardedOnes) {
+  const std::string lora = " --set lora.base=" + reference() +
+                           "/step-00000010.h5 --set lora.targets=q_proj,v_proj,fc1";
+  const auto plain = train("lora", 2, 10, lora);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto sharded = train("lora-sharded", 2, 10, kGradientsSharded + lora);
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
+  EXPECT_NE(sharded.output.find("optimizer state and gradients sharded over 2 ranks"),
+            std::string::npos)
+      << sharded.output;
+  expect_same_checkpoint(run_dir("lora"), run_dir("lora-sharded"), "step-00000010.h5");
+  const auto last = checkpoint::load(run_dir("lora-sharded") + "/last.h5");
+  EXPECT_FALSE(last.lora_base_hash.empty());
 }
 
 TEST_F(ShardingE2E, ThreeShardedRanksEqualThreeUnshardedOnes) {
