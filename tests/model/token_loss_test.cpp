@@ -107,6 +107,28 @@ TEST(ProjectedTokenLoss, EqualsTokenLossOfTheProductWhenRowsAreChunked) {
   check_projected(200, 30000, 0.1, 1.0);
 }
 
+// A frozen weight held in bf16 (a LoRA base) under double rows is widened 8,192 vocabulary rows at
+// a time (30,000: four blocks, the last partial): the loss and the rows' gradient are those of its
+// values widened whole.
+TEST(ProjectedTokenLoss, AFrozenNarrowWeightWidenedByBlocksEqualsItWidenedWhole) {
+  torch::manual_seed(6);
+  const int64_t rows = 12, vocab = 30000, d = 8;
+  const auto targets = torch::randint(1, vocab, {rows}, torch::kLong);
+  const auto w = torch::randn({vocab, d}).to(torch::kBFloat16);
+  const auto b = torch::randn({vocab}, torch::kDouble);
+  auto h = torch::randn({rows, d}, torch::kDouble).requires_grad_(true);
+  auto h2 = h.detach().clone().requires_grad_(true);
+  const auto got =
+      projected_token_loss(h.view({2, rows / 2, d}), w, b, targets.view({2, rows / 2}), 0.1);
+  got.loss_sum.backward();
+  const auto expected =
+      token_loss(torch::nn::functional::linear(h2, w.to(torch::kDouble), b), targets, 0.1);
+  expected.loss_sum.backward();
+  EXPECT_NEAR(got.loss_sum.item<double>(), expected.loss_sum.item<double>(), 1e-9);
+  EXPECT_EQ(got.counts().correct, expected.counts().correct);
+  EXPECT_LT((h.grad() - h2.grad()).abs().max().item<double>(), 1e-10);
+}
+
 TEST(TokenLoss, ArgmaxPredictionsCountAsCorrect) {
   auto targets = torch::tensor({int64_t{2}, int64_t{5}, kPadId}).view({1, 3});
   auto logits = torch::zeros({1, 3, 6});

@@ -26,6 +26,36 @@ int64_t chunk_rows(const torch::Device& device, int64_t vocab, bool with_product
   return std::max<int64_t>(1, elements / std::max<int64_t>(1, vocab));
 }
 
+// A frozen weight held narrower than the rows (a bf16 LoRA base computed in float32) is widened
+// this many vocabulary rows at a time (64 MB at width 2,048), never whole (2.1 GB for NLLB-200
+// 3.3B's embedding); its row chunks are larger (logits of 2^26 elements, 256 MB), so that it is
+// widened twice per 256 rows of a 256k vocabulary, not per 16.
+constexpr int64_t kWidenedVocabRows = 8192;
+constexpr int64_t kNarrowWeightChunk = int64_t{1} << 26;
+
+// h [n, d] Wᵀ + b, W [V, d] widened to h's type a block of rows at a time.
+torch::Tensor logits_by_blocks(const torch::Tensor& h, const torch::Tensor& weight,
+                               const torch::Tensor& bias) {
+  auto logits = torch::empty({h.size(0), weight.size(0)}, h.options());
+  for (int64_t v = 0; v < weight.size(0); v += kWidenedVocabRows) {
+    const int64_t m = std::min(kWidenedVocabRows, weight.size(0) - v);
+    const auto block = weight.narrow(0, v, m).to(h.scalar_type());
+    logits.narrow(1, v, m).copy_(torch::addmm(bias.narrow(0, v, m).to(h.scalar_type()), h,
+                                              block.t()));
+  }
+  return logits;
+}
+
+// g [n, V] W, W widened to g's type a block of rows at a time.
+torch::Tensor product_by_blocks(const torch::Tensor& g, const torch::Tensor& weight) {
+  auto out = torch::zeros({g.size(0), weight.size(1)}, g.options());
+  for (int64_t v = 0; v < weight.size(0); v += kWidenedVocabRows) {
+    const int64_t m = std::min(kWidenedVocabRows, weight.size(0) - v);
+    out.addmm_(g.narrow(1, v, m), weight.narrow(0, v, m).to(g.scalar_type()));
+  }
+  return out;
+}
+
 // bf16 logits (autocast) are widened a chunk at a time: log-sum-exp over a vocabulary in bf16
 // would lose the target's probability in rounding.
 torch::ScalarType compute_type(const torch::Tensor& logits) {
@@ -157,16 +187,19 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
                                const torch::Tensor& targets, double smoothing) {
     const auto real = targets.ne(kPadId);
     const int64_t n_rows = rows.size(0), vocab = weight.size(0);
-    const int64_t step = chunk_rows(rows.device(), vocab, true);
     // Under autocast the products run in bf16: the operands are cast once here, not per chunk.
     const bool low = autocast_enabled(rows.device());
     // A frozen weight (a LoRA base, maybe held in bf16) is computed with in the rows' type and
-    // gets no gradient, nor does its bias.
+    // gets no gradient, nor does its bias; held narrower, it is widened by blocks.
+    const bool frozen = !weight.requires_grad() && !bias.requires_grad();
+    const bool by_blocks = frozen && !low && weight.scalar_type() != rows.scalar_type();
+    const int64_t step = by_blocks ? std::max<int64_t>(1, kNarrowWeightChunk / vocab)
+                                   : chunk_rows(rows.device(), vocab, true);
     const auto cast = [&](const torch::Tensor& t) {
       return low ? t.to(torch::kBFloat16) : t.to(rows.scalar_type());
     };
-    const auto h = cast(rows), w = cast(weight), b = cast(bias);
-    const bool frozen = !weight.requires_grad() && !bias.requires_grad();
+    const auto h = cast(rows), b = cast(bias);
+    const auto w = by_blocks ? weight : cast(weight);
     const auto dtype = compute_type(h);
     RowStats s(n_rows, rows.options().dtype(dtype), targets, smoothing > 0);
     auto d_rows = torch::empty_like(rows);
@@ -178,7 +211,7 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
       const int64_t n = std::min(step, n_rows - begin);
       const auto h_c = h.narrow(0, begin, n);
       // The logits become their gradient in place, in cache-sized parts for the loss's passes.
-      auto g = torch::addmm(b, h_c, w.t());
+      auto g = by_blocks ? logits_by_blocks(h_c, w, b) : torch::addmm(b, h_c, w.t());
       for (int64_t at = begin; at < begin + n; at += part_rows) {
         const int64_t m = std::min(part_rows, begin + n - at);
         auto part = g.narrow(0, at - begin, m);
@@ -194,7 +227,7 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
         d_bias.add_(x.sum(0));
         if (!x.is_same(part)) part.copy_(x);
       }
-      d_rows.narrow(0, begin, n).copy_(torch::mm(g, w));
+      d_rows.narrow(0, begin, n).copy_(by_blocks ? product_by_blocks(g, w) : torch::mm(g, w));
       if (frozen) continue;
       if (g.scalar_type() == d_weight.scalar_type()) {
         d_weight.addmm_(g.t(), h_c);
