@@ -143,6 +143,7 @@ void GradientReducer::plan_shards(std::vector<GradientRun> runs) {
     }
     own_.push_back(torch::empty({counts_[b][me]}, bucket_options(b)));
   }
+  later_.resize(buckets_.size());
   for (size_t j = 0; j < runs_.size(); ++j) {
     const GradientRun& run = runs_[j];
     if (run.rank != me) continue;
@@ -169,12 +170,20 @@ void GradientReducer::register_hooks() {
 }
 
 void GradientReducer::prepare_for_backward() {
-  if (phase_ != Phase::kIdle) {
+  const bool next_round = sharded_ && phase_ == Phase::kLaunched;
+  if (phase_ != Phase::kIdle && !next_round) {
     throw std::logic_error(
         "GradientReducer::prepare_for_backward: the last reduction is unfinished");
   }
   phase_ = Phase::kBackward;
   if (solo_) return;
+  if (next_round) {  // the last micro-batch's sums are in own_ before this one's are sent
+    release_done_buckets(0);
+    work_.clear();
+    ++round_;
+  } else {
+    round_ = 0;
+  }
   std::fill(copied_.begin(), copied_.end(), false);
   for (size_t b = 0; b < buckets_.size(); ++b) waiting_[b] = buckets_[b].size();
   next_launch_ = 0;
@@ -279,6 +288,10 @@ void GradientReducer::release_done_buckets(size_t keep) {
     work_[released_]->fence();
     work_[released_].reset();
     flat_[released_] = torch::Tensor();
+    if (later_[released_].defined()) {
+      own_[released_].add_(later_[released_]);
+      later_[released_] = torch::Tensor();
+    }
     ++released_;
   }
 }
@@ -293,7 +306,10 @@ void GradientReducer::launch_ready_buckets() {
 
 void GradientReducer::launch(size_t bucket, bool during_backward) {
   if (sharded_) {
-    work_.push_back(comm_.reduce_scatter_sum_async(flat_[bucket], own_[bucket], counts_[bucket]));
+    // A step's first round receives into own_, a later one beside it (added once received).
+    if (round_ > 0) later_[bucket] = torch::empty_like(own_[bucket]);
+    torch::Tensor& into = round_ > 0 ? later_[bucket] : own_[bucket];
+    work_.push_back(comm_.reduce_scatter_sum_async(flat_[bucket], into, counts_[bucket]));
   } else {
     work_.push_back(comm_.all_reduce_sum_async(flat_[bucket]));
     ++all_reduce_calls_;

@@ -41,8 +41,11 @@ struct BucketLaunch {
 // by the rank that keeps them and reduce-scattered, so that each rank receives the sums of its own
 // runs only, into buffers of its own (owned_gradients()). A parameter's .grad() is let go as soon
 // as it is in its bucket, and the bucket once its reduction is done (a few buckets in flight at a
-// time): a rank keeps 1/N of the gradients across a step. Gradient accumulation still adds the
-// earlier micro-batches into whole .grad()s; only the last one is reduced.
+// time): a rank keeps 1/N of the gradients across a step. With gradient accumulation every
+// micro-batch is a round of its own (prepare_for_backward() and end_backward() around each, on
+// every rank alike), whose sums are added to the rank's: no whole gradient outlives a micro-batch.
+// The sum over ranks and micro-batches is then grouped by micro-batch, not by rank as without
+// sharded gradients, so it may round otherwise.
 class GradientReducer {
  public:
   static constexpr double kDefaultBucketCapMb = 25.0;
@@ -65,6 +68,7 @@ class GradientReducer {
   // One reduction per optimizer step, on every rank:
   //   prepare_for_backward()  right before the backward pass that completes the step's gradients
   //                           (the last micro-batch with data; earlier ones only accumulate);
+  //                           sharded: before each micro-batch, after the last one's end_backward();
   //   end_backward()          after it (or with no backward at all), before any other collective:
   //                           launches, in order, the buckets still waiting (unused parameters);
   //   finish(scale)           grad <- scale * sum over ranks of grad; undefined grads count as
@@ -140,7 +144,9 @@ class GradientReducer {
   std::vector<std::vector<int64_t>> counts_;  // per bucket: elements kept by each rank
   std::vector<torch::Tensor> own_;            // per bucket: the sums of this rank's runs
   std::vector<torch::Tensor> owned_;          // per run of this rank: its part of own_
+  std::vector<torch::Tensor> later_;          // per bucket: a later round's sums, until added
   size_t released_ = 0;                       // launched buckets whose reduction is done
+  int64_t round_ = 0;                         // micro-batches reduced before this one, this step
 };
 
 }  // namespace tandem::parallel

@@ -54,7 +54,12 @@ RankStep forward_backward(model::Transformer& model, const std::vector<data::Bat
   torch::Tensor stats;  // [nll sum, tokens, correct] summed on the device
   const size_t completing = completing_micro_batch(batches);
   for (size_t m = 0; m < batches.size(); ++m) {
-    if (m == completing) reducer.prepare_for_backward();  // earlier ones accumulate locally
+    if (reducer.sharded()) {  // every micro-batch reduced to the ranks' shards (same count on all)
+      if (m > 0) reducer.end_backward();
+      reducer.prepare_for_backward();
+    } else if (m == completing) {
+      reducer.prepare_for_backward();  // earlier ones accumulate locally
+    }
     if (batches[m].empty()) continue;
     const auto loss = micro_batch_loss(model, batches[m], device, label_smoothing);
     loss.loss_sum.backward();
