@@ -10,9 +10,9 @@
 
 namespace tandem::config::detail {
 
-// Calls visit(section, key, field&) for every key; C is Config or const Config.
+// The keys of what is trained and how: model, data, train.
 template <class C, class Visit>
-void for_each_field(C& c, Visit&& visit) {
+void for_each_learning_field(C& c, Visit& visit) {
   visit("model", "d_model", c.model.d_model);
   visit("model", "heads", c.model.heads);
   visit("model", "encoder_layers", c.model.encoder_layers);
@@ -50,6 +50,11 @@ void for_each_field(C& c, Visit&& visit) {
   visit("train", "onednn_cache", c.train.onednn_cache);
   visit("train", "device", c.train.device);
   visit("train", "precision", c.train.precision);
+}
+
+// The keys of how the run is kept, checked, spread and watched: checkpoint, valid, dist, log, lora.
+template <class C, class Visit>
+void for_each_run_field(C& c, Visit& visit) {
   visit("checkpoint", "dir", c.checkpoint.dir);
   visit("checkpoint", "every_steps", c.checkpoint.every_steps);
   visit("checkpoint", "every_minutes", c.checkpoint.every_minutes);
@@ -75,6 +80,13 @@ void for_each_field(C& c, Visit&& visit) {
   visit("lora", "dropout", c.lora.dropout);
   visit("lora", "targets", c.lora.targets);
   visit("lora", "base_precision", c.lora.base_precision);
+}
+
+// Calls visit(section, key, field&) for every key; C is Config or const Config.
+template <class C, class Visit>
+void for_each_field(C& c, Visit&& visit) {
+  for_each_learning_field(c, visit);
+  for_each_run_field(c, visit);
 }
 
 // Whether the integer key section.key also takes the word auto (stored as kAutoMaxTokens).

@@ -33,15 +33,14 @@ int64_t chunk_rows(const torch::Device& device, int64_t vocab, bool with_product
 constexpr int64_t kWidenedVocabRows = 8192;
 constexpr int64_t kNarrowWeightChunk = int64_t{1} << 26;
 
-// h [n, d] Wᵀ + b, W [V, d] widened to h's type a block of rows at a time.
+// h [n, d] Wᵀ + b (b of h's type), W [V, d] widened to h's type a block of rows at a time.
 torch::Tensor logits_by_blocks(const torch::Tensor& h, const torch::Tensor& weight,
                                const torch::Tensor& bias) {
   auto logits = torch::empty({h.size(0), weight.size(0)}, h.options());
   for (int64_t v = 0; v < weight.size(0); v += kWidenedVocabRows) {
     const int64_t m = std::min(kWidenedVocabRows, weight.size(0) - v);
     const auto block = weight.narrow(0, v, m).to(h.scalar_type());
-    logits.narrow(1, v, m).copy_(torch::addmm(bias.narrow(0, v, m).to(h.scalar_type()), h,
-                                              block.t()));
+    logits.narrow(1, v, m).copy_(torch::addmm(bias.narrow(0, v, m), h, block.t()));
   }
   return logits;
 }

@@ -99,10 +99,8 @@ torch::TensorOptions GradientReducer::bucket_options(size_t bucket) const {
   return torch::TensorOptions().dtype(first.scalar_type()).device(first.device());
 }
 
-// Checks that the runs tile every parameter in order, then lays each bucket out rank by rank
-// (within a rank, its runs in bucket order) and makes this rank's receiving buffers.
-void GradientReducer::plan_shards(std::vector<GradientRun> runs) {
-  sharded_ = true;
+// Checks that the runs tile every parameter in order, and lists each parameter's.
+void GradientReducer::take_runs(std::vector<GradientRun> runs) {
   runs_ = std::move(runs);
   runs_of_.resize(params_.size());
   std::vector<int64_t> covered(params_.size(), 0);
@@ -123,6 +121,13 @@ void GradientReducer::plan_shards(std::vector<GradientRun> runs) {
                                   std::to_string(params_[i].numel()) + " elements");
     }
   }
+}
+
+// Lays each bucket out rank by rank (within a rank, its runs in bucket order) and makes this
+// rank's receiving buffers.
+void GradientReducer::plan_shards(std::vector<GradientRun> runs) {
+  sharded_ = true;
+  take_runs(std::move(runs));
   const int me = comm_.rank();
   run_offset_.resize(runs_.size());
   std::vector<int64_t> own_start(buckets_.size());  // where this rank's runs start in a bucket
@@ -142,6 +147,12 @@ void GradientReducer::plan_shards(std::vector<GradientRun> runs) {
       if (r == me) own_start[b] = start;
     }
     own_.push_back(torch::empty({counts_[b][me]}, bucket_options(b)));
+    // A parameter alone whose runs lie in rank order already is its own bucket's layout.
+    const auto& runs = runs_of_[buckets_[b].front()];
+    sent_as_is_.push_back(buckets_[b].size() == 1 &&
+                          std::all_of(runs.begin(), runs.end(), [&](size_t j) {
+                            return run_offset_[j] == runs_[j].begin;
+                          }));
   }
   later_.resize(buckets_.size());
   for (size_t j = 0; j < runs_.size(); ++j) {
@@ -180,10 +191,8 @@ void GradientReducer::prepare_for_backward() {
   if (next_round) {  // the last micro-batch's sums are in own_ before this one's are sent
     release_done_buckets(0);
     work_.clear();
-    ++round_;
-  } else {
-    round_ = 0;
   }
+  later_round_ = next_round;
   std::fill(copied_.begin(), copied_.end(), false);
   for (size_t b = 0; b < buckets_.size(); ++b) waiting_[b] = buckets_[b].size();
   next_launch_ = 0;
@@ -256,10 +265,7 @@ void GradientReducer::copy_in_sharded(size_t param) {
   torch::NoGradGuard no_grad;
   torch::Tensor& grad = params_[param].mutable_grad();
   const size_t b = bucket_of_[param];
-  const auto& runs = runs_of_[param];
-  const bool in_order = std::all_of(runs.begin(), runs.end(),
-                                    [&](size_t j) { return run_offset_[j] == runs_[j].begin; });
-  if (buckets_[b].size() == 1 && in_order && grad.defined() && grad.is_contiguous() &&
+  if (sent_as_is_[b] && grad.defined() && grad.is_contiguous() &&
       grad.scalar_type() == params_[param].scalar_type()) {
     flat_[b] = grad.view({-1});
   } else {
@@ -267,7 +273,7 @@ void GradientReducer::copy_in_sharded(size_t param) {
       flat_[b] = torch::empty({std::accumulate(counts_[b].begin(), counts_[b].end(), int64_t{0})},
                               bucket_options(b));
     }
-    for (size_t j : runs) {
+    for (size_t j : runs_of_[param]) {
       const GradientRun& run = runs_[j];
       torch::Tensor slice = flat_[b].narrow(0, run_offset_[j], run.end - run.begin);
       if (grad.defined()) {
@@ -307,8 +313,8 @@ void GradientReducer::launch_ready_buckets() {
 void GradientReducer::launch(size_t bucket, bool during_backward) {
   if (sharded_) {
     // A step's first round receives into own_, a later one beside it (added once received).
-    if (round_ > 0) later_[bucket] = torch::empty_like(own_[bucket]);
-    torch::Tensor& into = round_ > 0 ? later_[bucket] : own_[bucket];
+    if (later_round_) later_[bucket] = torch::empty_like(own_[bucket]);
+    torch::Tensor& into = later_round_ ? later_[bucket] : own_[bucket];
     work_.push_back(comm_.reduce_scatter_sum_async(flat_[bucket], into, counts_[bucket]));
   } else {
     work_.push_back(comm_.all_reduce_sum_async(flat_[bucket]));

@@ -110,6 +110,7 @@ class GradientReducer {
   void launch_ready_buckets();
   void launch(size_t bucket, bool during_backward);
   void finish_solo(double scale);
+  void take_runs(std::vector<GradientRun> runs);
   void plan_shards(std::vector<GradientRun> runs);
   void copy_in_sharded(size_t param);
   void release_done_buckets(size_t keep_in_flight);
@@ -144,9 +145,10 @@ class GradientReducer {
   std::vector<std::vector<int64_t>> counts_;  // per bucket: elements kept by each rank
   std::vector<torch::Tensor> own_;            // per bucket: the sums of this rank's runs
   std::vector<torch::Tensor> owned_;          // per run of this rank: its part of own_
+  std::vector<bool> sent_as_is_;              // per bucket: its one parameter's gradient, uncopied
   std::vector<torch::Tensor> later_;          // per bucket: a later round's sums, until added
   size_t released_ = 0;                       // launched buckets whose reduction is done
-  int64_t round_ = 0;                         // micro-batches reduced before this one, this step
+  bool later_round_ = false;                   // not the step's first micro-batch
 };
 
 }  // namespace tandem::parallel

@@ -412,7 +412,8 @@ std::string Trainer::banner() {
       << "corpus " << corpus_.path() << ": " << corpus_.size("train")
       << " training pairs, vocabulary " << corpus_.vocab().size() << "\n"
       << "model: " << count << (lora_base_hash_.empty() ? "" : " trained") << " parameters\n"
-      << describe_sharding(optimizer_.adam->plan(), optimizer_.reducer->sharded()) << "resolved config:\n"
+      << describe_sharding(optimizer_.adam->plan(), optimizer_.reducer->sharded())
+      << "resolved config:\n"
       << config::to_yaml(config_);
   return out.str();
 }
