@@ -7,7 +7,8 @@ Face peft, the yardstick of Tandem's LoRA (tests/e2e/lora_test.cpp).
 SETTINGS_JSON holds rank, alpha, targets (peft's target_modules), lr, beta1, beta2, eps, steps,
 and the adapters' initial A matrices under Tandem's names (lora_a of
 encoder.layers.0.self_attn.q_proj, ...), which replace peft's own draws (B starts at zero in
-both). Every step trains on all the pairs of SRC/TGT at once (tokenized by NllbTokenizer with the
+both); with int8_base true, the base's weight matrices are first replaced by what Tandem's int8
+holds of them (per row: scale = max |w| / 127, or 1 for a zero row; round half to even; q · scale). Every step trains on all the pairs of SRC/TGT at once (tokenized by NllbTokenizer with the
 languages' codes), dropout 0, Adam without weight decay; OUT_JSON gets each step's loss (the mean
 cross-entropy of the target tokens, before that step's update).
 """
@@ -26,6 +27,13 @@ def peft_name(tandem_name):
         ".default.weight"
 
 
+def dequantized_int8(weight):
+    """weight [rows, cols] as Tandem's int8 rows hold it (kernels::quantize_rows), in float32."""
+    top = weight.abs().amax(1)
+    scale = torch.where(top > 0, top / 127.0, torch.ones_like(top))
+    return (weight / scale[:, None]).round().clamp(-127, 127) * scale[:, None]
+
+
 def main():
     model_dir, settings_path, src_path, tgt_path, src_lang, tgt_lang, out = sys.argv[1:8]
     settings = json.load(open(settings_path))
@@ -34,6 +42,11 @@ def main():
     torch.manual_seed(0)
     model = M2M100ForConditionalGeneration.from_pretrained(
         model_dir, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    if settings.get("int8_base", False):
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.dim() == 2:
+                    p.copy_(dequantized_int8(p.float()))
     tokenizer = NllbTokenizer.from_pretrained(model_dir, src_lang=src_lang, tgt_lang=tgt_lang)
     batch = tokenizer(src, text_target=tgt, padding=True, return_tensors="pt")
     labels = batch["labels"].masked_fill(batch["labels"] == tokenizer.pad_token_id, -100)

@@ -58,7 +58,7 @@ LossResult run_loss(const LossCase& c, const torch::Device& device, bool bf16) {
   model::TokenLoss loss;
   {
     model::AutocastGuard autocast(bf16, device);
-    loss = model::projected_token_loss(rows, weight, bias, c.targets.to(device), 0.1);
+    loss = model::projected_token_loss(rows, {weight, {}}, bias, c.targets.to(device), 0.1);
   }
   loss.loss_sum.backward();
   return {loss, rows.grad(), weight.grad(), bias.grad()};

@@ -1,13 +1,18 @@
 // LoRA (lora.h, adapter.h): which layers get adapters, that a fresh adapter changes nothing, that a
 // trained one computes what its merge into the weights computes, that a frozen base (in float32
-// or held in bf16) gives the adapters the gradients of a trainable one, and the errors.
+// or held in bf16 or int8) gives the adapters the gradients of a trainable one, and the errors.
 #include "trainer/model/lora.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "trainer/kernels/cpu/int8_linear.h"
+#include "trainer/model/frozen_base.h"
 
 namespace tandem::model {
 namespace {
@@ -166,8 +171,9 @@ TEST(Lora, AFrozenBaseGivesTheAdaptersTheGradientsOfATrainableOne) {
   auto [frozen, trainable] = twins(options());
   const auto want = adapter_gradients(frozen);
   for (const auto& item : frozen->named_parameters()) {
-    if (!is_adapter_parameter(item.key()))
+    if (!is_adapter_parameter(item.key())) {
       EXPECT_FALSE(item.value().grad().defined()) << item.key();
+    }
   }
   // The same pass with every base parameter trainable too (the output layer's own gradients made).
   torch::manual_seed(31);
@@ -212,6 +218,69 @@ TEST(Lora, ABaseHeldInBf16ComputesAsItsValuesInFloat32) {
     const auto a = held->forward(b.src, b.tgt_in), c = rounded->forward(b.src, b.tgt_in);
     EXPECT_EQ(a.scalar_type(), torch::kFloat32);
     EXPECT_TRUE(torch::allclose(a, c, 1e-5, 1e-5)) << (a - c).abs().max();
+  }
+}
+
+// Each layer's weight matrices held in int8 (hold_frozen), or set to what that int8 stands for in
+// float32 (kernels::quantize_rows' values times their scales).
+void quantize_matrices(Transformer& model, bool held) {
+  for (const auto& layer : model->modules()) {
+    for (const auto& item : layer->named_parameters(/*recurse=*/false)) {
+      if (item.value().dim() != 2) continue;
+      const auto value = item.value().detach().clone();
+      if (held) {
+        hold_frozen(*layer, item.key(), value, HeldAs::kInt8);
+      } else {
+        const auto q = kernels::quantize_rows(value);
+        torch::NoGradGuard no_grad;
+        item.value().set_data(q.values.to(torch::kFloat) * q.scales.unsqueeze(1));
+      }
+    }
+  }
+}
+
+// A base held in int8 computes in float32 what a float32 base of its dequantized values does:
+// the embeddings looked up and the tied output layer (both int8), the attention and the
+// feed-forward layers, with adapters beside every layer or the attention alone.
+TEST(Lora, ABaseHeldInInt8ComputesAsItsDequantizedValuesInFloat32) {
+  for (const auto& targets :
+       {kAll, std::vector<std::string>{"q_proj", "k_proj", "v_proj", "out_proj"}}) {
+    auto [held, rounded] = twins(options(/*pre_norm=*/true, Activation::kSwish));
+    quantize_matrices(held, true);
+    quantize_matrices(rounded, false);
+    EXPECT_EQ(held->named_parameters()["src_embed.weight"].scalar_type(), torch::kChar);
+    EXPECT_EQ(held->named_buffers()["src_embed.weight_scale"].sizes(),
+              torch::IntArrayRef({29}));
+    const auto got = adapter_gradients(held, targets), want = adapter_gradients(rounded, targets);
+    for (const auto& [name, grad] : want) {
+      EXPECT_TRUE(torch::allclose(got.at(name), grad, 1e-5, 1e-6)) << name;
+    }
+    held->eval();
+    rounded->eval();
+    torch::NoGradGuard no_grad;
+    const Batch b = batch();
+    const auto a = held->forward(b.src, b.tgt_in), c = rounded->forward(b.src, b.tgt_in);
+    EXPECT_EQ(a.scalar_type(), torch::kFloat32);
+    EXPECT_TRUE(torch::allclose(a, c, 1e-5, 1e-5)) << (a - c).abs().max();
+  }
+}
+
+// Int8 as Tandem's decoding quantizes: per row, the largest magnitude to 127, halves to even.
+TEST(Lora, Int8RowsAreQuantizedAsANaiveLoopQuantizesThem) {
+  torch::manual_seed(3);
+  auto w = torch::randn({5, 9});
+  w[2].zero_();
+  w[3][4] = 2.5F * (w[3].abs().max().item<float>() / 127.0F);  // near a half step
+  const auto q = kernels::quantize_rows(w);
+  for (int64_t r = 0; r < 5; ++r) {
+    float top = 0;
+    for (int64_t c = 0; c < 9; ++c) top = std::max(top, std::fabs(w[r][c].item<float>()));
+    const float scale = top > 0 ? top / 127.0F : 1.0F;
+    EXPECT_EQ(q.scales[r].item<float>(), scale) << r;
+    for (int64_t c = 0; c < 9; ++c) {
+      const float v = std::clamp(std::nearbyint(w[r][c].item<float>() / scale), -127.0F, 127.0F);
+      EXPECT_EQ(q.values[r][c].item<int8_t>(), static_cast<int8_t>(v)) << r << "," << c;
+    }
   }
 }
 

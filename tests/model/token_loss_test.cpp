@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "trainer/kernels/cpu/int8_linear.h"
 #include "trainer/model/transformer.h"
 
 namespace tandem::model {
@@ -80,7 +81,7 @@ void check_projected(int64_t rows, int64_t vocab, double eps, double upstream) {
        b2 = b.detach().clone().requires_grad_(true);
 
   const auto got =
-      projected_token_loss(h.view({2, rows / 2, d}), w, b, targets.view({2, rows / 2}), eps);
+      projected_token_loss(h.view({2, rows / 2, d}), {w, {}}, b, targets.view({2, rows / 2}), eps);
   (got.loss_sum * upstream).backward();
   const auto expected = token_loss(torch::nn::functional::linear(h2, w2, b2), targets, eps);
   (expected.loss_sum * upstream).backward();
@@ -107,26 +108,30 @@ TEST(ProjectedTokenLoss, EqualsTokenLossOfTheProductWhenRowsAreChunked) {
   check_projected(200, 30000, 0.1, 1.0);
 }
 
-// A frozen weight held in bf16 (a LoRA base) under double rows is widened 8,192 vocabulary rows at
-// a time (30,000: four blocks, the last partial): the loss and the rows' gradient are those of its
-// values widened whole.
+// A frozen weight held in bf16 or int8 (a LoRA base) under double rows is widened 8,192
+// vocabulary rows at a time (30,000: four blocks, the last partial): the loss and the rows'
+// gradient are those of its values widened whole.
 TEST(ProjectedTokenLoss, AFrozenNarrowWeightWidenedByBlocksEqualsItWidenedWhole) {
   torch::manual_seed(6);
   const int64_t rows = 12, vocab = 30000, d = 8;
   const auto targets = torch::randint(1, vocab, {rows}, torch::kLong);
-  const auto w = torch::randn({vocab, d}).to(torch::kBFloat16);
+  const auto full = torch::randn({vocab, d});
+  const auto quantized = kernels::quantize_rows(full);
   const auto b = torch::randn({vocab}, torch::kDouble);
-  auto h = torch::randn({rows, d}, torch::kDouble).requires_grad_(true);
-  auto h2 = h.detach().clone().requires_grad_(true);
-  const auto got =
-      projected_token_loss(h.view({2, rows / 2, d}), w, b, targets.view({2, rows / 2}), 0.1);
-  got.loss_sum.backward();
-  const auto expected =
-      token_loss(torch::nn::functional::linear(h2, w.to(torch::kDouble), b), targets, 0.1);
-  expected.loss_sum.backward();
-  EXPECT_NEAR(got.loss_sum.item<double>(), expected.loss_sum.item<double>(), 1e-9);
-  EXPECT_EQ(got.counts().correct, expected.counts().correct);
-  EXPECT_LT((h.grad() - h2.grad()).abs().max().item<double>(), 1e-10);
+  for (const HeldWeight& w : {HeldWeight{full.to(torch::kBFloat16), {}},
+                              HeldWeight{quantized.values, quantized.scales}}) {
+    auto h = torch::randn({rows, d}, torch::kDouble).requires_grad_(true);
+    auto h2 = h.detach().clone().requires_grad_(true);
+    const auto got =
+        projected_token_loss(h.view({2, rows / 2, d}), w, b, targets.view({2, rows / 2}), 0.1);
+    got.loss_sum.backward();
+    const auto expected =
+        token_loss(torch::nn::functional::linear(h2, w.as(torch::kDouble), b), targets, 0.1);
+    expected.loss_sum.backward();
+    EXPECT_NEAR(got.loss_sum.item<double>(), expected.loss_sum.item<double>(), 1e-9);
+    EXPECT_EQ(got.counts().correct, expected.counts().correct);
+    EXPECT_LT((h.grad() - h2.grad()).abs().max().item<double>(), 1e-10);
+  }
 }
 
 TEST(TokenLoss, ArgmaxPredictionsCountAsCorrect) {

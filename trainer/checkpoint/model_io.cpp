@@ -58,7 +58,19 @@ model::AdapterOptions adapter_options(const config::LoraConfig& lora) {
   return model::AdapterOptions{lora.rank, lora.alpha, lora.dropout};
 }
 
-LoraBase read_lora_base(const std::string& path, model::Transformer& model, bool bf16) {
+model::HeldAs held_as(config::BasePrecision precision) {
+  switch (precision) {
+    case config::BasePrecision::kBf16:
+      return model::HeldAs::kBf16;
+    case config::BasePrecision::kInt8:
+      return model::HeldAs::kInt8;
+    case config::BasePrecision::kFp32:
+      break;
+  }
+  return model::HeldAs::kFp32;
+}
+
+LoraBase read_lora_base(const std::string& path, model::Transformer& model, model::HeldAs as) {
   checkpoint::NamedTensors base;
   for (const auto& [name, param] : named_parameters(model)) {
     if (!model::is_adapter_parameter(name)) base.emplace_back(name, param);
@@ -74,14 +86,15 @@ LoraBase read_lora_base(const std::string& path, model::Transformer& model, bool
                                 "model.pre_norm differ)");
   }
   checkpoint::check_compatible(path, outline.model, base);
+  const auto layers = model->named_modules();
   checkpoint::GroupReader reader(path, "model");
-  torch::NoGradGuard no_grad;
   uint64_t hash = kFnvOffsetBasis;
-  for (auto& [name, param] : base) {
-    auto value = reader.read(name).to(torch::kFloat32).contiguous();
+  for (const auto& [name, param] : base) {
+    const auto value = reader.read(name).to(torch::kFloat32).contiguous();
     hash = fnv1a_words(value.data_ptr(), value.nbytes(), hash);
-    if (bf16 && value.dim() == 2) value = value.to(torch::kBFloat16);
-    param.set_data(value);
+    const size_t dot = name.rfind('.');
+    const std::string layer = dot == std::string::npos ? "" : name.substr(0, dot);
+    model::hold_frozen(*layers[layer], name.substr(dot + 1), value, as);
   }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
@@ -120,7 +133,7 @@ model::Transformer merged_lora_model(const std::string& checkpoint_path, const s
                             base_path + "' (lora.base)";
   LoraBase base;
   try {
-    base = read_lora_base(base_path, model, /*bf16=*/false);
+    base = read_lora_base(base_path, model, model::HeldAs::kFp32);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(named + ", which cannot serve: " + e.what());
   }

@@ -10,6 +10,7 @@
 #include "trainer/config/config.h"
 #include "trainer/decode/ensemble.h"
 #include "trainer/model/adapter.h"
+#include "trainer/model/frozen_base.h"
 #include "trainer/model/transformer.h"
 
 namespace tandem::checkpoint {
@@ -25,9 +26,12 @@ checkpoint::NamedTensors trainable_parameters(const model::Transformer& model);
 // LoRA's adapters as lora.* configures them.
 model::AdapterOptions adapter_options(const config::LoraConfig& lora);
 
+// How lora.base_precision holds a base's weight matrices.
+model::HeldAs held_as(config::BasePrecision precision);
+
 // A LoRA base (lora.base): the checkpoint whose /model the model's frozen parameters (all but
-// the adapters) are read from, a tensor at a time, each weight matrix converted to bf16 where
-// `bf16` says so (the parameters may be hollow: model::hollow_parameters). Returns the content
+// the adapters) are read from, a tensor at a time, each weight matrix held `as` says
+// (model::hold_frozen; the parameters may be hollow: model::hollow_parameters). Returns the content
 // hash of the weights read (fnv1a_words over their float32 values in the model's order, 16 hex
 // digits) and the base's vocabulary. std::invalid_argument naming the base for a missing or
 // damaged file, other names or shapes, or another activation or position layout.
@@ -35,7 +39,7 @@ struct LoraBase {
   std::string hash;
   std::string vocab;  // its bytes
 };
-LoraBase read_lora_base(const std::string& path, model::Transformer& model, bool bf16);
+LoraBase read_lora_base(const std::string& path, model::Transformer& model, model::HeldAs as);
 
 // Copies checkpoint tensors into the model's parameters after checking names and shapes
 // (std::invalid_argument naming `path` and the first differences).

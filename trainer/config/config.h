@@ -17,6 +17,7 @@ namespace tandem::config {
 enum class Schedule { kConstant, kInverseSqrt };
 enum class Device { kAuto, kCpu, kCuda };
 enum class Precision { kFp32, kBf16 };
+enum class BasePrecision { kFp32, kBf16, kInt8 };
 enum class ValidMetric { kBleu, kChrf, kLoss };
 enum class Activation { kRelu, kSwish };
 enum class PositionLayout { kInterleaved, kHalves, kFairseq };
@@ -35,6 +36,10 @@ struct Spellings<Device> {
 template <>
 struct Spellings<Precision> {
   static constexpr std::array<const char*, 2> kNames{"fp32", "bf16"};
+};
+template <>
+struct Spellings<BasePrecision> {
+  static constexpr std::array<const char*, 3> kNames{"fp32", "bf16", "int8"};
 };
 template <>
 struct Spellings<ValidMetric> {
@@ -187,9 +192,10 @@ struct LoraConfig {
   // or ends in "." and it (peft's target_modules): q_proj, k_proj, v_proj, out_proj, fc1, fc2,
   // or narrower ones such as cross_attn.q_proj or decoder.layers.0.ffn.fc1
   std::string targets = "q_proj,k_proj,v_proj,out_proj";
-  // fp32 | bf16: how the frozen base's weight matrices are held (bf16: 2 bytes a parameter,
-  // computed in fp32 unless train.precision is bf16)
-  Precision base_precision = Precision::kFp32;
+  // fp32 | bf16 | int8: how the frozen base's weight matrices are held (bf16: 2 bytes a
+  // parameter; int8: 1, quantized per row as int8 decoding holds weights; computed in fp32 unless
+  // train.precision is bf16)
+  BasePrecision base_precision = BasePrecision::kFp32;
 };
 
 struct Config {

@@ -25,7 +25,8 @@ namespace {
 
 using FieldRef =
     std::variant<int64_t*, uint64_t*, double*, bool*, std::string*, Schedule*, Device*, Precision*,
-                 Activation*, PositionLayout*, std::vector<CorpusWeight>*, ValidMetricChoice*>;
+                 BasePrecision*, Activation*, PositionLayout*, std::vector<CorpusWeight>*,
+                 ValidMetricChoice*>;
 
 struct Field {
   std::string path;  // "model.d_model"

@@ -39,12 +39,14 @@ std::string one_of() {
 template bool resolve(const std::string&, Schedule*);
 template bool resolve(const std::string&, Device*);
 template bool resolve(const std::string&, Precision*);
+template bool resolve(const std::string&, BasePrecision*);
 template bool resolve(const std::string&, ValidMetric*);
 template bool resolve(const std::string&, Activation*);
 template bool resolve(const std::string&, PositionLayout*);
 template std::string one_of<Schedule>();
 template std::string one_of<Device>();
 template std::string one_of<Precision>();
+template std::string one_of<BasePrecision>();
 template std::string one_of<ValidMetric>();
 template std::string one_of<Activation>();
 template std::string one_of<PositionLayout>();

@@ -1,10 +1,8 @@
 #include "trainer/model/adapter.h"
 
-#include <torch/csrc/autograd/custom_function.h>
-
 #include <cmath>
 
-#include "trainer/kernels/fused/ops.h"
+#include "trainer/model/frozen_base.h"
 
 namespace tandem::model {
 
@@ -25,43 +23,6 @@ Adapter add_adapter(torch::nn::LinearImpl& linear, const AdapterOptions& options
   adapter.scale = options.alpha / static_cast<double>(options.rank);
   adapter.dropout = options.dropout;
   return adapter;
-}
-
-torch::Tensor weight_for(const torch::Tensor& weight, const torch::Tensor& x) {
-  return weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type());
-}
-
-namespace {
-
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
-// rows [n, in] Wᵀ + b with W (and b) frozen: the gradient of the rows alone, from W widened
-// again. Its output is no view, so that relu may run on it in place.
-struct WidenedLinear : torch::autograd::Function<WidenedLinear> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& rows,
-                               const torch::Tensor& weight, const torch::Tensor& bias) {
-    ctx->save_for_backward({weight});
-    return torch::addmm(bias, rows, weight_for(weight, rows).t());
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto weight = ctx->get_saved_variables()[0];
-    const auto& g = grads[0];
-    return {torch::matmul(g, weight_for(weight, g)), torch::Tensor(), torch::Tensor()};
-  }
-};
-
-}  // namespace
-
-torch::Tensor base_linear(const torch::Tensor& x, const torch::Tensor& weight,
-                          const torch::Tensor& bias) {
-  if (weight.scalar_type() == x.scalar_type() || weight.requires_grad() || bias.requires_grad()) {
-    return kernels::linear_rows(x, weight_for(weight, x), bias);
-  }
-  if (x.dim() == 2) return WidenedLinear::apply(x, weight, bias);
-  auto sizes = x.sizes().vec();
-  sizes.back() = weight.size(0);
-  return WidenedLinear::apply(x.reshape({-1, x.size(-1)}), weight, bias).view(sizes);
 }
 
 torch::Tensor with_adapters(torch::Tensor base, const torch::Tensor& x,

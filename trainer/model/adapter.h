@@ -31,16 +31,6 @@ struct Adapter {
 // it.
 Adapter add_adapter(torch::nn::LinearImpl& linear, const AdapterOptions& options);
 
-// The weight a linear layer computes with on x: the stored one, or a copy in x's type where the
-// weight is held in another (a frozen bf16 base under fp32 activations).
-torch::Tensor weight_for(const torch::Tensor& weight, const torch::Tensor& x);
-
-// x Wᵀ + b (kernels::linear_rows). A frozen weight held in another type than x is widened for the
-// product and again for the backward pass, which keeps the weight itself, not the widened copy:
-// a bf16 base's layers never hold float32 copies of their weights across a step.
-torch::Tensor base_linear(const torch::Tensor& x, const torch::Tensor& weight,
-                          const torch::Tensor& bias);
-
 // base [..., Σ out_i] (side-by-side products of x with the weights of parts i, out_i wide each)
 // plus each part's adapter term where it has one.
 torch::Tensor with_adapters(torch::Tensor base, const torch::Tensor& x,

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "trainer/kernels/cpu/step_attention.h"
+#include "trainer/model/frozen_base.h"
 
 namespace tandem::model {
 
@@ -47,17 +48,15 @@ namespace {
 // concatenation kept for the backward pass: base_linear).
 torch::Tensor side_by_side(const torch::Tensor& x, std::initializer_list<torch::nn::Linear> parts) {
   const auto& first = parts.begin()->ptr()->weight;
+  if (first.scalar_type() != x.scalar_type() && !first.requires_grad()) {
+    std::vector<torch::Tensor> products;
+    for (const auto& part : parts) products.push_back(base_linear(x, *part));
+    return torch::cat(products, -1);
+  }
   std::vector<torch::Tensor> weights, biases;
   for (const auto& part : parts) {
     weights.push_back(part->weight);
     biases.push_back(part->bias);
-  }
-  if (first.scalar_type() != x.scalar_type() && !first.requires_grad()) {
-    std::vector<torch::Tensor> products;
-    for (size_t i = 0; i < weights.size(); ++i) {
-      products.push_back(base_linear(x, weights[i], biases[i]));
-    }
-    return torch::cat(products, -1);
   }
   return kernels::linear_rows(x, torch::cat(weights), torch::cat(biases));
 }
@@ -86,14 +85,14 @@ torch::Tensor MultiheadAttentionImpl::project_kv(const torch::Tensor& memory) {
 torch::Tensor MultiheadAttentionImpl::project_q(const torch::Tensor& x) {
   if (frozen_) return frozen_->q(x);
   if (bf16_path(x)) return bf16_->q(x);
-  const auto base = base_linear(x, q_proj_->weight, q_proj_->bias);
+  const auto base = base_linear(x, *q_proj_);
   return with_adapters(base, x, {&lora_[0]}, {options_.d_model}, is_training());
 }
 
 torch::Tensor MultiheadAttentionImpl::project_out(const torch::Tensor& context) {
   if (frozen_) return frozen_->out(context);
   if (bf16_path(context)) return bf16_->out(context);
-  const auto base = base_linear(context, out_proj_->weight, out_proj_->bias);
+  const auto base = base_linear(context, *out_proj_);
   return with_adapters(base, context, {&lora_[3]}, {options_.d_model}, is_training());
 }
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "trainer/model/decoder_state.h"
+#include "trainer/model/frozen_base.h"
 #include "trainer/model/recompute.h"
 #include "trainer/kernels/cuda/gpu_ops.h"
 
@@ -103,7 +104,7 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
     return bf16_fc2(relu ? bf16_fc1(x, /*relu=*/true) : torch::silu(bf16_fc1(x)));
   }
   const auto rows = x.reshape({-1, x.size(-1)});
-  auto hidden = base_linear(rows, fc1->weight, fc1->bias);
+  auto hidden = base_linear(rows, *fc1);
   hidden = with_adapters(hidden, rows, {&fc1_lora_}, {fc1->weight.size(0)}, is_training());
   if (relu) {
     hidden.relu_();
@@ -112,7 +113,7 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   } else {
     torch::silu_(hidden);
   }
-  auto out = base_linear(hidden, fc2->weight, fc2->bias);
+  auto out = base_linear(hidden, *fc2);
   return with_adapters(out, hidden, {&fc2_lora_}, {fc2->weight.size(0)}, is_training())
       .view(x.sizes());
 }

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "trainer/kernels/cpu/frozen_linear.h"
+#include "trainer/model/frozen_base.h"
 #include "trainer/model/token_loss.h"
 
 namespace tandem::model {
@@ -29,19 +30,19 @@ class OutputProjectionImpl : public torch::nn::Module {
   explicit OutputProjectionImpl(const OutputProjectionOptions& options);
   // x [..., d_model], tied_weight [vocab, d_model] (ignored when it owns a weight) → logits
   // [..., vocab].
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& tied_weight);
+  torch::Tensor forward(const torch::Tensor& x, const HeldWeight& tied_weight);
   // The loss of x's logits against targets [...] (kPadId at padding) without the whole logits
   // tensor: projected_token_loss of this layer's weight and bias.
-  TokenLoss loss(const torch::Tensor& x, const torch::Tensor& tied_weight,
+  TokenLoss loss(const torch::Tensor& x, const HeldWeight& tied_weight,
                  const torch::Tensor& targets, double label_smoothing);
   // From now on forward() runs on a frozen copy of the weight as it is now (see FrozenLinear);
   // loss() stays on the parameters (training).
-  void freeze(const torch::Tensor& tied_weight, kernels::InferencePrecision precision);
+  void freeze(const HeldWeight& tied_weight, kernels::InferencePrecision precision);
 
  private:
   // Its own weight, or tied_weight when it has none.
-  const torch::Tensor& weight(const torch::Tensor& tied_weight) const {
-    return weight_.defined() ? weight_ : tied_weight;
+  HeldWeight weight(const HeldWeight& tied_weight) const {
+    return weight_.defined() ? held_weight(*this) : tied_weight;
   }
 
   torch::Tensor weight_, bias_;

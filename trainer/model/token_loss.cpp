@@ -26,31 +26,33 @@ int64_t chunk_rows(const torch::Device& device, int64_t vocab, bool with_product
   return std::max<int64_t>(1, elements / std::max<int64_t>(1, vocab));
 }
 
-// A frozen weight held narrower than the rows (a bf16 LoRA base computed in float32) is widened
-// this many vocabulary rows at a time (64 MB at width 2,048), never whole (2.1 GB for NLLB-200
-// 3.3B's embedding); its row chunks are larger (logits of 2^26 elements, 256 MB), so that it is
-// widened twice per 256 rows of a 256k vocabulary, not per 16.
+// A frozen weight held narrower than the rows (a bf16 or int8 LoRA base computed in float32) is
+// widened this many vocabulary rows at a time (64 MB at width 2,048), never whole (2.1 GB for
+// NLLB-200 3.3B's embedding); its row chunks are larger (logits of 2^26 elements, 256 MB), so that
+// it is widened twice per 256 rows of a 256k vocabulary, not per 16.
 constexpr int64_t kWidenedVocabRows = 8192;
 constexpr int64_t kNarrowWeightChunk = int64_t{1} << 26;
 
 // h [n, d] Wᵀ + b (b of h's type), W [V, d] widened to h's type a block of rows at a time.
-torch::Tensor logits_by_blocks(const torch::Tensor& h, const torch::Tensor& weight,
+torch::Tensor logits_by_blocks(const torch::Tensor& h, const HeldWeight& weight,
                                const torch::Tensor& bias) {
-  auto logits = torch::empty({h.size(0), weight.size(0)}, h.options());
-  for (int64_t v = 0; v < weight.size(0); v += kWidenedVocabRows) {
-    const int64_t m = std::min(kWidenedVocabRows, weight.size(0) - v);
-    const auto block = weight.narrow(0, v, m).to(h.scalar_type());
+  const int64_t vocab = weight.values.size(0);
+  auto logits = torch::empty({h.size(0), vocab}, h.options());
+  for (int64_t v = 0; v < vocab; v += kWidenedVocabRows) {
+    const int64_t m = std::min(kWidenedVocabRows, vocab - v);
+    const auto block = weight.rows(v, m).as(h.scalar_type());
     logits.narrow(1, v, m).copy_(torch::addmm(bias.narrow(0, v, m), h, block.t()));
   }
   return logits;
 }
 
 // g [n, V] W, W widened to g's type a block of rows at a time.
-torch::Tensor product_by_blocks(const torch::Tensor& g, const torch::Tensor& weight) {
-  auto out = torch::zeros({g.size(0), weight.size(1)}, g.options());
-  for (int64_t v = 0; v < weight.size(0); v += kWidenedVocabRows) {
-    const int64_t m = std::min(kWidenedVocabRows, weight.size(0) - v);
-    out.addmm_(g.narrow(1, v, m), weight.narrow(0, v, m).to(g.scalar_type()));
+torch::Tensor product_by_blocks(const torch::Tensor& g, const HeldWeight& weight) {
+  const int64_t vocab = weight.values.size(0);
+  auto out = torch::zeros({g.size(0), weight.values.size(1)}, g.options());
+  for (int64_t v = 0; v < vocab; v += kWidenedVocabRows) {
+    const int64_t m = std::min(kWidenedVocabRows, vocab - v);
+    out.addmm_(g.narrow(1, v, m), weight.rows(v, m).as(g.scalar_type()));
   }
   return out;
 }
@@ -182,23 +184,28 @@ class TokenLossFunction : public torch::autograd::Function<TokenLossFunction> {
 class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& rows,
-                               const torch::Tensor& weight, const torch::Tensor& bias,
-                               const torch::Tensor& targets, double smoothing) {
+                               const torch::Tensor& weight,
+                               const c10::optional<torch::Tensor>& scales,
+                               const torch::Tensor& bias, const torch::Tensor& targets,
+                               double smoothing) {
     const auto real = targets.ne(kPadId);
     const int64_t n_rows = rows.size(0), vocab = weight.size(0);
     // Under autocast the products run in bf16: the operands are cast once here, not per chunk.
     const bool low = autocast_enabled(rows.device());
-    // A frozen weight (a LoRA base, maybe held in bf16) is computed with in the rows' type and
-    // gets no gradient, nor does its bias; held narrower, it is widened by blocks.
+    // A frozen weight (a LoRA base, maybe held in bf16 or int8) is computed with in the rows' type
+    // and gets no gradient, nor does its bias; held narrower, it is widened by blocks (an int8
+    // one even under autocast, where a whole bf16 copy would be wider than it).
     const bool frozen = !weight.requires_grad() && !bias.requires_grad();
-    const bool by_blocks = frozen && !low && weight.scalar_type() != rows.scalar_type();
+    const HeldWeight held{weight, scales.value_or(torch::Tensor())};
+    const bool by_blocks = frozen && (held.scales.defined() ||
+                                      (!low && weight.scalar_type() != rows.scalar_type()));
     const int64_t step = by_blocks ? std::max<int64_t>(1, kNarrowWeightChunk / vocab)
                                    : chunk_rows(rows.device(), vocab, true);
     const auto cast = [&](const torch::Tensor& t) {
       return low ? t.to(torch::kBFloat16) : t.to(rows.scalar_type());
     };
     const auto h = cast(rows), b = cast(bias);
-    const auto w = by_blocks ? weight : cast(weight);
+    const auto w = by_blocks ? torch::Tensor() : cast(weight);
     const auto dtype = compute_type(h);
     RowStats s(n_rows, rows.options().dtype(dtype), targets, smoothing > 0);
     auto d_rows = torch::empty_like(rows);
@@ -210,7 +217,7 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
       const int64_t n = std::min(step, n_rows - begin);
       const auto h_c = h.narrow(0, begin, n);
       // The logits become their gradient in place, in cache-sized parts for the loss's passes.
-      auto g = by_blocks ? logits_by_blocks(h_c, w, b) : torch::addmm(b, h_c, w.t());
+      auto g = by_blocks ? logits_by_blocks(h_c, held, b) : torch::addmm(b, h_c, w.t());
       for (int64_t at = begin; at < begin + n; at += part_rows) {
         const int64_t m = std::min(part_rows, begin + n - at);
         auto part = g.narrow(0, at - begin, m);
@@ -226,7 +233,7 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
         d_bias.add_(x.sum(0));
         if (!x.is_same(part)) part.copy_(x);
       }
-      d_rows.narrow(0, begin, n).copy_(by_blocks ? product_by_blocks(g, w) : torch::mm(g, w));
+      d_rows.narrow(0, begin, n).copy_(by_blocks ? product_by_blocks(g, held) : torch::mm(g, w));
       if (frozen) continue;
       if (g.scalar_type() == d_weight.scalar_type()) {
         d_weight.addmm_(g.t(), h_c);
@@ -243,7 +250,8 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
     const auto saved = ctx->get_saved_variables();
     const auto& g = grads[0];
     const auto scaled = [&](const torch::Tensor& t) { return t.defined() ? t * g : t; };
-    return {saved[0] * g, scaled(saved[1]), scaled(saved[2]), torch::Tensor(), torch::Tensor()};
+    return {saved[0] * g, scaled(saved[1]), torch::Tensor(), scaled(saved[2]), torch::Tensor(),
+            torch::Tensor()};
   }
 };
 
@@ -266,11 +274,12 @@ TokenLoss token_loss(const torch::Tensor& logits, const torch::Tensor& targets,
                                                   targets.reshape({-1}), label_smoothing));
 }
 
-TokenLoss projected_token_loss(const torch::Tensor& rows, const torch::Tensor& weight,
+TokenLoss projected_token_loss(const torch::Tensor& rows, const HeldWeight& weight,
                                const torch::Tensor& bias, const torch::Tensor& targets,
                                double label_smoothing) {
-  return token_loss_from(ProjectedLossFunction::apply(
-      rows.reshape({-1, rows.size(-1)}), weight, bias, targets.reshape({-1}), label_smoothing));
+  return token_loss_from(ProjectedLossFunction::apply(rows.reshape({-1, rows.size(-1)}),
+                                                      weight.values, weight.scales_input(), bias,
+                                                      targets.reshape({-1}), label_smoothing));
 }
 
 }  // namespace tandem::model

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "trainer/model/frozen_base.h"
+
 namespace tandem::model {
 
 struct TokenCounts {
@@ -38,12 +40,13 @@ TokenLoss token_loss(const torch::Tensor& logits, const torch::Tensor& targets,
                      double label_smoothing);
 
 // token_loss(rows · weightᵀ + bias, targets) without the [tokens, vocab] logits: rows [..., d]
-// (decoder states), weight [vocab, d], bias [vocab], targets [...]. A chunk of rows at a time,
+// (decoder states), weight [vocab, d] (as held: a frozen LoRA base's may be bf16 or int8), bias
+// [vocab], targets [...]. A chunk of rows at a time,
 // the forward pass computes the logits, the loss and the gradients of rows, weight and bias (under
 // autocast, bf16 products with fp32 sums), so memory holds one chunk of logits and backward only
 // scales the stored gradients. The output layer's loss in training (OutputProjection::loss);
 // token_loss serves evaluation, on the logits OutputProjection::forward gives.
-TokenLoss projected_token_loss(const torch::Tensor& rows, const torch::Tensor& weight,
+TokenLoss projected_token_loss(const torch::Tensor& rows, const HeldWeight& weight,
                                const torch::Tensor& bias, const torch::Tensor& targets,
                                double label_smoothing);
 

@@ -127,11 +127,11 @@ void TransformerImpl::freeze(kernels::InferencePrecision precision) {
   frozen_ = precision;
 }
 
-const torch::Tensor& TransformerImpl::tgt_weight() const {
-  return options_.tie_embeddings ? src_embed_->weight : tgt_embed_->weight;
+HeldWeight TransformerImpl::tgt_weight() const {
+  return held_weight(options_.tie_embeddings ? *src_embed_ : *tgt_embed_);
 }
 
-torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens, const torch::Tensor& weight,
+torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens, const HeldWeight& weight,
                                      int64_t offset) {
   int64_t len = tokens.size(1);
   if (offset + len > options_.max_positions) {
@@ -140,19 +140,19 @@ torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens, const torch::T
         " exceeds model option max_positions = " + std::to_string(options_.max_positions));
   }
   const double scale = std::sqrt(static_cast<double>(options_.d_model));
-  auto x = torch::embedding(weight, tokens);
+  auto x = weight.lookup(tokens);
   const auto positions = positions_.slice(0, offset, offset + len);
   if (bf16_stream(x.device())) {  // cast once, then positions + scale * x in one pass
     x = torch::add(positions.to(torch::kBFloat16), x.to(torch::kBFloat16), scale);
   } else {
-    if (x.scalar_type() != positions.scalar_type()) x = x.to(positions.scalar_type());  // bf16 base
+    if (x.scalar_type() != positions.scalar_type()) x = x.to(positions.scalar_type());  // a bf16 base
     x = x * scale + positions;  // [batch, len, d_model]
   }
   return kernels::dropout_add(x, options_.dropout, is_training(), torch::Tensor());
 }
 
 torch::Tensor TransformerImpl::encode(const torch::Tensor& src) {
-  return encoder_(embed(src, src_embed_->weight, 0), kernels::AttentionMask{src.eq(kPadId), false});
+  return encoder_(embed(src, held_weight(*src_embed_), 0), kernels::AttentionMask{src.eq(kPadId), false});
 }
 
 torch::Tensor TransformerImpl::decoder_states(const torch::Tensor& tgt_in,

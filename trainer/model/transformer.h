@@ -106,8 +106,8 @@ class TransformerImpl : public torch::nn::Module {
   // Xavier-uniform linear weights, zero biases, N(0, d_model^-0.5) embeddings.
   void init_parameters();
   // tokens [batch, len] → scaled embeddings + positions offset.. offset+len-1, dropped out.
-  torch::Tensor embed(const torch::Tensor& tokens, const torch::Tensor& weight, int64_t offset);
-  const torch::Tensor& tgt_weight() const;  // src_embed's weight when tied
+  torch::Tensor embed(const torch::Tensor& tokens, const HeldWeight& weight, int64_t offset);
+  HeldWeight tgt_weight() const;  // src_embed's weight when tied
   // Decoder stack output for tgt_in attending to memory: [batch, tgt_len, d_model].
   torch::Tensor decoder_states(const torch::Tensor& tgt_in, const torch::Tensor& memory,
                                const torch::Tensor& src);

@@ -172,13 +172,13 @@ void Trainer::build_model() {
 }
 
 // LoRA: the base's weights read a tensor at a time into a model built hollow (never whole in
-// float32 where lora.base_precision is bf16), then the adapters, drawn from the seed.
+// float32 where lora.base_precision is bf16 or int8), then the adapters, drawn from the seed.
 model::Transformer Trainer::lora_model(model::TransformerOptions options) {
   const config::LoraConfig& lora = config_.lora;
   options.on_part_built = model::hollow_parameters;
   model::Transformer model(options);
   const checkpoint::LoraBase base = checkpoint::read_lora_base(
-      lora.base, model, lora.base_precision == config::Precision::kBf16);
+      lora.base, model, checkpoint::held_as(lora.base_precision));
   if (base.vocab != corpus_.vocab().bytes()) {
     throw std::invalid_argument("LoRA base '" + lora.base + "': its vocabulary differs from corpus '" +
                                 corpus_.path() + "' (token ids would mean other pieces)");

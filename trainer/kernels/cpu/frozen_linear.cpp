@@ -110,28 +110,23 @@ void FrozenLinear::pack_fp32(const torch::Tensor& w) {
 }
 
 void FrozenLinear::pack_int8(const torch::Tensor& w) {
-  // Symmetric per output row: the row's largest magnitude maps to 127 (an all-zero row: scale 1).
   const int64_t panel = kernels_->panel, panels = (out_ + panel - 1) / panel;
   const int64_t quads = (in_ + 3) / 4;
   panels8_.assign(panels * quads * 4 * panel, 0);
   offset_sums_.assign(panels * panel, 0);
   scales_.assign(panels * panel, 1.0F);
-  const float* wp = w.data_ptr<float>();
+  const RowQuantized quantized = quantize_rows(w);
+  const int8_t* q = quantized.values.data_ptr<int8_t>();
+  std::copy_n(quantized.scales.data_ptr<float>(), out_, scales_.begin());
   for (int64_t o = 0; o < out_; ++o) {
-    const float* row = wp + o * in_;
-    float top = 0;
-    for (int64_t k = 0; k < in_; ++k) top = std::max(top, std::fabs(row[k]));
-    const float scale = top > 0 ? top / 127.0F : 1.0F;
+    const int8_t* row = q + o * in_;
     int8_t* column = panels8_.data() + (o / panel) * quads * 4 * panel + (o % panel) * 4;
     int32_t sum = 0;
     for (int64_t k = 0; k < in_; ++k) {
-      const auto q =
-          static_cast<int8_t>(std::clamp(std::nearbyint(row[k] / scale), -127.0F, 127.0F));
-      column[(k / 4) * 4 * panel + k % 4] = q;
-      sum += q;
+      column[(k / 4) * 4 * panel + k % 4] = row[k];
+      sum += row[k];
     }
     offset_sums_[o] = kernels_->input_zero * sum;  // what the inputs' offset adds
-    scales_[o] = scale;
   }
 }
 

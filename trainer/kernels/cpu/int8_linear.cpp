@@ -39,6 +39,16 @@ void select_int8_engine() {
 
 }  // namespace
 
+RowQuantized quantize_rows(const torch::Tensor& weight) {
+  torch::NoGradGuard no_grad;
+  const auto w = weight.to(torch::kFloat);
+  auto top = w.abs().amax(1);
+  const auto scales = torch::where(top.gt(0), top / 127.0F, torch::ones_like(top));
+  // round() is half to even, as std::nearbyint in the default rounding mode.
+  auto values = (w / scales.unsqueeze(1)).round_().clamp_(-127, 127).to(torch::kChar);
+  return {values, scales};
+}
+
 bool cpu_has_vnni() {
   return cpu_executes(CpuPath::kAvx512Vnni) || cpu_executes(CpuPath::kAvxVnni);
 }

@@ -17,6 +17,16 @@ namespace tandem::kernels {
 // instructions and to 7 bits on the others (whose u8 x s8 instruction sums pairs into 16 bits,
 // which 8-bit inputs can overflow).
 
+// A weight as Tandem's int8 layers hold it (FrozenLinear's packed panels, a LoRA base held in
+// int8): symmetric, one scale per row, the row's largest magnitude mapped to 127 (an all-zero row
+// gets scale 1), value ≈ q · scale with q = round-half-even(value / scale) in [-127, 127].
+struct RowQuantized {
+  torch::Tensor values;  // int8 [rows, cols]
+  torch::Tensor scales;  // float32 [rows]
+};
+// weight [rows, cols] float32, on any device.
+RowQuantized quantize_rows(const torch::Tensor& weight);
+
 // Whether this CPU has VNNI instructions (AVX512-VNNI or AVX-VNNI): then inputs get all 8 bits.
 bool cpu_has_vnni();
 
