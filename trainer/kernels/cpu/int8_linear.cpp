@@ -2,6 +2,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -41,12 +42,22 @@ void select_int8_engine() {
 
 RowQuantized quantize_rows(const torch::Tensor& weight) {
   torch::NoGradGuard no_grad;
-  const auto w = weight.to(torch::kFloat);
-  auto top = w.abs().amax(1);
-  const auto scales = torch::where(top.gt(0), top / 127.0F, torch::ones_like(top));
-  // round() is half to even, as std::nearbyint in the default rounding mode.
-  auto values = (w / scales.unsqueeze(1)).round_().clamp_(-127, 127).to(torch::kChar);
-  return {values, scales};
+  const int64_t rows = weight.size(0), cols = weight.size(1);
+  RowQuantized out{torch::empty({rows, cols}, weight.options().dtype(torch::kChar)),
+                   torch::empty({rows}, weight.options().dtype(torch::kFloat))};
+  // A block of rows at a time, so that the float temporaries stay small beside a weight as large
+  // as NLLB-200's 256k-row embedding.
+  const int64_t block = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, cols));
+  for (int64_t begin = 0; begin < rows; begin += block) {
+    const int64_t n = std::min(block, rows - begin);
+    const auto w = weight.narrow(0, begin, n).to(torch::kFloat);
+    const auto top = w.abs().amax(1);
+    const auto scales = torch::where(top.gt(0), top / 127.0F, torch::ones_like(top));
+    out.scales.narrow(0, begin, n).copy_(scales);
+    // round() is half to even, as std::nearbyint in the default rounding mode.
+    out.values.narrow(0, begin, n).copy_((w / scales.unsqueeze(1)).round_().clamp_(-127, 127));
+  }
+  return out;
 }
 
 bool cpu_has_vnni() {
