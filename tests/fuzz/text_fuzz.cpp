@@ -13,7 +13,7 @@
 #include "tests/fuzz/fuzz_files.h"
 #include "tests/fuzz/fuzz_target.h"
 #include "trainer/eval/bleu_chrf.h"
-#include "trainer/tools/tool_main.h"
+#include "trainer/cli/tool_main.h"
 
 namespace tandem::fuzz {
 
@@ -95,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::fail("TextReader's lines of the gzip-compressed text differ");
   }
   // As tandem-decode and tandem-eval read it, and what they do with each line.
-  const std::vector<std::string> lines = tools::read_lines(path, "--input");
+  const std::vector<std::string> lines = cli::read_lines(path, "--input");
   if (lines.size() != expected.size()) fuzz::fail("read_lines' line count differs");
   const data::Vocab& vocab = fuzz::base_vocab();
   for (const std::string& line : lines) {

@@ -1,6 +1,6 @@
 // Evaluation of a model on sentence pairs: teacher-forced loss, perplexity and token accuracy,
 // and the quality of its own translations (beam search, greedy at beam size 1) as corpus BLEU and
-// chrF2. tandem-eval and tandem-decode use it; validation during training will too.
+// chrF2. tandem-eval, tandem-decode and validation during training use it.
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,7 @@
 
 #include "trainer/checkpoint/average.h"
 #include "trainer/common/error.h"
-#include "trainer/tools/tool_main.h"
+#include "trainer/cli/tool_main.h"
 
 namespace {
 
@@ -49,9 +49,9 @@ int main(int argc, char** argv) {
   app.add_option("checkpoints", args.inputs,
                  "checkpoint files to average (instead of --dir/--last)");
   app.footer(kExamples);
-  if (const auto done = tandem::tools::parse_command_line(app, "tandem-average", argc, argv))
+  if (const auto done = tandem::cli::parse_command_line(app, "tandem-average", argc, argv))
     return *done;
-  return tandem::tools::run_tool("tandem-average", [&] {
+  return tandem::cli::run_tool("tandem-average", [&] {
     const std::vector<std::string> paths = input_paths(args);
     const tandem::checkpoint::CheckpointData averaged = tandem::checkpoint::average(paths);
     tandem::checkpoint::save(args.out, averaged);

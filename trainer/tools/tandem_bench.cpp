@@ -1,17 +1,17 @@
 // tandem-bench: training speed on a corpus (target tokens/s, FLOP/s, MFU, peak memory), optionally
-// beside the PyTorch yardstick; tools/bench/train_bench.h measures and prints.
+// beside the PyTorch yardstick; bench/train_bench.h measures and prints.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 
 #include "trainer/parallel/process_group.h"
-#include "trainer/tools/bench/train_bench.h"
-#include "trainer/tools/tool_main.h"
+#include "trainer/bench/train_bench.h"
+#include "trainer/cli/tool_main.h"
 
 namespace {
 
-namespace tools = tandem::tools;
+namespace cli = tandem::cli;
 
 constexpr const char* kExamples = R"(Examples:
   tandem-bench --corpus work/bible/corpus.h5 --ranks 1 --threads 1
@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   // Line by line: the figures reach a pipe or file as they are printed, whatever happens later.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"Training speed: target tokens/s, FLOP/s and peak RSS, optionally beside PyTorch."};
-  tandem::tools::bench::TrainBenchFlags f;
+  tandem::bench::TrainBenchFlags f;
   f.yardstick.script = (std::filesystem::path(TANDEM_SOURCE_DIR) / "../shared/bench/ref_train.py")
                            .lexically_normal()
                            .string();
@@ -64,13 +64,13 @@ int main(int argc, char** argv) {
                  "Chrome trace file (rank 0; GPU kernels on CUDA)");
   app.add_option("--worker-dir", f.worker_dir)->group("");  // hidden: a rank under mpirun
   app.footer(kExamples);
-  if (const auto done = tools::parse_command_line(app, "tandem-bench", argc, argv)) return *done;
-  if (!f.worker_dir.empty()) return tandem::tools::bench::train_bench_worker(argc, argv, f);
+  if (const auto done = cli::parse_command_line(app, "tandem-bench", argc, argv)) return *done;
+  if (!f.worker_dir.empty()) return tandem::bench::train_bench_worker(argc, argv, f);
   // Measuring in this process: MPI first and last, as in tandem-train, so everything CUDA, NCCL and
   // HDF5 set up while measuring is set up after MPI_Init and gone before MPI_Finalize.
   std::optional<tandem::parallel::ProcessGroup> group;
   if (f.ranks == 1) group.emplace(&argc, &argv);
-  return tools::run_tool("tandem-bench", [&] {
-    return tandem::tools::bench::run_train_bench(f, group ? &*group : nullptr);
+  return cli::run_tool("tandem-bench", [&] {
+    return tandem::bench::run_train_bench(f, group ? &*group : nullptr);
   });
 }

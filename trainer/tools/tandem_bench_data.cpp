@@ -1,10 +1,10 @@
 // tandem-bench-data: what the data path costs a training rank on a corpus (start-up, loader
-// tokens/s, prefetch overlap); tools/bench/data_bench.h measures and prints.
+// tokens/s, prefetch overlap); bench/data_bench.h measures and prints.
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "trainer/tools/bench/data_bench.h"
-#include "trainer/tools/tool_main.h"
+#include "trainer/bench/data_bench.h"
+#include "trainer/cli/tool_main.h"
 
 namespace {
 
@@ -16,7 +16,7 @@ constexpr const char* kExamples = R"(Example:
 int main(int argc, char** argv) {
   CLI::App app{
       "Data-path costs of one training rank: start-up, loader tokens/s, prefetch overlap."};
-  tandem::tools::bench::DataBenchOptions o;
+  tandem::bench::DataBenchOptions o;
   app.add_option("--corpus", o.corpus, "HDF5 corpus written by tandem-prep")->required();
   app.add_option("--world", o.world, "ranks in the simulated job")
       ->check(CLI::PositiveNumber)
@@ -52,9 +52,9 @@ int main(int argc, char** argv) {
     }
   };
   if (const auto done =
-          tandem::tools::parse_command_line(app, "tandem-bench-data", argc, argv, rank_in_world)) {
+          tandem::cli::parse_command_line(app, "tandem-bench-data", argc, argv, rank_in_world)) {
     return *done;
   }
-  return tandem::tools::run_tool("tandem-bench-data",
-                                 [&] { return tandem::tools::bench::run_data_bench(o); });
+  return tandem::cli::run_tool("tandem-bench-data",
+                                 [&] { return tandem::bench::run_data_bench(o); });
 }

@@ -1,10 +1,10 @@
 // tandem-bench-decode: decoding speed of a checkpoint on a file for every precision, beam size and
-// thread count asked for; tools/bench/decode_bench.h measures and prints.
+// thread count asked for; bench/decode_bench.h measures and prints.
 #include <CLI/CLI.hpp>
 
-#include "trainer/tools/bench/decode_bench.h"
-#include "trainer/tools/decode_flags.h"
-#include "trainer/tools/tool_main.h"
+#include "trainer/bench/decode_bench.h"
+#include "trainer/cli/decode_flags.h"
+#include "trainer/cli/tool_main.h"
 
 namespace {
 
@@ -20,7 +20,7 @@ constexpr const char* kExamples = R"(Examples:
 int main(int argc, char** argv) {
   CLI::App app{
       "Decoding speed of a checkpoint: beam sizes x thread counts (and the seeds' decoder)."};
-  tandem::tools::bench::DecodeBenchOptions o;
+  tandem::bench::DecodeBenchOptions o;
   app.add_option("--checkpoint", o.checkpoint, "checkpoint file (*.h5)")->required();
   app.add_option("--input", o.input, "source sentences, one per line")->required();
   app.add_option("--ref", o.ref, "reference translations of --input, for the BLEU of each row");
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-lines", o.max_lines, "use the first N lines; 0 = all")
       ->capture_default_str();
   app.add_flag("--seeds", o.seeds, "also time the seeds' uncached greedy decoder (slow)");
-  tandem::tools::add_device_flag(app, o.device_flag);
+  tandem::cli::add_device_flag(app, o.device_flag);
   app.add_option("--ctranslate2", o.ctranslate2.model_dir,
                  "also decode every row with CTranslate2 on this folder (tandem-export --to "
                  "ctranslate2 of the same checkpoint, float32), timing its decoding alone; both "
@@ -56,10 +56,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   o.ctranslate2.script = std::string(TANDEM_SOURCE_DIR) + "/launch/ctranslate2-decode.py";
   app.footer(kExamples);
-  if (const auto done = tandem::tools::parse_command_line(app, "tandem-bench-decode", argc, argv)) {
+  if (const auto done = tandem::cli::parse_command_line(app, "tandem-bench-decode", argc, argv)) {
     return *done;
   }
   o.precisions_given = app.count("--precisions") > 0;
-  return tandem::tools::run_tool("tandem-bench-decode",
-                                 [&] { return tandem::tools::bench::run_decode_bench(o); });
+  return tandem::cli::run_tool("tandem-bench-decode",
+                                 [&] { return tandem::bench::run_decode_bench(o); });
 }

@@ -9,11 +9,11 @@
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/error.h"
 #include "trainer/eval/evaluate.h"
-#include "trainer/tools/chunked_tool.h"
-#include "trainer/tools/decode_flags.h"
-#include "trainer/tools/job_environment.h"
-#include "trainer/tools/language_flags.h"
-#include "trainer/tools/tool_main.h"
+#include "trainer/jobs/chunked_tool.h"
+#include "trainer/cli/decode_flags.h"
+#include "trainer/jobs/job_environment.h"
+#include "trainer/cli/language_flags.h"
+#include "trainer/cli/tool_main.h"
 
 namespace {
 
@@ -53,7 +53,7 @@ tokens plus EOS when emitted. --lenpen 1 ranks by the mean log-probability per t
 std::string translate_lines(const tandem::checkpoint::InferenceEnsemble& models,
                             const std::vector<std::string>& lines,
                             const tandem::decode::DecodeOptions& options,
-                            const tandem::tools::LanguageMarks& marks, bool nbest,
+                            const tandem::cli::LanguageMarks& marks, bool nbest,
                             int64_t first_index) {
   const auto& vocab = models.members.front().vocab;
   std::vector<std::vector<int32_t>> sources;
@@ -109,15 +109,15 @@ void apply_sampling(const CLI::App& app, const std::string& sampling,
 }
 
 struct Args {
-  tandem::tools::ModelFlags models;
+  tandem::cli::ModelFlags models;
   tandem::decode::DecodeOptions options;
   int64_t chunk_lines = 0;            // --chunk-lines; 0: the mode's default
-  tandem::tools::ChunkedJob chunked;  // --progress-s, --timeout-s
-  tandem::tools::LanguageFlags languages;
+  tandem::jobs::ChunkedJob chunked;  // --progress-s, --timeout-s
+  tandem::cli::LanguageFlags languages;
   std::string sampling;  // --sampling as given
   bool nbest = false;    // --nbest was given: INDEX ||| TRANSLATION ||| SCORE lines
   std::string input, output;
-  tandem::tools::LaunchFlags launch;
+  tandem::jobs::LaunchFlags launch;
 };
 
 // --input, --output and the file job's other flags, with the launcher's.
@@ -130,12 +130,12 @@ void add_file_flags(CLI::App& app, Args& args) {
                                 "finished chunks until it is whole");
   input->needs(output);
   output->needs(input);
-  tandem::tools::add_chunk_flags(app, args.chunked, args.chunk_lines,
+  tandem::jobs::add_chunk_flags(app, args.chunked, args.chunk_lines,
                                  "lines per chunk: with --input, what a rank translates at a "
                                  "time and a resume redoes at most (default 2000); from standard "
                                  "input, lines read before translating and writing them "
                                  "(default 500 per thread)");
-  tandem::tools::add_launch_flags(app, args.launch, "one per GPU, or per --threads cores",
+  tandem::jobs::add_launch_flags(app, args.launch, "one per GPU, or per --threads cores",
                                   "its finished chunks");
 }
 
@@ -151,7 +151,7 @@ void check_options(const CLI::App& app, Args& args) {
     throw std::invalid_argument("--ranks and --hostfile translate a file: give --input and "
                                 "--output");
   }
-  if (args.input.empty() && tandem::tools::started_as_rank()) {
+  if (args.input.empty() && tandem::jobs::started_as_rank()) {
     throw std::invalid_argument("as a rank of an mpirun or srun job, give --input and --output: "
                                 "the ranks share a file, not standard input");
   }
@@ -159,9 +159,9 @@ void check_options(const CLI::App& app, Args& args) {
 
 // What shapes the output of a file job, for its record: every option but the threads and ranks.
 std::vector<std::pair<std::string, std::string>> recorded_options(const Args& args) {
-  using tandem::tools::recorded_number;
+  using tandem::cli::recorded_number;
   const auto& o = args.options;
-  auto options = tandem::tools::recorded_model_options(args.models);
+  auto options = tandem::cli::recorded_model_options(args.models);
   options.insert(options.end(), {{"--beam", std::to_string(o.beam_size)},
                                  {"--lenpen", recorded_number(o.length_penalty)},
                                  {"--batch-tokens", std::to_string(o.batch_tokens)},
@@ -174,18 +174,18 @@ std::vector<std::pair<std::string, std::string>> recorded_options(const Args& ar
                                    {"--temperature", recorded_number(o.sampling.temperature)},
                                    {"--seed", std::to_string(o.sampling.seed)}});
   }
-  for (auto& option : tandem::tools::recorded_language_options(args.languages)) {
+  for (auto& option : tandem::cli::recorded_language_options(args.languages)) {
     options.push_back(std::move(option));
   }
   return options;
 }
 
-tandem::tools::ChunkedJob chunked_job(const Args& args) {
-  tandem::tools::ChunkedJob job = args.chunked;
+tandem::jobs::ChunkedJob chunked_job(const Args& args) {
+  tandem::jobs::ChunkedJob job = args.chunked;
   job.tool = "tandem-decode";
   job.inputs = {{"--input", args.input}};
   job.output = args.output;
-  job.chunk_lines = args.chunk_lines > 0 ? args.chunk_lines : tandem::tools::kChunkLines;
+  job.chunk_lines = args.chunk_lines > 0 ? args.chunk_lines : tandem::jobs::kChunkLines;
   job.checkpoints = args.models.checkpoints;
   job.options = recorded_options(args);
   return job;
@@ -194,12 +194,12 @@ tandem::tools::ChunkedJob chunked_job(const Args& args) {
 // What a rank of a file job does with each chunk: its models loaded on its device.
 tandem::bulk::ChunkFunction chunk_translator(const Args& args,
                                              tandem::parallel::ProcessGroup& group) {
-  tandem::tools::ModelFlags flags = args.models;
-  flags.device = tandem::tools::rank_device(flags.device, group.local_rank(), group.local_size());
+  tandem::cli::ModelFlags flags = args.models;
+  flags.device = tandem::cli::rank_device(flags.device, group.local_rank(), group.local_size());
   tandem::decode::DecodeOptions options = args.options;
   auto models = std::make_shared<tandem::checkpoint::InferenceEnsemble>(
-      tandem::tools::load_models(flags, options));
-  const auto marks = tandem::tools::language_marks(models->members.front().vocab, args.languages);
+      tandem::cli::load_models(flags, options));
+  const auto marks = tandem::cli::language_marks(models->members.front().vocab, args.languages);
   const bool nbest = args.nbest;
   return [models, marks, options, nbest](const tandem::bulk::Chunk& chunk) {
     return translate_lines(*models, chunk.columns.front(), options, marks, nbest,
@@ -210,8 +210,8 @@ tandem::bulk::ChunkFunction chunk_translator(const Args& args,
 // Standard input to standard output, a chunk of lines at a time, so that output streams while
 // input is still arriving.
 int decode_stream(Args& args) {
-  const auto models = tandem::tools::load_models(args.models, args.options);
-  const auto marks = tandem::tools::language_marks(models.members.front().vocab, args.languages);
+  const auto models = tandem::cli::load_models(args.models, args.options);
+  const auto marks = tandem::cli::language_marks(models.members.front().vocab, args.languages);
   // Enough batches in a chunk for every thread to have some.
   const auto chunk_lines = static_cast<size_t>(
       args.chunk_lines > 0 ? args.chunk_lines : 500 * args.options.threads);
@@ -233,7 +233,7 @@ int decode_stream(Args& args) {
 }
 
 // The GPUs a rank per GPU would use (--ranks auto); 0 on the CPU.
-int gpus_for(const tandem::tools::ModelFlags& flags) {
+int gpus_for(const tandem::cli::ModelFlags& flags) {
   return flags.device != "cpu" && torch::cuda::is_available()
              ? static_cast<int>(torch::cuda::device_count())
              : 0;
@@ -246,37 +246,37 @@ int main(int argc, char** argv) {
       "Translate standard input, or a file in resumable chunks on N ranks, with a Tandem "
       "checkpoint (beam search or sampling, batched; in order)."};
   Args args;
-  tandem::tools::add_model_flags(app, args.models)->required();
-  tandem::tools::add_decode_flags(app, args.options);
+  tandem::cli::add_model_flags(app, args.models)->required();
+  tandem::cli::add_decode_flags(app, args.options);
   auto* nbest = app.add_option("--nbest", args.options.nbest,
                                "write the N best translations per line, as INDEX ||| TRANSLATION "
                                "||| SCORE (N <= --beam)")
                     ->check(CLI::PositiveNumber);
-  tandem::tools::add_language_flags(app, args.languages);
+  tandem::cli::add_language_flags(app, args.languages);
   add_sampling_flags(app, args.sampling, args.options.sampling);
   add_file_flags(app, args);
   app.footer(kExamples);
-  if (const auto done = tandem::tools::parse_command_line(
+  if (const auto done = tandem::cli::parse_command_line(
           app, "tandem-decode", argc, argv,
-          [&] { tandem::tools::check_launch_flags(args.launch); })) {
+          [&] { tandem::jobs::check_launch_flags(args.launch); })) {
     return *done;
   }
   args.nbest = nbest->count() > 0;
-  const int checked = tandem::tools::run_tool("tandem-decode", [&] {
+  const int checked = tandem::cli::run_tool("tandem-decode", [&] {
     check_options(app, args);
     return 0;
   });
   if (checked != 0) return checked;
-  if (args.launch.launcher() && !tandem::tools::started_as_rank()) {
-    return tandem::tools::run_tool("tandem-decode", [&] {
-      return tandem::tools::launch_chunked(argc, argv, chunked_job(args), args.launch,
+  if (args.launch.launcher() && !tandem::jobs::started_as_rank()) {
+    return tandem::cli::run_tool("tandem-decode", [&] {
+      return tandem::jobs::launch_chunked(argc, argv, chunked_job(args), args.launch,
                                            args.models.threads, gpus_for(args.models));
     });
   }
   if (!args.input.empty()) {
-    return tandem::tools::run_chunked_rank(
+    return tandem::jobs::run_chunked_rank(
         &argc, &argv, chunked_job(args),
         [&](tandem::parallel::ProcessGroup& group) { return chunk_translator(args, group); });
   }
-  return tandem::tools::run_tool("tandem-decode", [&] { return decode_stream(args); });
+  return tandem::cli::run_tool("tandem-decode", [&] { return decode_stream(args); });
 }

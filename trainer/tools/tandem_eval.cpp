@@ -14,9 +14,9 @@
 #include "trainer/eval/bleu_chrf.h"
 #include "trainer/eval/direction_scores.h"
 #include "trainer/eval/evaluate.h"
-#include "trainer/tools/decode_flags.h"
-#include "trainer/tools/language_flags.h"
-#include "trainer/tools/tool_main.h"
+#include "trainer/cli/decode_flags.h"
+#include "trainer/cli/language_flags.h"
+#include "trainer/cli/tool_main.h"
 
 namespace {
 
@@ -31,12 +31,12 @@ constexpr const char* kExamples = R"(Examples:
   tandem-eval --hyp hyp.es --ref test.es)";
 
 struct Args {
-  tandem::tools::ModelFlags models;
+  tandem::cli::ModelFlags models;
   std::string split, corpus, corpus_name, src, ref, hyp, output;
   int64_t max_tokens = 4096;
   bool json = false;
   tandem::decode::DecodeOptions decode;
-  tandem::tools::LanguageFlags languages;  // for --src/--ref (a corpus's pairs carry theirs)
+  tandem::cli::LanguageFlags languages;  // for --src/--ref (a corpus's pairs carry theirs)
 };
 
 void print_scores(const tandem::eval::BleuScore& bleu, double chrf, nlohmann::json& record) {
@@ -46,8 +46,8 @@ void print_scores(const tandem::eval::BleuScore& bleu, double chrf, nlohmann::js
 }
 
 int score_file(const Args& args) {
-  const auto hyps = tandem::tools::read_lines(args.hyp, "--hyp");
-  const auto refs = tandem::tools::read_lines(args.ref, "--ref");
+  const auto hyps = tandem::cli::read_lines(args.hyp, "--hyp");
+  const auto refs = tandem::cli::read_lines(args.ref, "--ref");
   if (hyps.size() != refs.size()) {
     throw std::invalid_argument("--hyp '" + args.hyp + "' has " + std::to_string(hyps.size()) +
                                 " lines but --ref '" + args.ref + "' has " +
@@ -88,14 +88,14 @@ void load_pairs(const Args& args, const tandem::checkpoint::InferenceModel& m,
     if (!args.corpus_name.empty()) source = "corpus " + args.corpus_name + " of the " + source;
     return;
   }
-  const auto srcs = tandem::tools::read_lines(args.src, "--src");
-  refs = tandem::tools::read_lines(args.ref, "--ref");
+  const auto srcs = tandem::cli::read_lines(args.src, "--src");
+  refs = tandem::cli::read_lines(args.ref, "--ref");
   if (srcs.size() != refs.size()) {
     throw std::invalid_argument("--src '" + args.src + "' has " + std::to_string(srcs.size()) +
                                 " lines but --ref '" + args.ref + "' has " +
                                 std::to_string(refs.size()));
   }
-  const auto marks = tandem::tools::language_marks(m.vocab, args.languages);
+  const auto marks = tandem::cli::language_marks(m.vocab, args.languages);
   for (size_t i = 0; i < srcs.size(); ++i) {
     pairs.push_back({marks.source(m.vocab, srcs[i]), marks.target(m.vocab, refs[i])});
   }
@@ -163,7 +163,7 @@ void print_directions(const tandem::decode::Ensemble& ensemble,
 }
 
 int evaluate_checkpoint(Args args) {
-  const auto models = tandem::tools::load_models(args.models, args.decode);
+  const auto models = tandem::cli::load_models(args.models, args.decode);
   const auto& first = models.members.front();
   std::vector<tandem::data::SentencePair> pairs;
   std::vector<std::string> refs;
@@ -192,7 +192,7 @@ int evaluate_checkpoint(Args args) {
     print_directions(models.ensemble, slices, pairs, refs, result.hypotheses, args.max_tokens,
                      record);
   }
-  if (!args.output.empty()) tandem::tools::write_lines(args.output, result.hypotheses, "--output");
+  if (!args.output.empty()) tandem::cli::write_lines(args.output, result.hypotheses, "--output");
   if (args.json) std::cout << record.dump() << "\n";
   return 0;
 }
@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
       "Evaluate a Tandem checkpoint (loss, perplexity, accuracy, BLEU, chrF2) or score a "
       "translation file."};
   Args args;
-  tandem::tools::add_model_flags(app, args.models);
+  tandem::cli::add_model_flags(app, args.models);
   app.add_option("--split", args.split, "corpus split to evaluate: valid or test")
       ->check(CLI::IsMember({"train", "valid", "test"}));
   app.add_option("--corpus", args.corpus,
@@ -218,13 +218,13 @@ int main(int argc, char** argv) {
   app.add_option("--output", args.output, "write the checkpoint's translations here");
   app.add_option("--max-tokens", args.max_tokens, "padded tokens per batch for the loss")
       ->check(CLI::PositiveNumber);
-  tandem::tools::add_decode_flags(app, args.decode);
-  tandem::tools::add_language_flags(app, args.languages);
+  tandem::cli::add_decode_flags(app, args.decode);
+  tandem::cli::add_language_flags(app, args.languages);
   app.add_flag("--json", args.json, "also print the scores as one JSON line");
   app.footer(kExamples);
-  if (const auto done = tandem::tools::parse_command_line(app, "tandem-eval", argc, argv))
+  if (const auto done = tandem::cli::parse_command_line(app, "tandem-eval", argc, argv))
     return *done;
-  return tandem::tools::run_tool("tandem-eval", [&] {
+  return tandem::cli::run_tool("tandem-eval", [&] {
     if (!args.hyp.empty()) {
       if (args.ref.empty()) throw std::invalid_argument("--hyp needs --ref");
       return score_file(args);

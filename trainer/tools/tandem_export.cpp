@@ -10,8 +10,8 @@
 #include "trainer/common/staged_dir.h"
 #include "trainer/export/ctranslate2.h"
 #include "trainer/export/plain_checkpoint.h"
-#include "trainer/tools/decode_flags.h"
-#include "trainer/tools/tool_main.h"
+#include "trainer/cli/decode_flags.h"
+#include "trainer/cli/tool_main.h"
 
 namespace {
 
@@ -101,14 +101,14 @@ int main(int argc, char** argv) {
                  "int8 with a scale per row), int8_float16 (the rest float16), float16")
       ->check(CLI::IsMember(tandem::exporter::ct2_quantization_names()))
       ->capture_default_str();
-  tandem::tools::add_weights_flag(app, args.weights);
+  tandem::cli::add_weights_flag(app, args.weights);
   app.add_flag("--force", args.force,
                "replace --out if it exists and holds an earlier export (a model.bin) or nothing; "
                "with --to tandem, if it is a Tandem checkpoint");
   app.footer(kExamples);
-  if (const auto done = tandem::tools::parse_command_line(app, "tandem-export", argc, argv))
+  if (const auto done = tandem::cli::parse_command_line(app, "tandem-export", argc, argv))
     return *done;
-  return tandem::tools::run_tool("tandem-export", [&] {
+  return tandem::cli::run_tool("tandem-export", [&] {
     if (args.to == "tandem" && args.quantization != "float32") {
       throw std::invalid_argument("--quantization '" + args.quantization +
                                   "' is for --to ctranslate2; a Tandem checkpoint is float32");

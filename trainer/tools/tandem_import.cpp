@@ -8,7 +8,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/import/import.h"
 #include "trainer/runtime/cpu_runtime.h"
-#include "trainer/tools/tool_main.h"
+#include "trainer/cli/tool_main.h"
 
 namespace {
 
@@ -45,9 +45,9 @@ int main(int argc, char** argv) {
   app.add_option("--out", args.out, "the checkpoint to write (*.h5)")->required();
   app.add_flag("--force", args.force, "replace --out if it exists");
   app.footer(kExamples);
-  if (const auto done = tandem::tools::parse_command_line(app, "tandem-import", argc, argv))
+  if (const auto done = tandem::cli::parse_command_line(app, "tandem-import", argc, argv))
     return *done;
-  return tandem::tools::run_tool("tandem-import", [&] {
+  return tandem::cli::run_tool("tandem-import", [&] {
     struct stat info;
     if (!args.force && ::stat(args.out.c_str(), &info) == 0) {
       throw std::invalid_argument("--out '" + args.out +

@@ -8,7 +8,7 @@
 #include "data/prep.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/common/error.h"
-#include "trainer/tools/tool_main.h"
+#include "trainer/cli/tool_main.h"
 
 namespace {
 
@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   tandem::data::PrepOptions options;
   std::string manifest;
   add_options(app, splits, manifest, options);
-  if (const auto done = tandem::tools::parse_command_line(app, "tandem-prep", argc, argv))
+  if (const auto done = tandem::cli::parse_command_line(app, "tandem-prep", argc, argv))
     return *done;
   try {
     for (const auto& split : splits) {

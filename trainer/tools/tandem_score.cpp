@@ -12,11 +12,11 @@
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/eval/evaluate.h"
 #include "trainer/runtime/cpu_runtime.h"
-#include "trainer/tools/chunked_tool.h"
-#include "trainer/tools/decode_flags.h"
-#include "trainer/tools/job_environment.h"
-#include "trainer/tools/language_flags.h"
-#include "trainer/tools/tool_main.h"
+#include "trainer/jobs/chunked_tool.h"
+#include "trainer/cli/decode_flags.h"
+#include "trainer/jobs/job_environment.h"
+#include "trainer/cli/language_flags.h"
+#include "trainer/cli/tool_main.h"
 
 namespace {
 
@@ -37,51 +37,51 @@ pairs are cut into chunks of --chunk-lines lines, kept in OUTPUT.parts/ until OU
 the same command run again resumes at the first unfinished chunk.)";
 
 struct Args {
-  tandem::tools::ModelFlags models;
+  tandem::cli::ModelFlags models;
   std::string src, tgt, output;
-  tandem::tools::LanguageFlags languages;
+  tandem::cli::LanguageFlags languages;
   int64_t max_tokens = 4096;
   double length_penalty = 0.6;
   int64_t chunk_lines = 0;            // 0: the default
-  tandem::tools::ChunkedJob chunked;  // --progress-s, --timeout-s
-  tandem::tools::LaunchFlags launch;
+  tandem::jobs::ChunkedJob chunked;  // --progress-s, --timeout-s
+  tandem::jobs::LaunchFlags launch;
 };
 
 void declare_options(CLI::App& app, Args& args) {
-  tandem::tools::add_model_flags(app, args.models)->required();
+  tandem::cli::add_model_flags(app, args.models)->required();
   app.add_option("--src", args.src, "source sentences, one per line")->required();
   app.add_option("--tgt", args.tgt, "the target sentences to score, one per source line")
       ->required();
   app.add_option("--output", args.output,
                  "write the scores here, in resumable chunks (OUTPUT.parts/ holds the finished "
                  "ones); default: standard output");
-  tandem::tools::add_language_flags(app, args.languages);
+  tandem::cli::add_language_flags(app, args.languages);
   app.add_option("--max-tokens", args.max_tokens, "padded tokens per batch")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--lenpen", args.length_penalty,
                  "alpha of NORMALIZED = TOTAL / TOKENS^alpha (tandem-decode's --lenpen)")
       ->capture_default_str();
-  tandem::tools::add_chunk_flags(app, args.chunked, args.chunk_lines,
+  tandem::jobs::add_chunk_flags(app, args.chunked, args.chunk_lines,
                                  "pairs per chunk: what a rank scores at a time and a resume "
                                  "redoes at most (default 2000)");
-  tandem::tools::add_launch_flags(app, args.launch, "one per GPU, or per --threads cores",
+  tandem::jobs::add_launch_flags(app, args.launch, "one per GPU, or per --threads cores",
                                   "its finished chunks");
   app.footer(kExamples);
 }
 
-tandem::tools::ChunkedJob chunked_job(const Args& args) {
-  tandem::tools::ChunkedJob job = args.chunked;
+tandem::jobs::ChunkedJob chunked_job(const Args& args) {
+  tandem::jobs::ChunkedJob job = args.chunked;
   job.tool = "tandem-score";
   job.inputs = {{"--src", args.src}, {"--tgt", args.tgt}};
   job.output = args.output;
-  job.chunk_lines = args.chunk_lines > 0 ? args.chunk_lines : tandem::tools::kChunkLines;
+  job.chunk_lines = args.chunk_lines > 0 ? args.chunk_lines : tandem::jobs::kChunkLines;
   job.checkpoints = args.models.checkpoints;
-  job.options = tandem::tools::recorded_model_options(args.models);
+  job.options = tandem::cli::recorded_model_options(args.models);
   job.options.insert(job.options.end(),
                      {{"--max-tokens", std::to_string(args.max_tokens)},
-                      {"--lenpen", tandem::tools::recorded_number(args.length_penalty)}});
-  for (auto& option : tandem::tools::recorded_language_options(args.languages)) {
+                      {"--lenpen", tandem::cli::recorded_number(args.length_penalty)}});
+  for (auto& option : tandem::cli::recorded_language_options(args.languages)) {
     job.options.push_back(std::move(option));
   }
   return job;
@@ -99,15 +99,15 @@ std::string score_line(const tandem::eval::SentenceScore& score, double length_p
 
 // What a rank (or the only process) does with each chunk of pairs: its models loaded on `device`.
 tandem::bulk::ChunkFunction chunk_scorer(const Args& args, const std::string& device) {
-  tandem::tools::ModelFlags flags = args.models;
+  tandem::cli::ModelFlags flags = args.models;
   flags.device = device;
   tandem::decode::DecodeOptions options;
   auto models = std::make_shared<tandem::checkpoint::InferenceEnsemble>(
-      tandem::tools::load_models(flags, options));
+      tandem::cli::load_models(flags, options));
   // One batch at a time: its matrix products take the threads.
   tandem::runtime::configure_cpu_runtime(
       {static_cast<int>(options.threads), 0, tandem::runtime::Workload::kDecoding});
-  const auto marks = tandem::tools::language_marks(models->members.front().vocab, args.languages);
+  const auto marks = tandem::cli::language_marks(models->members.front().vocab, args.languages);
   const int64_t max_tokens = args.max_tokens;
   const double length_penalty = args.length_penalty;
   return [models, marks, max_tokens, length_penalty](const tandem::bulk::Chunk& chunk) {
@@ -128,7 +128,7 @@ tandem::bulk::ChunkFunction chunk_scorer(const Args& args, const std::string& de
 // To standard output, a chunk of pairs at a time.
 int score_to_stdout(const Args& args) {
   const auto job = chunked_job(args);
-  const auto files = tandem::tools::job_files(job);
+  const auto files = tandem::jobs::job_files(job);
   const auto score = chunk_scorer(args, args.models.device);
   for (int64_t c = 0; c < files.inputs.front().count(); ++c) {
     tandem::bulk::Chunk chunk;
@@ -149,34 +149,34 @@ int main(int argc, char** argv) {
       "decoding): one line of log-probabilities per pair, in order."};
   Args args;
   declare_options(app, args);
-  if (const auto done = tandem::tools::parse_command_line(app, "tandem-score", argc, argv, [&] {
-        tandem::tools::check_launch_flags(args.launch);
+  if (const auto done = tandem::cli::parse_command_line(app, "tandem-score", argc, argv, [&] {
+        tandem::jobs::check_launch_flags(args.launch);
         if (args.launch.launcher() && args.output.empty()) {
           throw CLI::ValidationError("--ranks and --hostfile write a file: give --output");
         }
-        if (args.output.empty() && tandem::tools::started_as_rank()) {
+        if (args.output.empty() && tandem::jobs::started_as_rank()) {
           throw CLI::ValidationError(
               "as a rank of an mpirun or srun job, give --output: the ranks share a file");
         }
       })) {
     return *done;
   }
-  if (args.launch.launcher() && !tandem::tools::started_as_rank()) {
-    return tandem::tools::run_tool("tandem-score", [&] {
+  if (args.launch.launcher() && !tandem::jobs::started_as_rank()) {
+    return tandem::cli::run_tool("tandem-score", [&] {
       const int gpus = args.models.device != "cpu" && torch::cuda::is_available()
                            ? static_cast<int>(torch::cuda::device_count())
                            : 0;
-      return tandem::tools::launch_chunked(argc, argv, chunked_job(args), args.launch,
+      return tandem::jobs::launch_chunked(argc, argv, chunked_job(args), args.launch,
                                            args.models.threads, gpus);
     });
   }
   if (!args.output.empty()) {
-    return tandem::tools::run_chunked_rank(
+    return tandem::jobs::run_chunked_rank(
         &argc, &argv, chunked_job(args), [&](tandem::parallel::ProcessGroup& group) {
           return chunk_scorer(args,
-                              tandem::tools::rank_device(args.models.device, group.local_rank(),
+                              tandem::cli::rank_device(args.models.device, group.local_rank(),
                                                          group.local_size()));
         });
   }
-  return tandem::tools::run_tool("tandem-score", [&] { return score_to_stdout(args); });
+  return tandem::cli::run_tool("tandem-score", [&] { return score_to_stdout(args); });
 }

@@ -15,17 +15,18 @@
 #include "trainer/config/config.h"
 #include "trainer/kernels/cpu/cpu_path.h"
 #include "trainer/parallel/process_group.h"
-#include "trainer/tools/checkpoint_progress.h"
-#include "trainer/tools/job_environment.h"
-#include "trainer/tools/launcher_flags.h"
-#include "trainer/tools/process.h"
-#include "trainer/tools/tool_main.h"
+#include "trainer/jobs/checkpoint_progress.h"
+#include "trainer/jobs/job_environment.h"
+#include "trainer/jobs/launcher_flags.h"
+#include "trainer/jobs/process.h"
+#include "trainer/cli/tool_main.h"
 #include "trainer/train/metrics_log.h"
 #include "trainer/train/trainer.h"
 
 namespace {
 
-namespace tools = tandem::tools;
+namespace cli = tandem::cli;
+namespace jobs = tandem::jobs;
 
 constexpr const char* kExamples = R"(Examples:
   tandem-train --config configs/tiny.yaml --ranks auto    # one rank per core (or GPU) here
@@ -45,7 +46,7 @@ struct Args {
   std::string config_path;
   std::vector<std::string> overrides;
   tandem::train::ResumeOptions resume;
-  tools::LaunchFlags launch;
+  jobs::LaunchFlags launch;
   bool keep_global_batch = true;
   bool print_config = false;
 };
@@ -54,16 +55,16 @@ struct Args {
 int resolve_ranks(const Args& args, const tandem::config::Config& config) {
   const bool gpus =
       config.train.device != tandem::config::Device::kCpu && torch::cuda::is_available();
-  return tools::requested_ranks(
-      args.launch, tools::auto_ranks(gpus ? static_cast<int>(torch::cuda::device_count()) : 0,
+  return jobs::requested_ranks(
+      args.launch, jobs::auto_ranks(gpus ? static_cast<int>(torch::cuda::device_count()) : 0,
                                      static_cast<int>(config.train.threads)));
 }
 
 // The launcher: this same command line as every rank of an mpirun job, supervised. Input errors
 // it can see are reported before the launch: a failing rank takes mpirun a grace period to clean
-// up after (launcher.h).
-int launch(int argc, char** argv, int ranks, const std::vector<tools::Host>& hosts,
-           const tandem::config::Config& config, const tools::RestartOptions& restarts) {
+// up after (jobs/job_supervisor.h).
+int launch(int argc, char** argv, int ranks, const std::vector<jobs::Host>& hosts,
+           const tandem::config::Config& config, const jobs::RestartOptions& restarts) {
   { const tandem::data::Corpus corpus(config.data.corpus); }
   { const tandem::checkpoint::DirLock free_now(config.checkpoint.dir); }
   const auto metrics = tandem::train::metrics_outputs(config);
@@ -71,16 +72,16 @@ int launch(int argc, char** argv, int ranks, const std::vector<tools::Host>& hos
   const std::string threads = std::to_string(config.train.threads);
   setenv("OMP_NUM_THREADS", threads.c_str(), 1);
   setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
-  tools::JobPlan plan;
+  jobs::JobPlan plan;
   plan.hosts = hosts;
   plan.ranks = ranks;
   plan.threads = static_cast<int>(config.train.threads);
   plan.forward_env = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
-  plan.rank_command = {tools::self_executable()};
+  plan.rank_command = {jobs::self_executable()};
   plan.rank_command.insert(plan.rank_command.end(), argv + 1, argv + argc);
   plan.accum_steps = config.train.accum_steps;
-  const tools::CheckpointProgress progress(config.checkpoint.dir, metrics.tensorboard_dir);
-  return tools::launch_job(plan, restarts, progress, "tandem-train");
+  const jobs::CheckpointProgress progress(config.checkpoint.dir, metrics.tensorboard_dir);
+  return jobs::launch_job(plan, restarts, progress, "tandem-train");
 }
 
 // One rank (or the only process): build the trainer and run it, and record how it ended for the
@@ -98,7 +99,7 @@ int train(tandem::parallel::ProcessGroup& group, const Args& args, int64_t& step
     if (group.rank() == 0) std::cout << tandem::config::to_yaml(config);
     return 0;
   }
-  if (const std::string hint = tools::unsafe_stop_hint(); !hint.empty() && group.rank() == 0) {
+  if (const std::string hint = jobs::unsafe_stop_hint(); !hint.empty() && group.rank() == 0) {
     tandem::log::warn(hint);
   }
   tandem::train::Trainer trainer(std::move(config), group, args.resume);
@@ -125,7 +126,7 @@ void declare_options(CLI::App& app, Args& args) {
                "on resume, start Adam's moments afresh (fine-tuning)");
   app.add_flag("--reset-data", args.resume.reset_data,
                "on resume, start from the first batch of epoch 1 (e.g. with a new corpus)");
-  tools::add_launch_flags(app, args.launch, "one per GPU, or per train.threads cores",
+  jobs::add_launch_flags(app, args.launch, "one per GPU, or per train.threads cores",
                           "its newest checkpoint (the launcher runs where checkpoint.dir is)");
   app.add_flag("--keep-global-batch,!--no-keep-global-batch", args.keep_global_batch,
                "relaunched with fewer ranks, raise train.accum_steps to keep the tokens per step "
@@ -150,21 +151,21 @@ int main(int argc, char** argv) {
   CLI::App app{"Train an encoder-decoder Transformer (data parallel, N ranks)."};
   Args args;
   declare_options(app, args);
-  if (const auto done = tools::parse_command_line(app, "tandem-train", argc, argv, [&] {
-        tools::check_launch_flags(args.launch);
+  if (const auto done = cli::parse_command_line(app, "tandem-train", argc, argv, [&] {
+        jobs::check_launch_flags(args.launch);
         check_cpu_kernels();
       })) {
     return *done;
   }
 
   const bool launcher = args.launch.launcher();
-  if (launcher && !tools::started_as_rank() && !args.print_config) {
-    const int code = tools::run_tool("tandem-train", [&] {
+  if (launcher && !jobs::started_as_rank() && !args.print_config) {
+    const int code = cli::run_tool("tandem-train", [&] {
       const auto config = tandem::config::load_config(args.config_path, args.overrides);
-      std::vector<tools::Host> hosts;
-      if (!args.launch.hostfile.empty()) hosts = tools::read_hostfile(args.launch.hostfile);
-      const int ranks = hosts.empty() ? resolve_ranks(args, config) : tools::total_slots(hosts);
-      auto restarts = tools::restart_options(args.launch, ranks);
+      std::vector<jobs::Host> hosts;
+      if (!args.launch.hostfile.empty()) hosts = jobs::read_hostfile(args.launch.hostfile);
+      const int ranks = hosts.empty() ? resolve_ranks(args, config) : jobs::total_slots(hosts);
+      auto restarts = jobs::restart_options(args.launch, ranks);
       restarts.keep_global_batch = args.keep_global_batch;
       // One rank runs in this process, unless it is to be restarted: then under mpirun too.
       return ranks > 1 || restarts.max_restarts > 0 || !hosts.empty()

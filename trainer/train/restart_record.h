@@ -1,5 +1,5 @@
 // The launcher's record of a restart in metrics.jsonl ("event": "restart"): one type for its one
-// writer (the launcher, tools/restarts) and its one reader (the metrics log's TensorBoard text).
+// writer (the launcher, jobs/restarts) and its one reader (the metrics log's TensorBoard text).
 #pragma once
 
 #include <cstdint>

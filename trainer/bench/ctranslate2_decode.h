@@ -1,0 +1,41 @@
+// CTranslate2 beside tandem-decode in tandem-bench-decode: the folder tandem-export wrote,
+// translated by CTranslate2's Python package (launch/ctranslate2-decode.py) on the same encoded
+// sentences, precision, threads and beam, its decoding time alone read back.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/vocab.h"
+#include "trainer/decode/beam.h"
+
+namespace tandem::bench {
+
+struct Ct2DecodeOptions {
+  std::string model_dir;          // a tandem-export --to ctranslate2 folder; "" = no CTranslate2 rows
+  std::string python = "python3"; // with ctranslate2 importable (PYTHONPATH=$(launch/ctranslate2.sh))
+  std::string script;             // launch/ctranslate2-decode.py
+};
+
+struct Ct2Run {
+  double wall = 0, user = 0, sys = 0;          // the median run's, translate_batch alone
+  std::vector<std::vector<int32_t>> outputs;   // the translations as Tandem ids (no EOS)
+};
+
+// std::invalid_argument naming the folder or script when either is missing.
+void check_ctranslate2(const Ct2DecodeOptions& options);
+
+// Translates `sources` (Tandem ids) with CTranslate2: "fp32" computes in float32, "int8" in int8
+// (CTranslate2 quantizes at load as tandem-export --quantization int8 does); `threads` batches at
+// once with one thread each; beam, length penalty, batch tokens and the fixed length limit
+// decode.max_len_b from `decode` (CTranslate2 has no per-sentence a·len+b: decode.max_len_a must be
+// 0); sources cut at the model's `max_positions` tokens. The median of `repeat` runs.
+// std::runtime_error when the script fails.
+Ct2Run run_ctranslate2(const Ct2DecodeOptions& options, const data::Vocab& vocab,
+                       const std::vector<std::vector<int32_t>>& sources,
+                       const std::string& precision, int threads,
+                       const decode::DecodeOptions& decode, int64_t max_positions, int repeat,
+                       const std::string& work_dir);
+
+}  // namespace tandem::bench

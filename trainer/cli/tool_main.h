@@ -1,0 +1,37 @@
+// What every tool's main() shares: exception → one "tandem-<tool>: error: ..." line and the exit
+// code of its kind (2 for bad input, 1 otherwise), usage errors on one line too, and reading a
+// text file's lines.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tandem::cli {
+
+// Runs `body`, mapping exceptions to exit codes and one error line on stderr.
+int run_tool(const std::string& tool, const std::function<int()>& body);
+
+// For CLI::App::failure_message: a usage error as one line, "<tool>: error: <what> (see --help)",
+// instead of CLI11's two (scripts and people look for one line naming what is wrong).
+std::function<std::string(const CLI::App*, const CLI::Error&)> usage_error_line(
+    const std::string& tool);
+
+// Parses the command line into `app`'s options, then runs `check` (a CLI::ValidationError it
+// throws is a usage error too). nullopt: parsed, the tool goes on. Otherwise the exit code to
+// return: 0 after --help, kExitUsage after a usage error printed as usage_error_line's one line.
+std::optional<int> parse_command_line(CLI::App& app, const std::string& tool, int argc, char** argv,
+                                      const std::function<void()>& check = {});
+
+// The lines of `path` ("-" reads stdin); std::invalid_argument naming `what` and the path when it
+// cannot be opened.
+std::vector<std::string> read_lines(const std::string& path, const std::string& what);
+
+// Writes `lines` to `path` whole or not at all: into <path>.tmp, renamed into place when complete.
+// std::invalid_argument naming `what` and the path when it cannot be written.
+void write_lines(const std::string& path, const std::vector<std::string>& lines,
+                 const std::string& what);
+
+}  // namespace tandem::cli

@@ -1,0 +1,55 @@
+#include "trainer/jobs/chunk_progress.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <utility>
+
+#include "trainer/bulk/chunk_store.h"
+#include "trainer/common/stop_signals.h"
+
+namespace tandem::jobs {
+
+ChunkProgress::ChunkProgress(std::string output, int64_t chunks)
+    : output_(std::move(output)), chunks_(chunks) {}
+
+std::string ChunkProgress::state_dir() const {
+  const std::filesystem::path path(output_);
+  return (path.parent_path() / ("." + path.filename().string() + ".rank-state")).string();
+}
+
+SavedPoint ChunkProgress::saved() const {
+  const int64_t done = bulk::chunks_done(output_, chunks_);
+  return {done, std::to_string(done) + " of " + std::to_string(chunks_) + " chunks done (" +
+                    bulk::parts_folder(output_) + ")"};
+}
+
+std::string ChunkProgress::stop_report(const JobResult& result,
+                                       const std::vector<RankState>& /*ranks*/) const {
+  const int64_t done = bulk::chunks_done(output_, chunks_);
+  const std::string name = signal_name(result.stop_signal);
+  if (done == chunks_) return "stopped by " + name + " after the output was complete";
+  return "stopped by " + name + "; " + std::to_string(done) + " of " + std::to_string(chunks_) +
+         " chunks are done (" + bulk::parts_folder(output_) +
+         "): the same command resumes at the first unfinished chunk";
+}
+
+void ChunkProgress::record_restart(const train::RestartRecord& record) const {
+  nlohmann::json json{{"event", "restart"},         {"restart", record.restart},
+                      {"chunks_done", record.step}, {"failure", record.failure},
+                      {"how", record.how},          {"ranks", record.world_size},
+                      {"time", record.time}};
+  if (record.rank >= 0) json["rank"] = record.rank;
+  if (!record.host.empty()) json["host"] = record.host;
+  if (record.failed_step >= 0) json["failed_chunk"] = record.failed_step;
+  if (!record.dropped_hosts.empty()) json["dropped_hosts"] = record.dropped_hosts;
+  std::ofstream out(bulk::restarts_log(output_), std::ios::app);
+  out << json.dump() << '\n';
+  if (!out) {
+    std::fprintf(stderr, "warning: cannot record the restart in '%s'\n",
+                 bulk::restarts_log(output_).c_str());
+  }
+}
+
+}  // namespace tandem::jobs

@@ -1,0 +1,144 @@
+#include "trainer/jobs/chunked_tool.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "trainer/bulk/chunk_store.h"
+#include "trainer/common/error.h"
+#include "trainer/common/log.h"
+#include "trainer/common/rank_state.h"
+#include "trainer/common/stop_handler.h"
+#include "trainer/jobs/chunk_progress.h"
+#include "trainer/jobs/hosts.h"
+#include "trainer/jobs/job_environment.h"
+#include "trainer/jobs/process.h"
+
+namespace tandem::jobs {
+namespace {
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code error;
+  return std::filesystem::equivalent(a, b, error);
+}
+
+// Says so and returns true when the output is already this job's, whole.
+bool already_complete(const ChunkedJob& job, const bulk::JobFiles& files) {
+  if (bulk::inspect_output(job.output, files.record) != bulk::OutputState::kComplete) return false;
+  std::fprintf(stderr, "%s: %s is complete (%lld lines; recorded in %s): nothing to do\n",
+               job.tool.c_str(), job.output.c_str(),
+               static_cast<long long>(files.inputs.front().lines),
+               bulk::record_path(job.output).c_str());
+  return true;
+}
+
+// The threads of each of `ranks` ranks on this machine: as given, else the usable cores shared.
+int threads_per_rank(int threads, int ranks, bool hosts, int gpus) {
+  if (threads > 0) return threads;
+  if (gpus > 0 || hosts) return 1;
+  return std::max(1, usable_cores() / std::max(1, ranks));
+}
+
+}  // namespace
+
+void add_chunk_flags(CLI::App& app, ChunkedJob& job, int64_t& chunk_lines,
+                     const std::string& chunk_help) {
+  app.add_option("--chunk-lines", chunk_lines, chunk_help)->check(CLI::PositiveNumber);
+  app.add_option("--progress-s", job.progress_s,
+                 "with --output: at most one progress line (chunks, lines, lines/s, ETA) per this "
+                 "many seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--timeout-s", job.timeout_s,
+                 "with --output: a rank that holds its chunk this long, or waits this long for "
+                 "rank 0's answer, ends the job as dead or stuck (a relaunch then redoes the "
+                 "chunk); 0: 10 times the slowest chunk so far, at least 300")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
+bulk::JobFiles job_files(const ChunkedJob& job) {
+  bulk::JobFiles files;
+  files.output = job.output;
+  files.record.tool = job.tool;
+  files.record.chunk_lines = job.chunk_lines;
+  files.record.options = job.options;
+  for (const auto& [flag, path] : job.inputs) {
+    if (same_file(path, job.output)) {
+      throw std::invalid_argument("--output '" + job.output + "' is " + flag + " '" + path +
+                                  "': name another output");
+    }
+    files.inputs.push_back(bulk::index_lines(path, job.chunk_lines, flag));
+    files.record.inputs.push_back(bulk::input_identity(files.inputs.back()));
+    if (files.inputs.back().lines != files.inputs.front().lines) {
+      throw std::invalid_argument(flag + " '" + path + "' has " +
+                                  std::to_string(files.inputs.back().lines) + " lines but " +
+                                  job.inputs.front().first + " '" + job.inputs.front().second +
+                                  "' has " + std::to_string(files.inputs.front().lines));
+    }
+  }
+  for (const auto& path : job.checkpoints)
+    files.record.models.push_back(bulk::model_identity(path));
+  return files;
+}
+
+int launch_chunked(int argc, char** argv, const ChunkedJob& job, const LaunchFlags& launch,
+                   int threads, int gpus) {
+  const bulk::JobFiles files = job_files(job);
+  if (already_complete(job, files)) return 0;
+  JobPlan plan;
+  if (!launch.hostfile.empty()) plan.hosts = read_hostfile(launch.hostfile);
+  const int auto_count = gpus > 0 ? gpus : auto_ranks(0, std::max(1, threads));
+  plan.ranks = plan.hosts.empty() ? requested_ranks(launch, auto_count) : total_slots(plan.hosts);
+  plan.threads = threads_per_rank(threads, plan.ranks, !plan.hosts.empty(), gpus);
+  const RestartOptions restarts = restart_options(launch, plan.ranks);
+  setenv("OMP_NUM_THREADS", "1", 1);
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  plan.forward_env = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
+  plan.rank_command = {self_executable()};
+  plan.rank_command.insert(plan.rank_command.end(), argv + 1, argv + argc);
+  if (threads == 0)
+    plan.rank_command.insert(plan.rank_command.end(), {"--threads", std::to_string(plan.threads)});
+  const ChunkProgress progress(job.output, files.inputs.front().count());
+  return launch_job(plan, restarts, progress, job.tool);
+}
+
+int run_chunked_rank(int* argc, char*** argv, const ChunkedJob& job,
+                     const std::function<bulk::ChunkFunction(parallel::ProcessGroup&)>& load) {
+  parallel::ProcessGroup group(argc, argv);
+  rank_state::open(group.rank(), group.hostname());
+  install_stop_signal_handlers();
+  bulk::ChunkJob chunks(group, job.tool, job.progress_s, job.timeout_s);
+  try {
+    bulk::JobFiles files;
+    uint64_t complete = 0;
+    if (group.rank() == 0) {
+      files = job_files(job);
+      complete = already_complete(job, files) ? 1 : 0;
+    }
+    if (group.size() > 1) complete = group.cpu().all_gather(complete).front();
+    if (complete != 0) {
+      rank_state::end(RankState::Outcome::kFinished, 0, 0);
+      return 0;
+    }
+    const bulk::JobOutcome outcome = chunks.run(files, [&] { return load(group); });
+    const int sig = outcome.stop_signal;
+    using Outcome = RankState::Outcome;
+    rank_state::end(sig != 0 ? Outcome::kStopped : Outcome::kFinished, outcome.chunks_done, 0, sig);
+    return stopped_exit_status(sig);
+  } catch (const bulk::PeerTimeout& e) {
+    log::error(e.what());
+    rank_state::end(RankState::Outcome::kTimedOut, -1, kExitFailure, 0, e.what());
+    group.abort(kExitFailure);
+  } catch (const std::exception& e) {
+    const int64_t chunk = chunks.current_chunk();
+    const std::string where = chunk >= 0 ? "failed in chunk " + std::to_string(chunk) + ": " : "";
+    log::error(where + e.what());
+    const int code = exit_code_for(e);
+    rank_state::end(RankState::Outcome::kFailed, chunk, code, 0, e.what());
+    if (group.size() > 1) group.abort(code);  // no rank may be left waiting for another
+    return code;
+  }
+}
+
+}  // namespace tandem::jobs

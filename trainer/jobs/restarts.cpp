@@ -1,0 +1,232 @@
+#include "trainer/jobs/restarts.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "trainer/common/fault_injection.h"
+#include "trainer/common/rank_state.h"
+#include "trainer/common/temp_dir.h"
+#include "trainer/common/timestamp.h"
+#include "trainer/jobs/job_supervisor.h"
+#include "trainer/jobs/mpirun_command.h"
+#include "trainer/train/restart_record.h"
+
+namespace tandem::jobs {
+namespace {
+
+// The mpirun command of the job's run after `restarts` restarts (which its ranks find in
+// TANDEM_RESTART) on `hosts` (written to `hostfile`), or at plan.ranks on this machine; its ranks
+// leave their state records in `state_dir` (TANDEM_STATE_DIR).
+std::vector<std::string> job_command(const JobPlan& plan, int restarts,
+                                     const std::vector<Host>& hosts, const std::string& hostfile,
+                                     int64_t accum_steps, const std::string& state_dir) {
+  setenv(kRestartCountVariable, std::to_string(restarts).c_str(), 1);
+  setenv(kRankStateDirVariable, state_dir.c_str(), 1);
+  std::vector<std::string> forward = plan.forward_env;
+  forward.insert(forward.end(), {kRestartCountVariable, kRankStateDirVariable});
+  MpirunCommand mpirun;
+  if (hosts.empty()) {
+    mpirun = mpirun_command(plan.ranks, plan.threads, forward);
+  } else {
+    std::ofstream(hostfile) << hostfile_text(hosts);
+    mpirun = mpirun_hosts_command(hostfile, total_slots(hosts), forward);
+  }
+  std::vector<std::string> argv = mpirun.argv;
+  argv.insert(argv.end(), plan.rank_command.begin(), plan.rank_command.end());
+  if (plan.accum_steps > 0 && accum_steps != plan.accum_steps) {
+    argv.insert(argv.end(), {"--set", "train.accum_steps=" + std::to_string(accum_steps)});
+  }
+  return argv;
+}
+
+train::RestartRecord restart_record(int restart, const JobFailure& failure, const SavedPoint& from,
+                                    int ranks, int64_t accum_steps, const char* unit) {
+  train::RestartRecord record;
+  record.restart = restart;
+  record.step = from.count;
+  record.failure = describe(failure, unit);
+  record.how = failure.how;
+  record.world_size = ranks;
+  record.accum_steps = accum_steps;
+  record.time = utc_now_iso8601();
+  record.rank = failure.rank;
+  record.host = failure.host;
+  record.failed_step = failure.step;
+  return record;
+}
+
+// The folder named absolutely: a rank whose working directory is not the launcher's (another
+// host's, an mpirun -wdir) writes its record where the launcher reads it.
+std::string absolute_path(const std::string& path) {
+  std::error_code error;
+  const auto absolute = std::filesystem::absolute(path, error);
+  return error ? path : absolute.string();
+}
+
+// One run of the job: its ranks' state records are read from a folder made afresh for it (a
+// relaunched job's ranks must not find the last run's), removed afterwards.
+struct JobRun {
+  JobResult result;
+  std::vector<RankState> ranks;
+};
+
+JobRun run_once(const JobPlan& plan, const SavedProgress& progress, int restarts,
+                const std::vector<Host>& hosts, const std::string& hostfile, int64_t accum_steps,
+                const std::string& tool) {
+  const std::string state_dir = absolute_path(progress.state_dir());
+  remove_tree(state_dir);
+  std::error_code error;
+  std::filesystem::create_directories(state_dir, error);
+  if (error) {
+    throw std::runtime_error("cannot create '" + state_dir + "' for the ranks' state records (" +
+                             error.message() + ")");
+  }
+  JobRun run;
+  run.result = run_job(job_command(plan, restarts, hosts, hostfile, accum_steps, state_dir), tool,
+                       progress.stop_words());
+  run.ranks = read_rank_states(state_dir);
+  remove_tree(state_dir);
+  return run;
+}
+
+}  // namespace
+
+int64_t accumulation_for(int64_t accum_before, int ranks_before, int ranks) {
+  const int64_t total = accum_before * ranks_before;
+  const int64_t lower = std::max<int64_t>(1, total / ranks);
+  const int64_t upper = lower + 1;
+  return total - lower * ranks <= upper * ranks - total ? lower : upper;
+}
+
+std::string reason_not_to_restart(const JobFailure& failure, const JobFailure* previous,
+                                  int64_t saved, int64_t previous_saved, int restarts_done,
+                                  int max_restarts, const std::string& unit) {
+  if (failure.stopped) return "the ranks stopped on request";
+  if (failure.usage_error) return "bad input (exit code 2), which a restart does not mend";
+  if (previous != nullptr && same_failure(*previous, failure) &&
+      (failure.step >= 0 || saved == previous_saved)) {
+    const std::string from = unit == "step" ? "step " + std::to_string(previous_saved)
+                                            : std::to_string(previous_saved) + " " + unit + "(s) done";
+    return "the same failure came back after a restart from " + from +
+           (failure.step >= 0 ? ", in " + unit + " " + std::to_string(failure.step) : "");
+  }
+  if (restarts_done >= max_restarts) {
+    return "no restart left (--max-restarts " + std::to_string(max_restarts) + ")";
+  }
+  return "";
+}
+
+std::vector<Host> hosts_that_answer(const std::vector<Host>& hosts,
+                                    std::vector<std::string>* dropped) {
+  std::vector<Host> answering;
+  for (const auto& host : hosts) {
+    std::string why;
+    if (host_answers(host.name, 22, kProbeTimeoutS, &why)) {
+      answering.push_back(host);
+    } else if (dropped != nullptr) {
+      dropped->push_back(host.name + " (" + why + ")");
+    }
+  }
+  return answering;
+}
+
+namespace {
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : ", ") + item;
+  return text;
+}
+
+// Where a failed job goes next: relaunched on `hosts` (empty: this machine) at `ranks` with
+// `accum_steps`, or not (`why_not` says why).
+struct Relaunch {
+  std::string why_not;
+  std::vector<Host> hosts;
+  int ranks = 1;
+  int64_t accum_steps = 1;
+  std::vector<std::string> dropped;  // hosts that no longer answer, each "name (why)"
+};
+
+// With a hostfile, the hosts that still answer and the accumulation that keeps the global batch
+// on them (the first run had `first_ranks`); too few of them is a reason not to relaunch.
+void fit_to_answering_hosts(const JobPlan& plan, const RestartOptions& options, int first_ranks,
+                            Relaunch& next) {
+  if (!next.why_not.empty() || next.hosts.empty()) return;
+  next.hosts = hosts_that_answer(next.hosts, &next.dropped);
+  next.ranks = total_slots(next.hosts);
+  if (next.ranks < options.min_ranks) {
+    next.why_not = "only " + std::to_string(next.ranks) +
+                   " rank(s) left on the hosts that answer, fewer than --min-ranks " +
+                   std::to_string(options.min_ranks) + " (no answer from " + joined(next.dropped) +
+                   ")";
+  } else if (options.keep_global_batch && plan.accum_steps > 0) {
+    next.accum_steps = accumulation_for(plan.accum_steps, first_ranks, next.ranks);
+  }
+}
+
+// The restart's line and its record.
+void announce_restart(const SavedProgress& progress, const RestartOptions& options, int restart,
+                      const JobFailure& failure, const SavedPoint& from, const Relaunch& next,
+                      const std::string& tool, bool accumulates) {
+  const std::string without = next.dropped.empty() ? "" : " without " + joined(next.dropped);
+  const std::string accumulation =
+      accumulates ? ", accumulation " + std::to_string(next.accum_steps) : "";
+  std::fprintf(stderr, "%s: restart %d of %d: %s; resuming from %s at %d rank(s)%s%s\n",
+               tool.c_str(), restart, options.max_restarts,
+               describe(failure, progress.unit()).c_str(), from.text.c_str(), next.ranks,
+               without.c_str(), accumulation.c_str());
+  std::fflush(stderr);
+  train::RestartRecord record =
+      restart_record(restart, failure, from, next.ranks, next.accum_steps, progress.unit());
+  record.dropped_hosts = next.dropped;
+  progress.record_restart(record);
+}
+
+}  // namespace
+
+int run_with_restarts(const JobPlan& plan, const RestartOptions& options,
+                      const SavedProgress& progress, const std::string& tool) {
+  const TempDir scratch("hosts");
+  const std::string hostfile = scratch.file("hostfile");
+  const int first_ranks = plan.hosts.empty() ? plan.ranks : total_slots(plan.hosts);
+  Relaunch next{"", plan.hosts, first_ranks, plan.accum_steps, {}};
+  JobFailure previous;
+  int64_t previous_saved = -1;
+  for (int restarts = 0;; ++restarts) {
+    const JobRun run =
+        run_once(plan, progress, restarts, next.hosts, hostfile, next.accum_steps, tool);
+    const JobResult& result = run.result;
+    if (result.stop_signal != 0) {
+      std::fprintf(stderr, "%s: %s\n", tool.c_str(), progress.stop_report(result, run.ranks).c_str());
+      return result.exit_code();
+    }
+    if (result.status == 0 && job_finished(run.ranks)) return 0;
+    // A status of 0 without rank 0's record of the end is a failure, said even without restarts.
+    if (result.status != 0 && options.max_restarts == 0) return result.exit_code();
+    const JobFailure failure = parse_job_failure(result.last_lines, result.status, run.ranks);
+    const SavedPoint from = progress.saved();
+    next.dropped.clear();
+    next.why_not =
+        reason_not_to_restart(failure, restarts > 0 ? &previous : nullptr, from.count,
+                              previous_saved, restarts, options.max_restarts, progress.unit());
+    fit_to_answering_hosts(plan, options, first_ranks, next);
+    if (!next.why_not.empty()) {
+      std::fprintf(stderr, "%s: %s; not restarting: %s. Saved so far: %s.\n", tool.c_str(),
+                   describe(failure, progress.unit()).c_str(), next.why_not.c_str(),
+                   from.text.c_str());
+      return failure_exit_code(result.exit_code());
+    }
+    announce_restart(progress, options, restarts + 1, failure, from, next, tool,
+                     plan.accum_steps > 0);
+    progress.wait_until_free();
+    previous = failure;
+    previous_saved = from.count;
+  }
+}
+
+}  // namespace tandem::jobs
