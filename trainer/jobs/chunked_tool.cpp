@@ -41,9 +41,12 @@ int threads_per_rank(int threads, int ranks, bool hosts, int gpus) {
 
 }  // namespace
 
-void add_chunk_flags(CLI::App& app, ChunkedJob& job, int64_t& chunk_lines,
-                     const std::string& chunk_help) {
-  app.add_option("--chunk-lines", chunk_lines, chunk_help)->check(CLI::PositiveNumber);
+CLI::Option* add_chunk_flags(CLI::App& app, ChunkedJob& job, const std::string& chunk_help,
+                             const std::string& more) {
+  const std::string help = chunk_help + " (default " + std::to_string(kChunkLines) + ")";
+  auto* chunk_lines =
+      app.add_option("--chunk-lines", job.chunk_lines, more.empty() ? help : help + "; " + more);
+  chunk_lines->check(CLI::PositiveNumber);
   app.add_option("--progress-s", job.progress_s,
                  "with --output: at most one progress line (chunks, lines, lines/s, ETA) per this "
                  "many seconds")
@@ -55,6 +58,7 @@ void add_chunk_flags(CLI::App& app, ChunkedJob& job, int64_t& chunk_lines,
                  "chunk); 0: 10 times the slowest chunk so far, at least 300")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  return chunk_lines;
 }
 
 bulk::JobFiles job_files(const ChunkedJob& job) {

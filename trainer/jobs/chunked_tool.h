@@ -16,24 +16,26 @@
 
 namespace tandem::jobs {
 
+// The default of --chunk-lines for a job with --output.
+constexpr int64_t kChunkLines = 2000;
+
 struct ChunkedJob {
   std::string tool;                                         // "tandem-decode"
   std::vector<std::pair<std::string, std::string>> inputs;  // (flag, path): ("--input", "mono.es")
   std::string output;
-  int64_t chunk_lines = 2000;
+  int64_t chunk_lines = kChunkLines;                        // --chunk-lines
   double progress_s = 10;                // at most one progress line per this many seconds
   double timeout_s = 0;                  // bulk::ChunkJob's: 0 from the chunks' times
   std::vector<std::string> checkpoints;  // the models, for the job's record
   std::vector<std::pair<std::string, std::string>> options;  // what shapes the output
 };
 
-// The default of --chunk-lines for a job with --output.
-constexpr int64_t kChunkLines = 2000;
-
-// --chunk-lines, --progress-s and --timeout-s of a job with --output (the tools' own --output and
-// --input flags name the files); `chunk_help` says what a chunk is to the tool.
-void add_chunk_flags(CLI::App& app, ChunkedJob& job, int64_t& chunk_lines,
-                     const std::string& chunk_help);
+// --chunk-lines (into job.chunk_lines), --progress-s and --timeout-s of a job with --output (the
+// tools' own --output and --input flags name the files); `chunk_help` says what a chunk is to the
+// tool, the default follows it, then `more` where the flag serves another mode too. Returns the
+// --chunk-lines option, whose count() says whether it was given.
+CLI::Option* add_chunk_flags(CLI::App& app, ChunkedJob& job, const std::string& chunk_help,
+                             const std::string& more = "");
 
 // The job's inputs indexed and its record; std::invalid_argument when an input cannot be read,
 // the inputs' line counts differ, or the output is one of them.

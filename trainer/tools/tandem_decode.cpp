@@ -111,8 +111,8 @@ void apply_sampling(const CLI::App& app, const std::string& sampling,
 struct Args {
   tandem::cli::ModelFlags models;
   tandem::decode::DecodeOptions options;
-  int64_t chunk_lines = 0;            // --chunk-lines; 0: the mode's default
-  tandem::jobs::ChunkedJob chunked;  // --progress-s, --timeout-s
+  tandem::jobs::ChunkedJob chunked;  // --chunk-lines, --progress-s, --timeout-s
+  const CLI::Option* chunk_lines = nullptr;  // whether --chunk-lines was given
   tandem::cli::LanguageFlags languages;
   std::string sampling;  // --sampling as given
   bool nbest = false;    // --nbest was given: INDEX ||| TRANSLATION ||| SCORE lines
@@ -130,11 +130,11 @@ void add_file_flags(CLI::App& app, Args& args) {
                                 "finished chunks until it is whole");
   input->needs(output);
   output->needs(input);
-  tandem::jobs::add_chunk_flags(app, args.chunked, args.chunk_lines,
-                                 "lines per chunk: with --input, what a rank translates at a "
-                                 "time and a resume redoes at most (default 2000); from standard "
-                                 "input, lines read before translating and writing them "
-                                 "(default 500 per thread)");
+  args.chunk_lines = tandem::jobs::add_chunk_flags(
+      app, args.chunked,
+      "lines per chunk: with --input, what a rank translates at a time and a resume redoes at most",
+      "from standard input, lines read before translating and writing them (default 500 per "
+      "thread)");
   tandem::jobs::add_launch_flags(app, args.launch, "one per GPU, or per --threads cores",
                                   "its finished chunks");
 }
@@ -185,7 +185,6 @@ tandem::jobs::ChunkedJob chunked_job(const Args& args) {
   job.tool = "tandem-decode";
   job.inputs = {{"--input", args.input}};
   job.output = args.output;
-  job.chunk_lines = args.chunk_lines > 0 ? args.chunk_lines : tandem::jobs::kChunkLines;
   job.checkpoints = args.models.checkpoints;
   job.options = recorded_options(args);
   return job;
@@ -214,7 +213,7 @@ int decode_stream(Args& args) {
   const auto marks = tandem::cli::language_marks(models.members.front().vocab, args.languages);
   // Enough batches in a chunk for every thread to have some.
   const auto chunk_lines = static_cast<size_t>(
-      args.chunk_lines > 0 ? args.chunk_lines : 500 * args.options.threads);
+      args.chunk_lines->count() > 0 ? args.chunked.chunk_lines : 500 * args.options.threads);
   std::vector<std::string> lines;
   int64_t next_index = 0;
   const auto flush = [&] {

@@ -42,8 +42,7 @@ struct Args {
   tandem::cli::LanguageFlags languages;
   int64_t max_tokens = 4096;
   double length_penalty = 0.6;
-  int64_t chunk_lines = 0;            // 0: the default
-  tandem::jobs::ChunkedJob chunked;  // --progress-s, --timeout-s
+  tandem::jobs::ChunkedJob chunked;  // --chunk-lines, --progress-s, --timeout-s
   tandem::jobs::LaunchFlags launch;
 };
 
@@ -62,9 +61,8 @@ void declare_options(CLI::App& app, Args& args) {
   app.add_option("--lenpen", args.length_penalty,
                  "alpha of NORMALIZED = TOTAL / TOKENS^alpha (tandem-decode's --lenpen)")
       ->capture_default_str();
-  tandem::jobs::add_chunk_flags(app, args.chunked, args.chunk_lines,
-                                 "pairs per chunk: what a rank scores at a time and a resume "
-                                 "redoes at most (default 2000)");
+  tandem::jobs::add_chunk_flags(
+      app, args.chunked, "pairs per chunk: what a rank scores at a time and a resume redoes at most");
   tandem::jobs::add_launch_flags(app, args.launch, "one per GPU, or per --threads cores",
                                   "its finished chunks");
   app.footer(kExamples);
@@ -75,7 +73,6 @@ tandem::jobs::ChunkedJob chunked_job(const Args& args) {
   job.tool = "tandem-score";
   job.inputs = {{"--src", args.src}, {"--tgt", args.tgt}};
   job.output = args.output;
-  job.chunk_lines = args.chunk_lines > 0 ? args.chunk_lines : tandem::jobs::kChunkLines;
   job.checkpoints = args.models.checkpoints;
   job.options = tandem::cli::recorded_model_options(args.models);
   job.options.insert(job.options.end(),
