@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "trainer/decode/beam.h"
+#include "trainer/cli/language_flags.h"
 #include "trainer/cli/one_blas_thread.h"
 #include "trainer/runtime/cpu_runtime.h"
 #include "trainer/runtime/device.h"
@@ -47,11 +48,13 @@ inline void add_decode_flags(CLI::App& app, decode::DecodeOptions& options) {
 }
 
 // --raw-weights: the checkpoint's weights as training left them rather than their moving average.
-inline void add_weights_flag(CLI::App& app, checkpoint::Weights& weights) {
+inline void add_weights_flag(CLI::App& app, checkpoint::Weights& weights,
+                             Task task = Task::kTranslate) {
   app.add_flag_callback(
       "--raw-weights", [&weights] { weights = checkpoint::Weights::kRaw; },
-      "translate with the weights as the last training step left them, not their exponential "
-      "moving average (the default when the checkpoint holds one: train.ema_decay > 0)");
+      std::string(task == Task::kScore ? "score" : "translate") +
+          " with the weights as the last training step left them, not their exponential "
+          "moving average (the default when the checkpoint holds one: train.ema_decay > 0)");
 }
 
 // --device: where the models run (runtime::inference_device); the CPU unless asked.
@@ -79,7 +82,7 @@ inline std::string rank_device(const std::string& flag, int local_rank, int loca
   return "cuda:" + std::to_string(runtime::gpu_for_local_rank(local_rank, local_size, visible));
 }
 
-// What to translate with and how: --checkpoint (repeatable: an ensemble), --weights (one per
+// What to translate (or score) with and how: --checkpoint (repeatable: an ensemble), --weights (one per
 // checkpoint), --raw-weights, --threads, --precision and --device.
 struct ModelFlags {
   std::vector<std::string> checkpoints;
@@ -91,20 +94,22 @@ struct ModelFlags {
 };
 
 // Returns the --checkpoint option (tandem-decode requires it).
-inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags) {
+inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags,
+                                    Task task = Task::kTranslate) {
+  const bool score = task == Task::kScore;
   auto* checkpoint = app.add_option(
       "--checkpoint", flags.checkpoints,
-      "checkpoint file (*.h5); repeat it to translate with an ensemble of checkpoints "
-      "(they must share one vocabulary), whose log-probabilities are averaged at every "
-      "step");
+      std::string("checkpoint file (*.h5); repeat it to ") + (score ? "score" : "translate") +
+          " with an ensemble of checkpoints (they must share one vocabulary), whose "
+          "log-probabilities are averaged at every step");
   app.add_option("--weights", flags.weights,
                  "the ensemble's weights, one per --checkpoint in the same order (scaled to sum "
                  "to 1); equal by default")
       ->check(CLI::PositiveNumber);
-  add_weights_flag(app, flags.which);
+  add_weights_flag(app, flags.which, task);
   app.add_option("--threads", flags.threads,
-                 "sentence batches translated at once, each on its own thread (0: one per core "
-                 "on the CPU, one on a GPU)")
+                 std::string("sentence batches ") + (score ? "scored" : "translated") +
+                     " at once, each on its own thread (0: one per core on the CPU, one on a GPU)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option(

@@ -24,14 +24,23 @@ struct LanguageFlags {
   std::string source, target;
 };
 
-inline void add_language_flags(CLI::App& app, LanguageFlags& flags) {
+// What a tool does with its models, for the words of the flags the tools share.
+enum class Task { kTranslate, kScore };
+
+inline void add_language_flags(CLI::App& app, LanguageFlags& flags,
+                               Task task = Task::kTranslate) {
   app.add_option("--source-lang", flags.source,
                  "the source's language, for a model with language codes (NLLB-200: eng_Latn, "
                  "M2M-100: en)");
   app.add_option("--target-lang", flags.target,
-                 "translate into this language: a model with language codes starts each "
-                 "translation with its code (NLLB-200: spa_Latn, M2M-100: es); a model with "
-                 ">>xx<< tags gets its tag before each line that has none");
+                 task == Task::kScore
+                     ? "the target lines' language: with a model with language codes each "
+                       "target line starts with its code, scored with it (NLLB-200: spa_Latn, "
+                       "M2M-100: es); a model with >>xx<< tags gets its tag before each source "
+                       "line that has none"
+                     : "translate into this language: a model with language codes starts each "
+                       "translation with its code (NLLB-200: spa_Latn, M2M-100: es); a model "
+                       "with >>xx<< tags gets its tag before each line that has none");
 }
 
 // The flags given, as a file job's record keeps them (bulk/job_record.h).

@@ -47,14 +47,14 @@ struct Args {
 };
 
 void declare_options(CLI::App& app, Args& args) {
-  tandem::cli::add_model_flags(app, args.models)->required();
+  tandem::cli::add_model_flags(app, args.models, tandem::cli::Task::kScore)->required();
   app.add_option("--src", args.src, "source sentences, one per line")->required();
   app.add_option("--tgt", args.tgt, "the target sentences to score, one per source line")
       ->required();
   app.add_option("--output", args.output,
                  "write the scores here, in resumable chunks (OUTPUT.parts/ holds the finished "
                  "ones); default: standard output");
-  tandem::cli::add_language_flags(app, args.languages);
+  tandem::cli::add_language_flags(app, args.languages, tandem::cli::Task::kScore);
   app.add_option("--max-tokens", args.max_tokens, "padded tokens per batch")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
