@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "trainer/common/host_name.h"
 #include "trainer/common/log.h"
 #include "trainer/common/timestamp.h"
 
@@ -26,13 +27,6 @@ struct Holder {
 };
 
 namespace {
-
-std::string this_host() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
-
 
 Holder read_holder(int fd) {
   char buffer[512] = {};
@@ -64,7 +58,7 @@ DirLock::DirLock(const std::string& dir)
   while (!lock_file(dir, previous)) {
     // The holder removed the file between our open and our lock: lock the new one.
   }
-  const Holder holder{this_host(), std::to_string(getpid()), utc_now_iso8601()};
+  const Holder holder{host_name(), std::to_string(getpid()), utc_now_iso8601()};
   if (!previous.host.empty() && previous.host != holder.host) {
     close(fd_);
     throw std::invalid_argument("checkpoint.dir '" + dir + "' was locked by a job on another " +

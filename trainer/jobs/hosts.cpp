@@ -12,17 +12,13 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "trainer/common/host_name.h"
+
 namespace tandem::jobs {
 namespace {
 
-std::string this_host() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
-
 bool is_this_host(const std::string& host) {
-  const std::string self = this_host();
+  const std::string self = host_name();
   return host == "localhost" || host == "127.0.0.1" || host == self ||
          host == self.substr(0, self.find('.')) || self == host.substr(0, host.find('.'));
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "trainer/common/host_name.h"
 #include "trainer/train/tensorboard_event.pb.h"
 
 namespace tandem::train {
@@ -48,12 +49,6 @@ int64_t newest_file_seconds(const std::string& dir) {
     newest = std::max<int64_t>(newest, std::stoll(digits));
   }
   return newest;
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
 }
 
 // An event at `step`, stamped now.
