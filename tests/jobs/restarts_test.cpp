@@ -235,6 +235,12 @@ TEST(Restarts, WhenNotToRestart) {
   const JobFailure thrown = parse_job_failure(kAborted, 1, kRaised);
   EXPECT_EQ(reason_not_to_restart(thrown, &thrown, 20, 20, 1, 3),
             "the same failure came back after a restart from step 20, in step 25");
+  // A file job's, in chunks.
+  EXPECT_EQ(reason_not_to_restart(thrown, &thrown, 20, 20, 1, 3, JobUnit::kChunk),
+            "the same failure came back after a restart from 20 chunk(s) done, in chunk 25");
+  EXPECT_EQ(describe(thrown, JobUnit::kChunk),
+            "rank 1 on node1: called MPI_Abort with error code 1 in chunk 25 (fault injected at "
+            "step 25 on rank 1)");
   auto exited = kExited;
   exited[5] = "  Exit code:    2";
   EXPECT_EQ(reason_not_to_restart(parse_job_failure(exited, 2, {}), nullptr, 0, -1, 0, 3),

@@ -17,7 +17,7 @@ class CheckpointProgress : public SavedProgress {
 
   std::string state_dir() const override;  // checkpoint.dir/.rank-state
   SavedPoint saved() const override;       // the newest checkpoint's step and path
-  const char* unit() const override { return "step"; }
+  JobUnit unit() const override { return JobUnit::kStep; }
   StopWords stop_words() const override {
     return {"every rank finishes its step and saves a checkpoint", "saved checkpoints"};
   }

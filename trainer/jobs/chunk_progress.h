@@ -18,7 +18,7 @@ class ChunkProgress : public SavedProgress {
 
   std::string state_dir() const override;  // .<output name>.rank-state beside the output
   SavedPoint saved() const override;       // the chunks done
-  const char* unit() const override { return "chunk"; }
+  JobUnit unit() const override { return JobUnit::kChunk; }
   StopWords stop_words() const override {
     return {"every rank finishes the chunk in hand and rank 0 writes it", "finished chunks"};
   }

@@ -108,7 +108,9 @@ JobFailure parse_job_failure(const std::vector<std::string>& lines, int status,
   return failure;
 }
 
-std::string describe(const JobFailure& failure, const std::string& unit) {
+const char* unit_name(JobUnit unit) { return unit == JobUnit::kChunk ? "chunk" : "step"; }
+
+std::string describe(const JobFailure& failure, JobUnit unit) {
   std::string text;
   if (failure.unreachable) {
     text = "host " + failure.host;
@@ -119,7 +121,9 @@ std::string describe(const JobFailure& failure, const std::string& unit) {
     text = "the job";
   }
   text += ": " + failure.how;
-  if (failure.step >= 0) text += " in " + unit + " " + std::to_string(failure.step);
+  if (failure.step >= 0) {
+    text += std::string(" in ") + unit_name(unit) + " " + std::to_string(failure.step);
+  }
   if (!failure.message.empty()) text += " (" + failure.message + ")";
   return text;
 }

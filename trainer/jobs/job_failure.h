@@ -41,9 +41,15 @@ bool job_finished(const std::vector<RankState>& ranks);
 JobFailure parse_job_failure(const std::vector<std::string>& lines, int status,
                              const std::vector<RankState>& ranks);
 
-// One phrase for a log line: "rank 1 on node07: killed by signal 9 (Killed) in step 37"; `unit`
-// is what the failed rank's record counts ("step" in training, "chunk" in a chunked job).
-std::string describe(const JobFailure& failure, const std::string& unit = "step");
+// What a job counts its progress in, and a failed rank's record its place: training's steps, a
+// file job's chunks.
+enum class JobUnit { kStep, kChunk };
+// "step", "chunk".
+const char* unit_name(JobUnit unit);
+
+// One phrase for a log line: "rank 1 on node07: killed by signal 9 (Killed) in step 37", in the
+// job's unit.
+std::string describe(const JobFailure& failure, JobUnit unit = JobUnit::kStep);
 
 // Whether `again` is the same failure as `before` come back: the same error in the same step when
 // a rank named them; otherwise the same way of failing (the caller adds whether training got any

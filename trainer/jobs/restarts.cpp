@@ -44,7 +44,7 @@ std::vector<std::string> job_command(const JobPlan& plan, int restarts,
 }
 
 train::RestartRecord restart_record(int restart, const JobFailure& failure, const SavedPoint& from,
-                                    int ranks, int64_t accum_steps, const char* unit) {
+                                    int ranks, int64_t accum_steps, JobUnit unit) {
   train::RestartRecord record;
   record.restart = restart;
   record.step = from.count;
@@ -104,15 +104,17 @@ int64_t accumulation_for(int64_t accum_before, int ranks_before, int ranks) {
 
 std::string reason_not_to_restart(const JobFailure& failure, const JobFailure* previous,
                                   int64_t saved, int64_t previous_saved, int restarts_done,
-                                  int max_restarts, const std::string& unit) {
+                                  int max_restarts, JobUnit unit) {
   if (failure.stopped) return "the ranks stopped on request";
   if (failure.usage_error) return "bad input (exit code 2), which a restart does not mend";
   if (previous != nullptr && same_failure(*previous, failure) &&
       (failure.step >= 0 || saved == previous_saved)) {
-    const std::string from = unit == "step" ? "step " + std::to_string(previous_saved)
-                                            : std::to_string(previous_saved) + " " + unit + "(s) done";
+    const std::string name = unit_name(unit);
+    const std::string from = unit == JobUnit::kStep
+                                 ? "step " + std::to_string(previous_saved)
+                                 : std::to_string(previous_saved) + " " + name + "(s) done";
     return "the same failure came back after a restart from " + from +
-           (failure.step >= 0 ? ", in " + unit + " " + std::to_string(failure.step) : "");
+           (failure.step >= 0 ? ", in " + name + " " + std::to_string(failure.step) : "");
   }
   if (restarts_done >= max_restarts) {
     return "no restart left (--max-restarts " + std::to_string(max_restarts) + ")";

@@ -48,8 +48,8 @@ class SavedProgress {
   virtual std::string state_dir() const = 0;
   // What the job has saved so far.
   virtual SavedPoint saved() const = 0;
-  // The unit a failed rank's record counts in: "step", "chunk".
-  virtual const char* unit() const = 0;
+  // What the job counts in: steps, chunks.
+  virtual JobUnit unit() const = 0;
   // The launcher's words on a stop signal: what the ranks do, what a second signal leaves intact.
   virtual StopWords stop_words() const = 0;
   // The launcher's line after a stop signal ended the run: whether its work is saved.
@@ -67,10 +67,10 @@ int64_t accumulation_for(int64_t accum_before, int ranks_before, int ranks);
 
 // Why a failed job is not relaunched, or "" when it is: a stop asked for, bad input, the same
 // failure as the last one with nothing saved since (`saved` against `previous_saved`, counts of
-// SavedPoint), or no restart left. `unit` is the failure's ("step", "chunk").
+// SavedPoint), or no restart left, in the job's unit.
 std::string reason_not_to_restart(const JobFailure& failure, const JobFailure* previous,
                                   int64_t saved, int64_t previous_saved, int restarts_done,
-                                  int max_restarts, const std::string& unit = "step");
+                                  int max_restarts, JobUnit unit = JobUnit::kStep);
 
 // The hosts that answer (host_answers, on ssh's port, kProbeTimeoutS each) among `hosts`; those
 // that do not are added to `dropped`, each "name (why)".
