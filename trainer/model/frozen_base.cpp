@@ -70,14 +70,15 @@ torch::Tensor HeldWeight::lookup(const torch::Tensor& ids) const {
   return rows.to(torch::kFloat).mul_(torch::embedding(scales.unsqueeze(1), ids));
 }
 
-HeldWeight held_weight(const torch::nn::Module& layer, const std::string& name) {
-  HeldWeight held{parameter(layer, name), torch::Tensor()};
-  if (held.values.scalar_type() == torch::kChar) {
+HeldWeight held_weight(const torch::nn::Module& layer, const torch::Tensor& weight) {
+  HeldWeight held{weight, torch::Tensor()};
+  if (weight.scalar_type() == torch::kChar) {
+    const std::string name = scale_name("weight");
     const auto buffers = layer.named_buffers(/*recurse=*/false);
-    const auto* scales = buffers.find(scale_name(name));
+    const auto* scales = buffers.find(name);
     if (scales == nullptr) {
-      throw std::logic_error("int8 parameter '" + name + "' of layer " + layer.name() +
-                             " has no buffer '" + scale_name(name) + "'");
+      throw std::logic_error("the int8 weight of layer " + layer.name() + " has no buffer '" +
+                             name + "'");
     }
     held.scales = *scales;
   }
@@ -121,7 +122,7 @@ torch::Tensor base_linear(const torch::Tensor& x, const torch::nn::LinearImpl& l
   if (layer.weight.requires_grad() || layer.weight.scalar_type() == x.scalar_type()) {
     return kernels::linear_rows(x, layer.weight, layer.bias);
   }
-  return base_linear(x, held_weight(layer), layer.bias);
+  return base_linear(x, held_weight(layer, layer.weight), layer.bias);
 }
 
 }  // namespace tandem::model

@@ -36,8 +36,9 @@ struct HeldWeight {
   torch::Tensor lookup(const torch::Tensor& ids) const;
 };
 
-// The parameter `name` of `layer` as held, with the scales of an int8 one.
-HeldWeight held_weight(const torch::nn::Module& layer, const std::string& name = "weight");
+// `weight`, the parameter "weight" of `layer`, as held: with its scales where it is int8 (looked
+// up only then, so that the float32 and bf16 paths of every step pay nothing for it).
+HeldWeight held_weight(const torch::nn::Module& layer, const torch::Tensor& weight);
 
 // Freezes the parameter `name` of `layer` and sets it to `value` (float32) held `as` says; a
 // 1-dimensional one (a bias, a norm) stays float32. It may be hollow (model::hollow_parameters).

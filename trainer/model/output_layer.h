@@ -42,7 +42,7 @@ class OutputProjectionImpl : public torch::nn::Module {
  private:
   // Its own weight, or tied_weight when it has none.
   HeldWeight weight(const HeldWeight& tied_weight) const {
-    return weight_.defined() ? held_weight(*this) : tied_weight;
+    return weight_.defined() ? held_weight(*this, weight_) : tied_weight;
   }
 
   torch::Tensor weight_, bias_;

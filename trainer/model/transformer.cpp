@@ -128,7 +128,8 @@ void TransformerImpl::freeze(kernels::InferencePrecision precision) {
 }
 
 HeldWeight TransformerImpl::tgt_weight() const {
-  return held_weight(options_.tie_embeddings ? *src_embed_ : *tgt_embed_);
+  const auto& embedding = options_.tie_embeddings ? src_embed_ : tgt_embed_;
+  return held_weight(*embedding, embedding->weight);
 }
 
 torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens, const HeldWeight& weight,
@@ -145,14 +146,15 @@ torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens, const HeldWeig
   if (bf16_stream(x.device())) {  // cast once, then positions + scale * x in one pass
     x = torch::add(positions.to(torch::kBFloat16), x.to(torch::kBFloat16), scale);
   } else {
-    if (x.scalar_type() != positions.scalar_type()) x = x.to(positions.scalar_type());  // a bf16 base
+    if (x.scalar_type() != positions.scalar_type()) x = x.to(positions.scalar_type());  // bf16 base
     x = x * scale + positions;  // [batch, len, d_model]
   }
   return kernels::dropout_add(x, options_.dropout, is_training(), torch::Tensor());
 }
 
 torch::Tensor TransformerImpl::encode(const torch::Tensor& src) {
-  return encoder_(embed(src, held_weight(*src_embed_), 0), kernels::AttentionMask{src.eq(kPadId), false});
+  return encoder_(embed(src, held_weight(*src_embed_, src_embed_->weight), 0),
+                  kernels::AttentionMask{src.eq(kPadId), false});
 }
 
 torch::Tensor TransformerImpl::decoder_states(const torch::Tensor& tgt_in,
