@@ -109,6 +109,31 @@ void loss_gradient_(torch::Tensor& x, const torch::Tensor& lse, const torch::Ten
   x.scatter_add_(1, targets.unsqueeze(1), weight * -(1.0 - smoothing));
 }
 
+// Logits g of rows begin.. → their gradient in place (for incoming [rows, 1]: 1 at targets, 0
+// at padding), in cache-sized parts for the loss's passes; fills s's statistics of those rows and
+// adds the bias gradient to d_bias.
+void logits_to_gradient(torch::Tensor& g, int64_t begin, const torch::Tensor& targets,
+                        const torch::Tensor& incoming, double smoothing, RowStats& s,
+                        torch::Tensor& d_bias) {
+  const int64_t n = g.size(0);
+  const int64_t part_rows = chunk_rows(g.device(), g.size(1), false);
+  for (int64_t at = begin; at < begin + n; at += part_rows) {
+    const int64_t m = std::min(part_rows, begin + n - at);
+    auto part = g.narrow(0, at - begin, m);
+    const auto t = targets.narrow(0, at, m);
+    if (kernels::own_kernels_for(part)) {  // one read and one write of the part's logits
+      s.fill_on_gpu(at, part, t, incoming.narrow(0, at, m).view({-1}), smoothing);
+      d_bias.add_(kernels::column_sums(part));
+      continue;
+    }
+    auto x = part.to(s.lse.scalar_type());  // part itself unless widened
+    s.fill(at, x, t);
+    loss_gradient_(x, s.lse.narrow(0, at, m), t, incoming.narrow(0, at, m), smoothing);
+    d_bias.add_(x.sum(0));
+    if (!x.is_same(part)) part.copy_(x);
+  }
+}
+
 // The smoothed loss sum, [nll sum, tokens, correct] (float64), and per target its nll and
 // whether the argmax is the target, from the row statistics.
 variable_list loss_outputs(AutogradContext* ctx, const RowStats& s, const torch::Tensor& targets,
@@ -212,27 +237,11 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
     auto d_weight = frozen ? torch::Tensor() : torch::zeros_like(weight);
     auto d_bias = torch::zeros_like(bias);
     const auto incoming = real.to(dtype).unsqueeze(1);  // d loss_sum / d row loss: 1 or 0
-    const int64_t part_rows = chunk_rows(rows.device(), vocab, false);
     for (int64_t begin = 0; begin < n_rows; begin += step) {
       const int64_t n = std::min(step, n_rows - begin);
       const auto h_c = h.narrow(0, begin, n);
-      // The logits become their gradient in place, in cache-sized parts for the loss's passes.
       auto g = by_blocks ? logits_by_blocks(h_c, held, b) : torch::addmm(b, h_c, w.t());
-      for (int64_t at = begin; at < begin + n; at += part_rows) {
-        const int64_t m = std::min(part_rows, begin + n - at);
-        auto part = g.narrow(0, at - begin, m);
-        const auto t = targets.narrow(0, at, m);
-        if (kernels::own_kernels_for(part)) {  // one read and one write of the part's logits
-          s.fill_on_gpu(at, part, t, incoming.narrow(0, at, m).view({-1}), smoothing);
-          d_bias.add_(kernels::column_sums(part));
-          continue;
-        }
-        auto x = part.to(dtype);  // part itself unless widened
-        s.fill(at, x, t);
-        loss_gradient_(x, s.lse.narrow(0, at, m), t, incoming.narrow(0, at, m), smoothing);
-        d_bias.add_(x.sum(0));
-        if (!x.is_same(part)) part.copy_(x);
-      }
+      logits_to_gradient(g, begin, targets, incoming, smoothing, s, d_bias);
       d_rows.narrow(0, begin, n).copy_(by_blocks ? product_by_blocks(g, held) : torch::mm(g, w));
       if (frozen) continue;
       if (g.scalar_type() == d_weight.scalar_type()) {
