@@ -20,7 +20,7 @@ struct Batch {
   int64_t tgt_tokens = 0;  // non-pad entries of tgt_out: the targets predicted
   // [batch] int64: each pair's direction, its index in Corpus::directions(), when the file
   // holds several (the loader sets it); undefined otherwise.
-  torch::Tensor corpus;
+  torch::Tensor direction;
   bool empty() const { return sentences == 0; }
 };
 

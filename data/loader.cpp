@@ -26,11 +26,11 @@ void pin(Batch& batch) {
   batch.src = batch.src.pin_memory();
   batch.tgt_in = batch.tgt_in.pin_memory();
   batch.tgt_out = batch.tgt_out.pin_memory();
-  if (batch.corpus.defined()) batch.corpus = batch.corpus.pin_memory();
+  if (batch.direction.defined()) batch.direction = batch.direction.pin_memory();
 }
 
 // Where each direction of `split` begins in it, when the file holds several; else empty.
-std::vector<int64_t> corpus_starts(const Corpus& corpus, const std::string& split) {
+std::vector<int64_t> direction_starts(const Corpus& corpus, const std::string& split) {
   const Directions& directions = corpus.directions();
   std::vector<int64_t> starts;
   if (!directions.several()) return starts;
@@ -41,8 +41,8 @@ std::vector<int64_t> corpus_starts(const Corpus& corpus, const std::string& spli
   return starts;
 }
 
-// [pairs] int64: the corpus of each pair index, the last corpus starting at or before it.
-torch::Tensor corpus_of(const std::vector<int64_t>& pairs, const std::vector<int64_t>& starts) {
+// [pairs] int64: the direction of each pair index, the last one starting at or before it.
+torch::Tensor direction_of(const std::vector<int64_t>& pairs, const std::vector<int64_t>& starts) {
   auto out = torch::empty({static_cast<int64_t>(pairs.size())}, torch::kInt64);
   auto* at = out.data_ptr<int64_t>();
   for (const int64_t pair : pairs) {
@@ -66,7 +66,7 @@ class StepReader {
         options_(options),
         rank_(rank),
         world_size_(world_size),
-        corpus_starts_(corpus_starts(corpus, split_)) {}
+        direction_starts_(direction_starts(corpus, split_)) {}
 
   // The step that starts at `at` (or at the next epoch's start if `at` used its epoch up).
   Step read(DataPosition at, int64_t accum_steps) {
@@ -78,7 +78,7 @@ class StepReader {
       if (index < batches.size()) {
         const std::vector<int64_t> pairs = batches.batch(index);
         step.batches.push_back(make_batch(corpus_.read(split_, pairs)));
-        if (!corpus_starts_.empty()) step.batches.back().corpus = corpus_of(pairs, corpus_starts_);
+        if (!direction_starts_.empty()) step.batches.back().direction = direction_of(pairs, direction_starts_);
       } else {
         step.batches.push_back(make_batch({}));
       }
@@ -89,7 +89,7 @@ class StepReader {
   }
 
   void set_pinned(bool pinned) { pinned_ = pinned; }
-  int64_t directions() const { return static_cast<int64_t>(corpus_starts_.size()); }
+  int64_t directions() const { return static_cast<int64_t>(direction_starts_.size()); }
 
   // This rank's share of the plan of the epoch `at` is in, built when first asked for (one is
   // held at a time); the epoch's size is remembered for batches_in_epoch, under a lock the caller
@@ -124,7 +124,7 @@ class StepReader {
   BatchPlanOptions options_;
   int rank_;
   int world_size_;
-  std::vector<int64_t> corpus_starts_;  // of the split's corpora when it holds several
+  std::vector<int64_t> direction_starts_;  // of the split's corpora when it holds several
   bool pinned_ = false;
   int64_t plan_epoch_ = -1, plan_first_ = 0;
   BatchPlan plan_;

@@ -45,7 +45,7 @@ class ShardedLoader {
   DataPosition position() const;
   void set_position(const DataPosition& position);  // drops what was prefetched
   int64_t batches_in_epoch();  // size of the current epoch's global plan
-  // The directions its batches say their pairs are of (Batch::corpus): the file's count when it
+  // The directions its batches say their pairs are of (Batch::direction): the file's count when it
   // holds several, else 0.
   int64_t directions() const;
 

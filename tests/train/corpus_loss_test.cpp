@@ -46,11 +46,11 @@ TEST(CorpusLoss, EachCorpusSumsEqualTheLossOfItsSentencesAlone) {
   const std::vector<data::SentencePair> all = pairs(6);
   const std::vector<int64_t> corpus_of = {0, 2, 2, 0, 2, 0};  // corpus 1 has no sentence here
   data::Batch batch = data::make_batch(all);
-  batch.corpus = torch::tensor(corpus_of, torch::kInt64);
+  batch.direction = torch::tensor(corpus_of, torch::kInt64);
   const model::TokenLoss loss = model->loss(batch.src, batch.tgt_in, batch.tgt_out, 0.1);
   torch::Tensor sums = torch::zeros({3, 3}, torch::kFloat64);
-  add_by_corpus(sums, loss, batch);
-  add_by_corpus(sums, loss, batch);  // adds up: twice the micro-batch
+  add_by_direction(sums, loss, batch);
+  add_by_direction(sums, loss, batch);  // adds up: twice the micro-batch
 
   for (int64_t c = 0; c < 3; ++c) {
     std::vector<data::SentencePair> own;

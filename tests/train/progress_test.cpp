@@ -199,20 +199,20 @@ TEST_F(ProgressEnv, ARecordGivesEachCorpusItsLossSummedOverRanks) {
                       {"en-es", "es-en"});
   // Per corpus [nll, targets, correct]; the totals are their sums.
   StepStats first = step_stats(2 * 50, 30 + 40, 10 + 20, 1.0, 1e-3, 1);
-  first.corpus_sums = torch::tensor({{30.0, 20.0, 10.0}, {40.0, 30.0, 20.0}}, torch::kFloat64);
+  first.direction_sums = torch::tensor({{30.0, 20.0, 10.0}, {40.0, 30.0, 20.0}}, torch::kFloat64);
   StepStats second = step_stats(2 * 30, 90, 0, 1.0, 1e-3, 2);
-  second.corpus_sums = torch::tensor({{90.0, 30.0, 0.0}, {0.0, 0.0, 0.0}}, torch::kFloat64);
+  second.direction_sums = torch::tensor({{90.0, 30.0, 0.0}, {0.0, 0.0, 0.0}}, torch::kFloat64);
   meter.add(first);
   meter.add(second);
   const ProgressRecord r = meter.take(2, 0.1);
   EXPECT_EQ(collectives, 1);
-  ASSERT_EQ(r.corpora.size(), 2u);
-  EXPECT_EQ(r.corpora[0].name, "en-es");
-  EXPECT_DOUBLE_EQ(r.corpora[0].loss, (30.0 + 90.0) / (20.0 + 30.0));
-  EXPECT_DOUBLE_EQ(r.corpora[0].accuracy, 10.0 / 50.0);
-  EXPECT_DOUBLE_EQ(r.corpora[0].tokens, 2 * 50.0);
-  EXPECT_DOUBLE_EQ(r.corpora[1].loss, 40.0 / 30.0);
-  EXPECT_DOUBLE_EQ(r.corpora[1].tokens, 2 * 30.0);
+  ASSERT_EQ(r.directions.size(), 2u);
+  EXPECT_EQ(r.directions[0].name, "en-es");
+  EXPECT_DOUBLE_EQ(r.directions[0].loss, (30.0 + 90.0) / (20.0 + 30.0));
+  EXPECT_DOUBLE_EQ(r.directions[0].accuracy, 10.0 / 50.0);
+  EXPECT_DOUBLE_EQ(r.directions[0].tokens, 2 * 50.0);
+  EXPECT_DOUBLE_EQ(r.directions[1].loss, 40.0 / 30.0);
+  EXPECT_DOUBLE_EQ(r.directions[1].tokens, 2 * 30.0);
   EXPECT_DOUBLE_EQ(r.loss, 2 * 160.0 / 160.0);
   const std::string line = r.line();
   EXPECT_NE(line.find(" | by corpus: en-es 2.4000, es-en 1.3333"), std::string::npos) << line;
@@ -222,11 +222,11 @@ TEST_F(ProgressEnv, ARecordGivesEachCorpusItsLossSummedOverRanks) {
   EXPECT_DOUBLE_EQ(json["tgt_tokens_es-en"].get<double>(), 60.0);
   // A window without any of a corpus's targets gives it 0, not NaN.
   StepStats third = step_stats(10, 5, 1, 1.0, 1e-3, 3);
-  third.corpus_sums = torch::tensor({{5.0, 5.0, 1.0}, {0.0, 0.0, 0.0}}, torch::kFloat64);
+  third.direction_sums = torch::tensor({{5.0, 5.0, 1.0}, {0.0, 0.0, 0.0}}, torch::kFloat64);
   meter.add(third);
   const ProgressRecord next = meter.take(3, 0.2);
-  EXPECT_DOUBLE_EQ(next.corpora[1].loss, 0.0);
-  EXPECT_DOUBLE_EQ(next.corpora[0].loss, 1.0);
+  EXPECT_DOUBLE_EQ(next.directions[1].loss, 0.0);
+  EXPECT_DOUBLE_EQ(next.directions[0].loss, 1.0);
 }
 
 TEST_F(ProgressEnv, EpochLimitAloneGivesTheFraction) {

@@ -31,7 +31,7 @@ model::TokenLoss micro_batch_loss(model::Transformer& model, const data::Batch& 
 
 }  // namespace
 
-void add_by_corpus(torch::Tensor& sums, const model::TokenLoss& loss, const data::Batch& batch) {
+void add_by_direction(torch::Tensor& sums, const model::TokenLoss& loss, const data::Batch& batch) {
   const int64_t rows = batch.tgt_out.size(0);
   const auto on_device = [&](const torch::Tensor& t) {
     return t.to(sums.device(), /*non_blocking=*/true);
@@ -42,15 +42,15 @@ void add_by_corpus(torch::Tensor& sums, const model::TokenLoss& loss, const data
   const auto by_row = torch::stack(
       {per_row(loss.target_nll), per_row(batch.tgt_out.ne(kPadId)), per_row(loss.target_correct)},
       1);
-  sums.index_add_(0, on_device(batch.corpus), by_row);
+  sums.index_add_(0, on_device(batch.direction), by_row);
 }
 
 RankStep forward_backward(model::Transformer& model, const std::vector<data::Batch>& batches,
                           parallel::GradientReducer& reducer, const runtime::DeviceChoice& device,
-                          double label_smoothing, int64_t corpora) {
+                          double label_smoothing, int64_t directions) {
   RankStep totals;
   const auto float64_on_device = torch::TensorOptions(device.device).dtype(torch::kFloat64);
-  if (corpora > 1) totals.corpus_sums = torch::zeros({corpora, 3}, float64_on_device);
+  if (directions > 1) totals.direction_sums = torch::zeros({directions, 3}, float64_on_device);
   torch::Tensor stats;  // [nll sum, tokens, correct] summed on the device
   const size_t completing = completing_micro_batch(batches);
   for (size_t m = 0; m < batches.size(); ++m) {
@@ -64,7 +64,7 @@ RankStep forward_backward(model::Transformer& model, const std::vector<data::Bat
     const auto loss = micro_batch_loss(model, batches[m], device, label_smoothing);
     loss.loss_sum.backward();
     stats = stats.defined() ? stats + loss.stats : loss.stats;
-    if (totals.corpus_sums.defined()) add_by_corpus(totals.corpus_sums, loss, batches[m]);
+    if (totals.direction_sums.defined()) add_by_direction(totals.direction_sums, loss, batches[m]);
     totals.tgt_tokens += static_cast<double>(batches[m].tgt_tokens);  // known on the host
   }
   // Buckets not yet sent (unused parameters, or no data here) go now, before the next collective,

@@ -17,22 +17,23 @@ struct RankStep {
   double tgt_tokens = 0;     // targets predicted, from the host-side batches
   torch::Tensor token_sums;  // [summed -log p(target) (no smoothing), targets equal to the argmax
                              //  prediction], float64 on the device, not read by the host
-  // [corpora, 3]: per corpus [summed -log p(target), targets, correct], float64 on the device;
-  // undefined for a file of one corpus
-  torch::Tensor corpus_sums;
+  // [directions, 3]: per direction [summed -log p(target), targets, correct], float64 on the
+  // device; undefined for a file of one direction
+  torch::Tensor direction_sums;
 };
 
-// Adds a micro-batch's [summed -log p(target), targets, correct] per corpus into `sums`
-// [corpora, 3] (float64, on the loss's device), each sentence's figures to its Batch::corpus row.
-void add_by_corpus(torch::Tensor& sums, const model::TokenLoss& loss, const data::Batch& batch);
+// Adds a micro-batch's [summed -log p(target), targets, correct] per direction into `sums`
+// [directions, 3] (float64, on the loss's device), each sentence's figures to its
+// Batch::direction row.
+void add_by_direction(torch::Tensor& sums, const model::TokenLoss& loss, const data::Batch& batch);
 
 // The loss is the summed (not averaged) smoothed cross-entropy; the caller scales the reduced
 // gradients by the global target count. Returns this rank's sums. Afterwards every gradient
 // bucket has been launched (reducer.end_backward()), so the next collective may follow.
-// corpora > 1 (the batches carry Batch::corpus): the sums per corpus too, zeros where this rank
-// saw none of a corpus's pairs, so every rank's have the same shape.
+// directions > 1 (the batches carry Batch::direction): the sums per direction too, zeros where
+// this rank saw none of a direction's pairs, so every rank's have the same shape.
 RankStep forward_backward(model::Transformer& model, const std::vector<data::Batch>& batches,
                           parallel::GradientReducer& reducer, const runtime::DeviceChoice& device,
-                          double label_smoothing, int64_t corpora = 0);
+                          double label_smoothing, int64_t directions = 0);
 
 }  // namespace tandem::train

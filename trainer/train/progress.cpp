@@ -33,9 +33,9 @@ std::string ProgressRecord::line() const {
                 grad_norm, tokens_per_s, format_duration(elapsed_s).c_str());
   std::string out = buf;
   if (eta_s >= 0) out += " | ETA " + format_duration(eta_s);
-  for (size_t k = 0; k < corpora.size(); ++k) {
-    std::snprintf(buf, sizeof buf, "%.4f", corpora[k].loss);
-    out += (k == 0 ? " | by corpus: " : ", ") + corpora[k].name + " " + buf;
+  for (size_t k = 0; k < directions.size(); ++k) {
+    std::snprintf(buf, sizeof buf, "%.4f", directions[k].loss);
+    out += (k == 0 ? " | by corpus: " : ", ") + directions[k].name + " " + buf;
   }
   return out;
 }
@@ -73,22 +73,22 @@ nlohmann::json ProgressRecord::json() const {
                            {"skipped_updates", skipped},
                            {"tgt_tokens_per_s", tokens_per_s},
                            {"elapsed_s", elapsed_s}};
-  for (const CorpusProgress& corpus : corpora) {
-    record["loss_" + corpus.name] = corpus.loss;
-    record["accuracy_" + corpus.name] = corpus.accuracy;
-    record["tgt_tokens_" + corpus.name] = corpus.tokens;
+  for (const DirectionProgress& direction : directions) {
+    record["loss_" + direction.name] = direction.loss;
+    record["accuracy_" + direction.name] = direction.accuracy;
+    record["tgt_tokens_" + direction.name] = direction.tokens;
   }
   return record;
 }
 
 ProgressMeter::ProgressMeter(const config::Config& config, int64_t start_step,
-                             SumOverRanks sum_over_ranks, std::vector<std::string> corpora)
+                             SumOverRanks sum_over_ranks, std::vector<std::string> directions)
     : limits_{static_cast<double>(config.train.max_steps), config.train.max_minutes,
               static_cast<double>(config.train.max_epochs)},
       start_step_(start_step),
       started_(Clock::now()),
       sum_over_ranks_(std::move(sum_over_ranks)),
-      corpora_(std::move(corpora)) {
+      directions_(std::move(directions)) {
   window_.start = started_;
   log::progress_mode_from_env();  // a bad value fails here, on every rank, before any step
   live_.enabled = log::live_status_enabled();
@@ -101,12 +101,12 @@ void ProgressMeter::add(const StepStats& stats) {
   const torch::Tensor skipped_at = stats.update.select(0, 1) * static_cast<double>(stats.step);
   if (window_.steps == 0) {
     window_.token_sums = stats.token_sums.clone();
-    if (stats.corpus_sums.defined()) window_.corpus_sums = stats.corpus_sums.clone();
+    if (stats.direction_sums.defined()) window_.direction_sums = stats.direction_sums.clone();
     window_.update = stats.update.clone();
     window_.last_skipped = skipped_at;
   } else {
     window_.token_sums.add_(stats.token_sums);
-    if (stats.corpus_sums.defined()) window_.corpus_sums.add_(stats.corpus_sums);
+    if (stats.direction_sums.defined()) window_.direction_sums.add_(stats.direction_sums);
     window_.update.add_(stats.update);
     window_.last_skipped = torch::maximum(window_.last_skipped, skipped_at);
   }
@@ -120,12 +120,12 @@ void ProgressMeter::add(const StepStats& stats) {
 ProgressRecord ProgressMeter::take(int64_t step, double epoch) {
   // The window's device figures, the ranks' loss sums added up (one collective), in one read.
   double nll = 0, correct = 0, norm_sum = 0, skipped = 0, last_skipped = 0;
-  std::vector<double> by_corpus;  // [nll, targets, correct] per corpus
+  std::vector<double> by_direction;  // [nll, targets, correct] per direction
   if (window_.steps > 0) {
     torch::NoGradGuard no_grad;
-    const bool per_corpus = !corpora_.empty() && window_.corpus_sums.defined();
-    torch::Tensor sums = per_corpus
-                             ? torch::cat({window_.token_sums, window_.corpus_sums.flatten()})
+    const bool per_direction = !directions_.empty() && window_.direction_sums.defined();
+    torch::Tensor sums = per_direction
+                             ? torch::cat({window_.token_sums, window_.direction_sums.flatten()})
                              : window_.token_sums;
     if (sum_over_ranks_) sum_over_ranks_(sums);
     const torch::Tensor all =
@@ -134,7 +134,7 @@ ProgressRecord ProgressMeter::take(int64_t step, double epoch) {
     nll = v[0], correct = v[1];
     const int64_t after = sums.numel();
     norm_sum = v[after], skipped = v[after + 1], last_skipped = v[after + 2];
-    by_corpus.assign(all.data_ptr<double>() + 2, all.data_ptr<double>() + after);
+    by_direction.assign(all.data_ptr<double>() + 2, all.data_ptr<double>() + after);
   }
   const auto now = Clock::now();
   const double window_s = std::chrono::duration<double>(now - window_.start).count();
@@ -152,11 +152,11 @@ ProgressRecord ProgressMeter::take(int64_t step, double epoch) {
   r.tokens_per_s = window_s > 0 ? window_.tokens / window_s : 0;
   r.elapsed_s = std::chrono::duration<double>(now - started_).count();
   r.eta_s = eta(step, r.elapsed_s);
-  for (size_t k = 0; k < corpora_.size() && 3 * k + 2 < by_corpus.size(); ++k) {
-    const double corpus_tokens = by_corpus[3 * k + 1];
-    const double per_token = corpus_tokens > 0 ? 1.0 / corpus_tokens : 0.0;
-    r.corpora.push_back({corpora_[k], by_corpus[3 * k] * per_token,
-                         by_corpus[3 * k + 2] * per_token, corpus_tokens});
+  for (size_t k = 0; k < directions_.size() && 3 * k + 2 < by_direction.size(); ++k) {
+    const double direction_tokens = by_direction[3 * k + 1];
+    const double per_token = direction_tokens > 0 ? 1.0 / direction_tokens : 0.0;
+    r.directions.push_back({directions_[k], by_direction[3 * k] * per_token,
+                            by_direction[3 * k + 2] * per_token, direction_tokens});
   }
   window_.tokens = window_.rank_tokens = 0;
   window_.steps = 0;

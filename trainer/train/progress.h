@@ -24,15 +24,15 @@ struct StepStats {
   double rank_tokens = 0;  // this rank's
   double lr = 0;
   torch::Tensor token_sums;  // float64 [summed NLL, correct predictions] over this rank's targets
-  // float64 [corpora, 3]: per corpus [summed NLL, targets, correct] over this rank's targets;
-  // undefined for a file of one corpus
-  torch::Tensor corpus_sums;
+  // float64 [directions, 3]: per direction [summed NLL, targets, correct] over this rank's
+  // targets; undefined for a file of one direction
+  torch::Tensor direction_sums;
   torch::Tensor update;      // float64 [gradient norm, 1 where the update was skipped (a
                              // non-finite norm: no update on any rank) else 0]
 };
 
-// One corpus's training figures over a log window (a file of several corpora).
-struct CorpusProgress {
+// One direction's training figures over a log window (a file of several, tandem-prep --corpora).
+struct DirectionProgress {
   std::string name;
   double loss = 0;      // mean NLL per target token (nats); 0 when the window had none of it
   double accuracy = 0;  // target-token accuracy
@@ -52,10 +52,10 @@ struct ProgressRecord {
   double tokens_per_s = 0;   // target tokens, all ranks
   double elapsed_s = 0;      // since this process started training
   double eta_s = -1;         // -1 when no step/time limit is set
-  std::vector<CorpusProgress> corpora;  // per corpus when the file holds several, else empty
-  // "... | ETA 1m02s | by corpus: en-es 3.2143, es-en 3.4012" (the last part with corpora)
+  std::vector<DirectionProgress> directions;  // when the file holds several, else empty
+  // "... | ETA 1m02s | by corpus: en-es 3.2143, es-en 3.4012" (the last part with directions)
   std::string line() const;
-  // With corpora also loss_<name>, accuracy_<name> and tgt_tokens_<name> (TensorBoard:
+  // With directions also loss_<name>, accuracy_<name> and tgt_tokens_<name> (TensorBoard:
   // train/loss_<name>, ...).
   nlohmann::json json() const;
 };
@@ -83,10 +83,10 @@ class ProgressMeter {
   using SumOverRanks = std::function<void(torch::Tensor&)>;
 
   // Throws std::invalid_argument for a bad TANDEM_PROGRESS (see log::progress_mode_from_env).
-  // `corpora`: the corpus file's corpus names when it holds several (the steps then carry
-  // StepStats::corpus_sums in that order), else empty.
+  // `directions`: the corpus file's direction names when it holds several (the steps then carry
+  // StepStats::direction_sums in that order), else empty.
   ProgressMeter(const config::Config& config, int64_t start_step, SumOverRanks sum_over_ranks = {},
-                std::vector<std::string> corpora = {});
+                std::vector<std::string> directions = {});
   ~ProgressMeter();  // erases the live line, e.g. when training ends by an exception
   // Adds the step's device figures to the window's on the device, without reading them.
   void add(const StepStats& stats);
@@ -126,7 +126,7 @@ class ProgressMeter {
     double rank_tokens = 0;      // this rank's
     double lr = 0;               // the latest step's
     torch::Tensor token_sums;    // Σ StepStats::token_sums
-    torch::Tensor corpus_sums;   // Σ StepStats::corpus_sums (with corpora)
+    torch::Tensor direction_sums;  // Σ StepStats::direction_sums (with directions)
     torch::Tensor update;        // Σ StepStats::update
     torch::Tensor last_skipped;  // max over the window of step × skipped
   };
@@ -142,7 +142,7 @@ class ProgressMeter {
   int64_t start_step_;
   Clock::time_point started_;
   SumOverRanks sum_over_ranks_;
-  std::vector<std::string> corpora_;
+  std::vector<std::string> directions_;
   Live live_;
   Window window_;
   double total_tokens_ = 0;

@@ -265,7 +265,7 @@ StepStats Trainer::train_step() {
   stats.tgt_tokens = agreed.tgt_tokens;
   stats.rank_tokens = local.tgt_tokens;
   stats.token_sums = local.token_sums;
-  stats.corpus_sums = local.corpus_sums;
+  stats.direction_sums = local.direction_sums;
   // Clip, update, and move the weights' average.
   update(stats);
   return stats;
