@@ -23,12 +23,12 @@ namespace {
 namespace format = corpus_format;
 constexpr size_t kShownSkips = 5;  // skipped pairs whose position is reported
 
-// One corpus's part of a split, as written: its files, the label its messages use, and the
-// tokens its sentences start with.
+// One corpus's part of a split, as written: its files, the label its messages use, and its
+// sentences' language marks.
 struct SplitPart {
   const SplitFiles* files;
   std::string label;
-  SentencePrefixes prefixes;
+  LanguageMarks marks;
 };
 
 void count_skip(SplitSummary& summary, Verdict verdict, const PairReader& reader, int64_t index) {
@@ -89,7 +89,7 @@ SplitSummary encode_part(const SplitPart& part, const Vocab& vocab, const PrepOp
     std::future<size_t> next;
     if (count == chunk.size()) next = std::async(std::launch::async, fill, std::ref(ahead));
     const std::vector<EncodedSlice> slices =
-        encode_chunk(vocab, options.max_len, part.prefixes, chunk.data(), count, threads);
+        encode_chunk(vocab, options.max_len, part.marks, chunk.data(), count, threads);
     const size_t next_count = next.valid() ? next.get() : 0;
     int64_t index = first;
     for (const EncodedSlice& slice : slices) {
@@ -209,13 +209,10 @@ void write_corpus(const std::string& path, const Vocab& vocab, const PrepOptions
     for (size_t k = 0; k < corpora.size(); ++k) {
       const SplitFiles* files = find_split(corpora[k], name);
       if (files == nullptr) continue;
-      SentencePrefixes prefixes;
-      if (vocab.coded()) {  // languages checked against the codes (prepare_corpus)
-        prefixes = {vocab.code_id(corpora[k].src_lang), vocab.code_id(corpora[k].tgt_lang)};
-      } else if (!tags.empty()) {
-        prefixes.src = vocab.tag_id(language_tag(corpora[k].tgt_lang));
-      }
-      parts.push_back({files, label_of(corpora[k], name), prefixes});
+      // Languages checked against the codes or tags (prepare_corpus).
+      const LanguageMarks marks =
+          direction_marks(vocab, corpora[k].src_lang, corpora[k].tgt_lang, !tags.empty());
+      parts.push_back({files, label_of(corpora[k], name), marks});
       part_groups.push_back(several ? groups[k].get() : -1);
       part_corpus.push_back(k);
     }

@@ -7,16 +7,17 @@
 namespace tandem::data {
 namespace {
 
-// Each side gets its prefix (>= 0) as its first token; max_len counts it.
-void encode_slice(const Vocab& vocab, int64_t max_len, SentencePrefixes prefixes,
+// Each side gets the token its marks start it with as its first; max_len counts it.
+void encode_slice(const Vocab& vocab, int64_t max_len, const LanguageMarks& marks,
                   const RawPair* pairs, size_t count, EncodedSlice& out) {
+  const int32_t src_prefix = marks.source_prefix(), tgt_prefix = marks.target_code;
   for (size_t i = 0; i < count; ++i) {
     Verdict verdict = raw_verdict(pairs[i].src, pairs[i].tgt);
     if (verdict == kKept) {
       std::vector<int32_t> src = vocab.encode(pairs[i].src, Side::kSource);
       std::vector<int32_t> tgt = vocab.encode(pairs[i].tgt, Side::kTarget);
-      if (prefixes.src >= 0 && !src.empty()) src.insert(src.begin(), prefixes.src);
-      if (prefixes.tgt >= 0 && !tgt.empty()) tgt.insert(tgt.begin(), prefixes.tgt);
+      if (src_prefix >= 0 && !src.empty()) src.insert(src.begin(), src_prefix);
+      if (tgt_prefix >= 0 && !tgt.empty()) tgt.insert(tgt.begin(), tgt_prefix);
       const auto longest = static_cast<int64_t>(std::max(src.size(), tgt.size()));
       if (src.empty() || tgt.empty()) {  // e.g. only characters the normalizer removes
         verdict = kEmpty;
@@ -36,7 +37,7 @@ void encode_slice(const Vocab& vocab, int64_t max_len, SentencePrefixes prefixes
 }  // namespace
 
 std::vector<EncodedSlice> encode_chunk(const Vocab& vocab, int64_t max_len,
-                                       SentencePrefixes prefixes, const RawPair* pairs,
+                                       const LanguageMarks& marks, const RawPair* pairs,
                                        size_t count, int threads) {
   const size_t slices = std::max<size_t>(1, std::min<size_t>(threads, count));
   std::vector<EncodedSlice> encoded(slices);
@@ -45,7 +46,7 @@ std::vector<EncodedSlice> encode_chunk(const Vocab& vocab, int64_t max_len,
     try {
       const size_t begin = count * k / slices;
       const size_t end = count * (k + 1) / slices;
-      encode_slice(vocab, max_len, prefixes, pairs + begin, end - begin, encoded[k]);
+      encode_slice(vocab, max_len, marks, pairs + begin, end - begin, encoded[k]);
     } catch (...) {
       errors[k] = std::current_exception();
     }

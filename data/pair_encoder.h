@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "data/language_marks.h"
 #include "data/pair_reader.h"
 #include "data/vocab.h"
 
@@ -19,18 +20,11 @@ struct EncodedSlice {
   std::vector<int64_t> src_lengths, tgt_lengths;
 };
 
-// The tokens a corpus's sentences start with (-1: none): a source's target-language tag
-// (">>es<<"), or a model with language codes' source and target codes (NLLB-200's eng_Latn ...).
-struct SentencePrefixes {
-  int32_t src = -1;
-  int32_t tgt = -1;
-};
-
 // Encodes `count` pairs on up to `threads` threads, each a contiguous slice (the calling thread
 // takes the first): the slices in order are the same whatever the thread count. Each side gets
-// its prefix (>= 0) as its first token; max_len counts it.
+// the token its language marks start it with (data/language_marks.h); max_len counts it.
 std::vector<EncodedSlice> encode_chunk(const Vocab& vocab, int64_t max_len,
-                                       SentencePrefixes prefixes, const RawPair* pairs,
+                                       const LanguageMarks& marks, const RawPair* pairs,
                                        size_t count, int threads);
 
 }  // namespace tandem::data

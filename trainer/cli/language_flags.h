@@ -1,5 +1,6 @@
-// --source-lang and --target-lang, which tandem-decode and tandem-eval share: how a line to
-// translate carries its languages for the model at hand.
+// --source-lang and --target-lang, which tandem-decode, tandem-score and tandem-eval share: the
+// languages a line to translate (or score) carries for the model at hand, checked against it
+// (data/language_marks.h decides how the line carries them).
 //   - A model with language codes (an imported NLLB-200 or M2M-100: "eng_Latn", "en") reads
 //     [source code] pieces </s> and its translations start with the target's code: both options
 //     are needed.
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "data/direction.h"
+#include "data/language_marks.h"
 #include "data/vocab.h"
 
 namespace tandem::cli {
@@ -52,37 +54,6 @@ inline std::vector<std::pair<std::string, std::string>> recorded_language_option
   return options;
 }
 
-// What the flags ask of one model's vocabulary.
-struct LanguageMarks {
-  int32_t source_code = -1;  // a code model's source prefix
-  int32_t target_code = -1;  // a code model's first target token
-  std::string tag;           // a tagged model's ">>es<<"
-
-  // The line's source ids as the model reads them (without EOS).
-  std::vector<int32_t> source(const data::Vocab& vocab, const std::string& line) const {
-    if (source_code >= 0) {
-      std::vector<int32_t> ids = {source_code};
-      const auto pieces = vocab.encode(line, data::Side::kSource);
-      ids.insert(ids.end(), pieces.begin(), pieces.end());
-      return ids;
-    }
-    const bool own_tag = tag.empty() || line.compare(0, 2, ">>") == 0;
-    return vocab.encode(own_tag ? line : tag + " " + line, data::Side::kSource);
-  }
-  // A reference's ids as the model predicts them (without EOS).
-  std::vector<int32_t> target(const data::Vocab& vocab, const std::string& line) const {
-    std::vector<int32_t> ids;
-    if (target_code >= 0) ids.push_back(target_code);
-    const auto pieces = vocab.encode(line, data::Side::kTarget);
-    ids.insert(ids.end(), pieces.begin(), pieces.end());
-    return ids;
-  }
-  // Per sentence, the token its translation starts with (none without codes).
-  std::vector<int32_t> first_tokens(size_t sentences) const {
-    return target_code >= 0 ? std::vector<int32_t>(sentences, target_code) : std::vector<int32_t>{};
-  }
-};
-
 // A language's code id in a model with codes; std::invalid_argument naming `flag` and the
 // nearest languages the model has for one it lacks. M2M-100's codes are taken as "en" or
 // "__en__".
@@ -108,8 +79,10 @@ inline int32_t language_code(const data::Vocab& vocab, const std::string& flag,
                               " codes; the nearest: " + vocab.nearest_languages(language, 5) + ")");
 }
 
-inline LanguageMarks language_marks(const data::Vocab& vocab, const LanguageFlags& flags) {
-  LanguageMarks marks;
+// What the flags ask of one model's vocabulary; std::invalid_argument naming the flag that the
+// model needs or a language it lacks.
+inline data::LanguageMarks language_marks(const data::Vocab& vocab, const LanguageFlags& flags) {
+  data::LanguageMarks marks;
   if (vocab.coded()) {
     marks.source_code = language_code(vocab, "--source-lang", flags.source);
     marks.target_code = language_code(vocab, "--target-lang", flags.target);
@@ -117,7 +90,8 @@ inline LanguageMarks language_marks(const data::Vocab& vocab, const LanguageFlag
   }
   if (flags.target.empty()) return marks;
   marks.tag = data::language_tag(flags.target);
-  if (vocab.tag_id(marks.tag) >= 0) return marks;
+  marks.tag_id = vocab.tag_id(marks.tag);
+  if (marks.tag_id >= 0) return marks;
   std::string known;
   for (const std::string& t : vocab.language_tags()) {
     known += (known.empty() ? "" : ", ") + t.substr(2, t.size() - 4);

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <set>
 #include <stdexcept>
 
 #include "data/batch.h"
 #include "data/batch_plan.h"
+#include "data/language_marks.h"
 #include "trainer/common/log.h"
 #include "trainer/common/token_ids.h"
 #include "trainer/model/token_loss.h"
@@ -159,23 +159,6 @@ std::vector<std::string> translate_tokens(const decode::Ensemble& ensemble,
   return out;
 }
 
-std::vector<int32_t> target_codes(const data::Vocab& vocab,
-                                  const std::vector<data::SentencePair>& pairs) {
-  std::vector<int32_t> codes;
-  if (!vocab.coded()) return codes;
-  std::set<int32_t> known;
-  for (const auto& code : vocab.language_codes()) known.insert(code.id);
-  for (const auto& pair : pairs) {
-    if (pair.tgt.empty() || !known.count(pair.tgt.front())) {
-      throw std::invalid_argument(
-          "a sentence pair whose target does not start with a language code of the model "
-          "(prepare the corpus with tandem-prep --vocab-from the model)");
-    }
-    codes.push_back(pair.tgt.front());
-  }
-  return codes;
-}
-
 Evaluation evaluate(const decode::Ensemble& ensemble, const data::Vocab& vocab,
                     const std::vector<data::SentencePair>& pairs,
                     const std::vector<std::string>& references, int64_t max_tokens,
@@ -185,7 +168,8 @@ Evaluation evaluate(const decode::Ensemble& ensemble, const data::Vocab& vocab,
   std::vector<std::vector<int32_t>> sources;
   sources.reserve(pairs.size());
   for (const auto& pair : pairs) sources.push_back(pair.src);
-  out.hypotheses = translate_tokens(ensemble, vocab, sources, options, target_codes(vocab, pairs));
+  out.hypotheses = translate_tokens(ensemble, vocab, sources, options,
+                                    data::target_codes(vocab, pairs));
   out.bleu = corpus_bleu(out.hypotheses, references);
   out.chrf = corpus_chrf(out.hypotheses, references);
   return out;

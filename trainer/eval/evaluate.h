@@ -70,14 +70,8 @@ std::vector<std::string> translate_tokens(const decode::Ensemble& ensemble,
                                           const decode::DecodeOptions& options,
                                           const std::vector<int32_t>& first_tokens = {});
 
-// Per pair, the language code its target starts with, for a vocabulary with codes (NLLB-200,
-// M2M-100: what translations of its source must start with); none for any other vocabulary.
-// std::invalid_argument when such a vocabulary's pair has no code there.
-std::vector<int32_t> target_codes(const data::Vocab& vocab,
-                                  const std::vector<data::SentencePair>& pairs);
-
 // Everything at once; `references` are the detokenized reference sentences of `pairs`. With a
-// vocabulary with language codes, each translation starts with its pair's (target_codes).
+// vocabulary with language codes, each translation starts with its pair's (data::target_codes).
 Evaluation evaluate(const decode::Ensemble& ensemble, const data::Vocab& vocab,
                     const std::vector<data::SentencePair>& pairs,
                     const std::vector<std::string>& references, int64_t max_tokens,

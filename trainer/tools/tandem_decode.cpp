@@ -53,7 +53,7 @@ tokens plus EOS when emitted. --lenpen 1 ranks by the mean log-probability per t
 std::string translate_lines(const tandem::checkpoint::InferenceEnsemble& models,
                             const std::vector<std::string>& lines,
                             const tandem::decode::DecodeOptions& options,
-                            const tandem::cli::LanguageMarks& marks, bool nbest,
+                            const tandem::data::LanguageMarks& marks, bool nbest,
                             int64_t first_index) {
   const auto& vocab = models.members.front().vocab;
   std::vector<std::vector<int32_t>> sources;
