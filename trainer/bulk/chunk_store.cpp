@@ -1,12 +1,8 @@
 #include "trainer/bulk/chunk_store.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
@@ -202,29 +198,12 @@ void ChunkStore::complete(const nlohmann::json& summary) {
     throw std::logic_error("ChunkStore::complete with " + std::to_string(chunks() - done_count_) +
                            " chunk(s) not done");
   }
-  const std::string whole = folder_ + "/output";
-  std::string bytes;
-  {
-    std::FILE* out = std::fopen((whole + ".tmp").c_str(), "wb");
-    if (out == nullptr) {
-      throw std::runtime_error("cannot create '" + whole + ".tmp' (" + std::strerror(errno) + ")");
-    }
-    bool ok = true;
-    for (int64_t chunk = 0; chunk < chunks() && ok; ++chunk) {
-      bytes = read_file(folder_ + "/" + part_name(chunk));
-      ok = std::fwrite(bytes.data(), 1, bytes.size(), out) == bytes.size();
-    }
-    ok = std::fflush(out) == 0 && ok && fsync(fileno(out)) == 0;
-    std::fclose(out);
-    if (!ok) {
-      std::remove((whole + ".tmp").c_str());
-      throw std::runtime_error("cannot write '" + whole + ".tmp' (" + std::strerror(errno) + ")");
-    }
+  // Assembled in the parts' folder, then renamed into place.
+  AtomicFile whole(output_, folder_ + "/output.tmp");
+  for (int64_t chunk = 0; chunk < chunks(); ++chunk) {
+    whole.append(read_file(folder_ + "/" + part_name(chunk)));
   }
-  if (std::rename((whole + ".tmp").c_str(), output_.c_str()) != 0) {
-    throw std::runtime_error("cannot rename the assembled output into '" + output_ + "' (" +
-                             std::strerror(errno) + ")");
-  }
+  whole.commit();
   nlohmann::json record = record_.to_json();
   record["summary"] = summary;
   write_file_atomically(record_path(output_), record.dump(1) + "\n");

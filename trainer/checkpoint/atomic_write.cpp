@@ -1,7 +1,5 @@
 #include "trainer/checkpoint/atomic_write.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,6 +8,8 @@
 #include <filesystem>
 #include <regex>
 #include <stdexcept>
+
+#include "trainer/common/atomic_file.h"
 
 namespace tandem::checkpoint {
 namespace {
@@ -30,25 +30,6 @@ void write_file(const std::string& path, const std::function<void(hid_t)>& write
   write_contents(file.get());
   h5::check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "cannot flush the file");
   h5::check(file.close(), "cannot close the file");
-}
-
-void fsync_path(const std::string& path, int flags) {
-  const int fd = ::open(path.c_str(), flags);
-  if (fd < 0) throw std::runtime_error("cannot open " + path + " to sync: " + std::strerror(errno));
-  const int status = ::fsync(fd);
-  const int error = errno;
-  ::close(fd);
-  if (status != 0) throw std::runtime_error("cannot sync " + path + ": " + std::strerror(error));
-}
-
-// Data on disk before the name points at it, and the new name on disk before we return.
-void publish(const std::string& tmp, const std::string& path) {
-  fsync_path(tmp, O_RDONLY);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw std::runtime_error("cannot rename " + tmp + ": " + std::strerror(errno));
-  }
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  fsync_path(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);
 }
 
 // Bytes the file's contents take before HDF5's overhead: what a save needs on disk, about.
@@ -115,7 +96,7 @@ void write_atomically(const std::string& path, const CheckpointData& data,
   try {
     check_space(tmp, data);
     write_file(tmp, write_contents);
-    publish(tmp, path);
+    publish_file(tmp, path);  // data on disk before the name points at it
   } catch (const std::exception& e) {
     std::remove(tmp.c_str());
     throw std::runtime_error(save_failure(path, e.what(), data));

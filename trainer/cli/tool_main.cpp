@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
+#include "trainer/common/atomic_file.h"
 #include "trainer/common/error.h"
 
 namespace tandem::cli {
@@ -54,20 +56,19 @@ std::vector<std::string> read_lines(const std::string& path, const std::string& 
 
 void write_lines(const std::string& path, const std::vector<std::string>& lines,
                  const std::string& what) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw_cannot_open(what, tmp);
-    for (const auto& line : lines) out << line << '\n';
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error(what + ": cannot write '" + tmp + "'");
-    }
+  std::optional<AtomicFile> file;
+  try {
+    file.emplace(path);
+  } catch (const std::runtime_error& e) {  // a path the user gave that cannot be written
+    throw std::invalid_argument(what + ": " + e.what());
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error(what + ": cannot rename '" + tmp + "' to '" + path + "'");
+  std::string bytes;
+  for (const auto& line : lines) bytes += line + '\n';
+  try {
+    file->append(bytes);
+    file->commit();
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(what + ": " + e.what());
   }
 }
 

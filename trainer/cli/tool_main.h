@@ -29,8 +29,8 @@ std::optional<int> parse_command_line(CLI::App& app, const std::string& tool, in
 // cannot be opened.
 std::vector<std::string> read_lines(const std::string& path, const std::string& what);
 
-// Writes `lines` to `path` whole or not at all: into <path>.tmp, renamed into place when complete.
-// std::invalid_argument naming `what` and the path when it cannot be written.
+// Writes `lines` to `path` whole or not at all (common/atomic_file.h). std::invalid_argument naming
+// `what` and the path when it cannot be created; std::runtime_error when it cannot be written.
 void write_lines(const std::string& path, const std::vector<std::string>& lines,
                  const std::string& what);
 

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "trainer/common/atomic_file.h"
 #include "trainer/common/log.h"
 
 namespace tandem {
@@ -148,17 +149,7 @@ bool end(RankState::Outcome outcome, int64_t step, int exit_code, int signal,
     state.time =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     // Written whole or not at all: the launcher may read the folder while a rank still ends.
-    const std::string path = record_path(r.dir, r.rank);
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << to_json(state) << '\n';
-      out.flush();
-      if (!out) throw std::runtime_error("cannot write '" + tmp + "'");
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-      throw std::runtime_error("cannot rename '" + tmp + "' to '" + path + "'");
-    }
+    write_file_atomically(record_path(r.dir, r.rank), to_json(state) + "\n");
     return true;
   } catch (const std::exception& e) {
     log::warn(std::string("the rank's state record for the launcher: ") + e.what());

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "trainer/common/atomic_file.h"
 #include "trainer/import/safetensors.h"
 
 namespace tandem::importer {
@@ -21,7 +22,8 @@ using nlohmann::json;
 // at most this many bytes, as stored.
 constexpr int64_t kBlockBytes = 64 << 20;
 
-// A state dict saved by torch.save (pytorch_model.bin): a zip of pickled tensors, read whole.
+// A state dict saved by torch.save (pytorch_model.bin): a zip of pickled tensors, read whole,
+// straight into the bytes torch::pickle_load takes (a multi-GB file is not held twice).
 StoredTensors read_pickled(const std::string& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw std::invalid_argument("cannot read '" + file + "'");
@@ -135,15 +137,17 @@ bool is_dir(const std::string& path) {
   return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument("cannot read '" + path + "'");
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+std::string read_input_file(const std::string& path) {
+  try {
+    return read_file(path);
+  } catch (const std::runtime_error& e) {  // a file of the user's folder: bad input
+    throw std::invalid_argument(e.what());
+  }
 }
 
 json read_json(const std::string& path) {
   try {
-    return json::parse(read_file(path));
+    return json::parse(read_input_file(path));
   } catch (const json::exception& e) {
     throw std::invalid_argument("'" + path + "' is not JSON: " + e.what());
   }

@@ -55,8 +55,9 @@ using PendingTensors = std::map<std::string, Pending>;
 
 bool is_file(const std::string& path);
 bool is_dir(const std::string& path);
-// The whole file; std::invalid_argument naming it when it cannot be read.
-std::string read_file(const std::string& path);
+// The whole of a file the user gave (common/atomic_file.h read_file); std::invalid_argument
+// naming it and the OS error when it cannot be read.
+std::string read_input_file(const std::string& path);
 // The file as JSON; std::invalid_argument naming it when it is not.
 nlohmann::json read_json(const std::string& path);
 

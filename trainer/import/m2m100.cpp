@@ -402,7 +402,7 @@ ImportedModel import_m2m100(const std::string& dir) {
                                 "' has no sentencepiece.bpe.model (an M2M-100 or "
                                 "NLLB-200 folder holds it beside config.json)");
   }
-  const std::string spm_bytes = read_file(spm_path);
+  const std::string spm_bytes = read_input_file(spm_path);
   Table table;
   table.pieces.resize(ids.vocab_size);
   std::string tokenizer_class;

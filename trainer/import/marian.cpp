@@ -216,8 +216,9 @@ ImportedModel import_marian(const std::string& dir) {
   }
   const IdTable table = id_table(pieces, ids);
   const auto vocab_size = static_cast<int64_t>(table.pieces.size());
-  const data::Vocab vocab = data::Vocab::from_pair(read_file(dir + "/source.spm"),
-                                                   read_file(dir + "/target.spm"), table.pieces);
+  const data::Vocab vocab = data::Vocab::from_pair(read_input_file(dir + "/source.spm"),
+                                                   read_input_file(dir + "/target.spm"),
+                                                   table.pieces);
 
   std::string weights_file;
   Weights weights(read_weights(dir, &weights_file), weights_file);

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "trainer/common/atomic_file.h"
 #include "trainer/common/log.h"
 #include "trainer/train/event_file.h"
 #include "trainer/train/restart_record.h"
@@ -18,17 +19,13 @@ constexpr const char* kTensorboardKey = "log.tensorboard_dir";
 void truncate_after(const std::string& path, int64_t max_step) {
   std::ifstream in(path);
   if (!in) return;
-  std::vector<std::string> kept;
+  std::string kept;
   for (std::string line; std::getline(in, line);) {
     auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (record.is_object() && record.value("step", int64_t{0}) <= max_step) kept.push_back(line);
+    if (record.is_object() && record.value("step", int64_t{0}) <= max_step) kept += line + '\n';
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (const auto& line : kept) out << line << '\n';
-  }
-  std::rename(tmp.c_str(), path.c_str());
+  in.close();
+  write_file_atomically(path, kept);
 }
 
 std::string section_of(const nlohmann::json& record) {
