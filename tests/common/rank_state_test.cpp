@@ -30,7 +30,7 @@ TEST(RankState, TheFirstEndIsTheRecordAndReadsBackAsWritten) {
   EXPECT_EQ(states[0].rank, 3);
   EXPECT_EQ(states[0].host, "node07");
   EXPECT_EQ(states[0].outcome, RankState::Outcome::kFailed);
-  EXPECT_EQ(states[0].step, 25);
+  EXPECT_EQ(states[0].at, 25);
   EXPECT_EQ(states[0].exit_code, 1);
   EXPECT_EQ(states[0].error, "fault injected at step 25 on rank 3");
   EXPECT_GT(states[0].time, 1.7e9);  // seconds since the epoch, after 2023
@@ -42,13 +42,13 @@ TEST(RankState, JsonRoundTripAndRefusal) {
   stopped.rank = 0;
   stopped.host = "a";
   stopped.outcome = RankState::Outcome::kStopped;
-  stopped.step = 40;
+  stopped.at = 40;
   stopped.exit_code = 143;
   stopped.signal = 15;
   stopped.time = 1795932137.25;
   const RankState back = rank_state_from_json(to_json(stopped), "test");
   EXPECT_EQ(back.outcome, RankState::Outcome::kStopped);
-  EXPECT_EQ(back.step, 40);
+  EXPECT_EQ(back.at, 40);
   EXPECT_EQ(back.signal, 15);
   EXPECT_EQ(back.time, 1795932137.25);
   EXPECT_STREQ(outcome_name(RankState::Outcome::kFinished), "finished");

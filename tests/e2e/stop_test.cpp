@@ -156,7 +156,7 @@ TEST_F(StopE2E, AStopFromAnotherProcessChangesNothingAndTheSameSenderTwiceStopsA
     EXPECT_EQ(states[0].outcome, RankState::Outcome::kStopped);
     EXPECT_EQ(states[0].signal, SIGTERM);
     EXPECT_EQ(states[0].exit_code, 128 + SIGTERM);
-    EXPECT_EQ(states[0].step, stopped);
+    EXPECT_EQ(states[0].at, stopped);
   }
   BackgroundCommand rank(alone("insist"));
   ASSERT_TRUE(reached(rank, "insist", 3)) << rank.output();

@@ -1,7 +1,6 @@
 // What the restarting launcher decides without running a job: what the ranks' state records and
 // mpirun's last words (texts as Open MPI 4.1.4 prints them) say about a failure, when two failures
-// are the same, when not to restart, the accumulation that keeps the global batch, and the
-// metrics file keeping the launcher's restart records when a resumed run drops what came after
+// are the same, when not to restart, and the metrics file keeping the launcher's restart records when a resumed run drops what came after
 // its checkpoint.
 #include "trainer/jobs/restarts.h"
 
@@ -57,7 +56,7 @@ RankState record(int rank, RankState::Outcome outcome, int64_t step, int exit_co
   state.rank = rank;
   state.host = "node" + std::to_string(rank);
   state.outcome = outcome;
-  state.step = step;
+  state.at = step;
   state.exit_code = exit_code;
   state.error = error;
   state.time = time;
@@ -94,7 +93,7 @@ TEST(JobFailure, ASignalNamesTheRankTheHostAndTheSignal) {
   EXPECT_EQ(f.rank, 1);
   EXPECT_EQ(f.host, "vm");
   EXPECT_EQ(f.how, "killed by signal 9 (Killed)");
-  EXPECT_EQ(f.step, -1);
+  EXPECT_EQ(f.at, -1);
   EXPECT_FALSE(f.stopped || f.usage_error || f.unreachable);
   EXPECT_EQ(describe(f), "rank 1 on vm: killed by signal 9 (Killed)");
 }
@@ -119,7 +118,7 @@ TEST(JobFailure, ARankThatThrowsNamesItsStepAndErrorNotAnotherRanks) {
   const JobFailure f = parse_job_failure(kAborted, 1, kRaised);
   EXPECT_EQ(f.rank, 1);
   EXPECT_EQ(f.host, "node1");
-  EXPECT_EQ(f.step, 25);
+  EXPECT_EQ(f.at, 25);
   EXPECT_EQ(f.how, "called MPI_Abort with error code 1");
   EXPECT_EQ(f.message, "fault injected at step 25 on rank 1");
   EXPECT_EQ(
@@ -129,12 +128,12 @@ TEST(JobFailure, ARankThatThrowsNamesItsStepAndErrorNotAnotherRanks) {
   // Rank 0's watchdog record is about rank 1's failure, not its own: it is not the message.
   const JobFailure g = parse_job_failure(kAborted, 1, {kRaised[0], failed(1, -1, "no such file")});
   EXPECT_EQ(g.rank, 1);
-  EXPECT_EQ(g.step, -1);
+  EXPECT_EQ(g.at, -1);
   EXPECT_EQ(g.message, "no such file");
   // mpirun named no one (its notice garbled): the first rank to fail is the one.
   const JobFailure h = parse_job_failure({"garbled"}, 1, kRaised);
   EXPECT_EQ(h.rank, 1);
-  EXPECT_EQ(h.step, 25);
+  EXPECT_EQ(h.at, 25);
   EXPECT_EQ(h.how, "mpirun exited with status 1");
 }
 
@@ -145,7 +144,7 @@ TEST(JobFailure, AWatchdogExitIsTheWatchingRanksWithItsMessage) {
   const JobFailure f = parse_job_failure(lines, 1, {timed_out(0)});
   EXPECT_EQ(f.rank, 0);
   EXPECT_EQ(f.how, "exited with code 1");
-  EXPECT_EQ(f.step, -1);
+  EXPECT_EQ(f.at, -1);
   EXPECT_NE(f.message.find("a peer is dead or stuck"), std::string::npos);
   // A host lost without a word from mpirun: the rank that waited for it is not the failure.
   const JobFailure lost = parse_job_failure({}, 0, {timed_out(0)});
@@ -205,7 +204,7 @@ TEST(JobFailure, SameFailureIsTheSameErrorInTheSameStepOrTheSameWayWithoutOne) {
   const auto thrown = [](int64_t step, const std::string& message) {
     JobFailure f;
     f.rank = 1;
-    f.step = step;
+    f.at = step;
     f.message = message;
     f.how = "called MPI_Abort with error code 1";
     return f;
@@ -248,26 +247,6 @@ TEST(Restarts, WhenNotToRestart) {
   exited[5] = "  Exit code:    138";
   EXPECT_EQ(reason_not_to_restart(parse_job_failure(exited, 138, {}), nullptr, 0, -1, 0, 3),
             "the ranks stopped on request");
-}
-
-TEST(Restarts, AccumulationKeepsTheGlobalBatchAsCloseAsItCan) {
-  for (int64_t accum = 1; accum <= 8; ++accum) {
-    for (int before = 1; before <= 16; ++before) {
-      for (int ranks = 1; ranks <= 16; ++ranks) {
-        // The naive way: every candidate accumulation, the closest product wins, the lower on ties.
-        int64_t best = 1;
-        for (int64_t a = 1; a <= accum * before + 1; ++a) {
-          if (std::llabs(a * ranks - accum * before) < std::llabs(best * ranks - accum * before)) {
-            best = a;
-          }
-        }
-        EXPECT_EQ(accumulation_for(accum, before, ranks), best)
-            << accum << " x " << before << " ranks, now " << ranks;
-      }
-    }
-  }
-  EXPECT_EQ(accumulation_for(1, 2, 1), 2);
-  EXPECT_EQ(accumulation_for(2, 8, 6), 3);  // 16 tokens' worth: 6 x 3 = 18 beats 6 x 2 = 12
 }
 
 TEST(Restarts, AResumedRunKeepsTheRestartRecordsUpToItsStep) {

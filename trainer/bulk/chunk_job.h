@@ -4,8 +4,8 @@
 // scores) what it is handed. A rank holds one chunk at a time, so a lost rank costs at most its
 // chunk. A stop signal (common/stop_handler.h) on any rank ends the job once the chunks in hand
 // are written. A rank that holds its chunk far longer than chunks take, or a rank 0 that stops
-// answering, ends the job as dead or stuck (PeerTimeout), which a lost rank does by itself (mpirun
-// ends the job). Rank 0's main thread alone calls MPI; the ranks' work runs on LibTorch's side.
+// answering, ends the job as dead or stuck (PeerTimeout, common/error.h), which a lost rank does
+// by itself (mpirun ends the job). Rank 0's main thread alone calls MPI; the ranks' work runs on LibTorch's side.
 #pragma once
 
 #include <atomic>
@@ -17,6 +17,7 @@
 
 #include "trainer/bulk/job_record.h"
 #include "trainer/bulk/line_chunks.h"
+#include "trainer/common/error.h"
 #include "trainer/parallel/mailbox.h"
 #include "trainer/parallel/process_group.h"
 
@@ -44,13 +45,6 @@ struct JobOutcome {
   int stop_signal = 0;      // the stop signal that ended the job early; 0: none
   int64_t chunks = 0;       // the job's chunks
   int64_t chunks_done = 0;  // done when it ended (rank 0; others: those this rank did)
-};
-
-// A peer taken for dead or stuck: a rank that held its chunk past the timeout, or a rank 0 that
-// did not answer within it. The failure is most likely the peer's, not this rank's.
-class PeerTimeout : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
 };
 
 // The least timeout when it is not given: no chunk is taken for stuck sooner than this.

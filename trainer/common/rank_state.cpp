@@ -72,7 +72,7 @@ std::string to_json(const RankState& state) {
   return nlohmann::json{{"rank", state.rank},
                         {"host", state.host},
                         {"outcome", outcome_name(state.outcome)},
-                        {"step", state.step},
+                        {"at", state.at},
                         {"exit_code", state.exit_code},
                         {"signal", state.signal},
                         {"error", state.error},
@@ -91,7 +91,7 @@ RankState rank_state_from_json(const std::string& text, const std::string& sourc
                                      [&](auto o) { return outcome == outcome_name(o); });
     if (found == std::end(kOutcomes)) throw std::invalid_argument("outcome '" + outcome + "'");
     state.outcome = *found;
-    state.step = json.at("step").get<int64_t>();
+    state.at = json.at("at").get<int64_t>();
     state.exit_code = json.at("exit_code").get<int>();
     state.signal = json.at("signal").get<int>();
     state.error = json.at("error").get<std::string>();
@@ -138,14 +138,14 @@ void open(int rank, const std::string& host) {
   r.host = host;
 }
 
-bool end(RankState::Outcome outcome, int64_t step, int exit_code, int signal,
+bool end(RankState::Outcome outcome, int64_t at, int exit_code, int signal,
          const std::string& error) noexcept {
   try {
     Recorder& r = recorder();
     const std::lock_guard<std::mutex> lock(r.mutex);
     if (r.dir.empty() || r.ended) return false;
     r.ended = true;
-    RankState state{r.rank, r.host, outcome, step, exit_code, signal, error, 0};
+    RankState state{r.rank, r.host, outcome, at, exit_code, signal, error, 0};
     state.time =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     // Written whole or not at all: the launcher may read the folder while a rank still ends.

@@ -1,6 +1,6 @@
 // How a rank of a job ended, in a record made for the launcher rather than in log lines (as
-// torchelastic's workers leave an error file for their agent): finished at step N, stopped on
-// request at step N, failed in step N and why, or timed out waiting for a peer. The launcher names
+// torchelastic's workers leave an error file for their agent): finished at step (or chunk) N,
+// stopped on request at N, failed in N and why, or timed out waiting for a peer. The launcher names
 // a folder in TANDEM_STATE_DIR and reads it after the job; each rank writes rank-<R>.json there
 // once, atomically, as it ends. Without the variable (mpirun or srun started the ranks directly)
 // nothing is written.
@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "trainer/common/job_unit.h"
 
 namespace tandem {
 
@@ -21,9 +23,10 @@ struct RankState {
   int rank = 0;
   std::string host;
   Outcome outcome = Outcome::kFailed;
-  // kFinished, kStopped: the last step trained. kFailed: the step it failed in; -1 before training
-  // began. kTimedOut: -1 (a watchdog cannot say).
-  int64_t step = -1;
+  // Where the rank was, in the job's unit (common/job_unit.h). kFinished, kStopped: the steps
+  // trained, the chunks done. kFailed: the step or chunk it failed in; -1 before the work began.
+  // kTimedOut: -1 (a watchdog cannot say).
+  int64_t at = -1;
   int exit_code = 0;  // what the rank exits with (or its MPI_Abort code)
   int signal = 0;     // kStopped: the stop signal that asked (common/stop_signals.h); else 0
   std::string error;  // kFailed, kTimedOut: the error, one line
@@ -51,7 +54,7 @@ void open(int rank, const std::string& host);
 // Writes the record (time: now), unless one was written already; returns whether it wrote one.
 // Never throws: a record that cannot be written is a warning, and the launcher falls back on
 // mpirun's report.
-bool end(RankState::Outcome outcome, int64_t step, int exit_code, int signal = 0,
+bool end(RankState::Outcome outcome, int64_t at, int exit_code, int signal = 0,
          const std::string& error = "") noexcept;
 
 }  // namespace rank_state

@@ -57,7 +57,7 @@ std::string CheckpointProgress::stop_report(const JobResult& result,
   const auto zero = std::find_if(ranks.begin(), ranks.end(),
                                  [](const RankState& state) { return state.rank == 0; });
   const bool saved = zero != ranks.end() && zero->outcome == RankState::Outcome::kStopped &&
-                     !newest.path.empty() && newest.step == zero->step;
+                     !newest.path.empty() && newest.step == zero->at;
   const std::string name = signal_name(result.stop_signal);
   if (saved) {
     return "stopped by " + name + "; the last step is saved (step " + std::to_string(newest.step) +
@@ -83,7 +83,7 @@ void CheckpointProgress::wait_until_free() const {
   }
 }
 
-void CheckpointProgress::record_restart(const train::RestartRecord& record) const {
+void CheckpointProgress::record_restart(const RestartRecord& record) const {
   train::append_metrics_record({checkpoint_dir_ + "/metrics.jsonl", tensorboard_dir_},
                                record.to_json());
 }

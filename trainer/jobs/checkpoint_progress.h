@@ -27,7 +27,7 @@ class CheckpointProgress : public SavedProgress {
                           const std::vector<RankState>& ranks) const override;
   // checkpoint.dir's lock, which the kernel releases when the failed run's rank 0 is gone.
   void wait_until_free() const override;
-  void record_restart(const train::RestartRecord& record) const override;  // metrics.jsonl
+  void record_restart(const RestartRecord& record) const override;  // metrics.jsonl
 
  private:
   std::string checkpoint_dir_, tensorboard_dir_;

@@ -35,17 +35,9 @@ std::string ChunkProgress::stop_report(const JobResult& result,
          "): the same command resumes at the first unfinished chunk";
 }
 
-void ChunkProgress::record_restart(const train::RestartRecord& record) const {
-  nlohmann::json json{{"event", "restart"},         {"restart", record.restart},
-                      {"chunks_done", record.step}, {"failure", record.failure},
-                      {"how", record.how},          {"ranks", record.world_size},
-                      {"time", record.time}};
-  if (record.rank >= 0) json["rank"] = record.rank;
-  if (!record.host.empty()) json["host"] = record.host;
-  if (record.failed_step >= 0) json["failed_chunk"] = record.failed_step;
-  if (!record.dropped_hosts.empty()) json["dropped_hosts"] = record.dropped_hosts;
+void ChunkProgress::record_restart(const RestartRecord& record) const {
   std::ofstream out(bulk::restarts_log(output_), std::ios::app);
-  out << json.dump() << '\n';
+  out << record.to_json().dump() << '\n';
   if (!out) {
     std::fprintf(stderr, "warning: cannot record the restart in '%s'\n",
                  bulk::restarts_log(output_).c_str());

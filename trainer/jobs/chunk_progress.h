@@ -24,7 +24,7 @@ class ChunkProgress : public SavedProgress {
   }
   std::string stop_report(const JobResult& result,
                           const std::vector<RankState>& ranks) const override;
-  void record_restart(const train::RestartRecord& record) const override;  // restarts.jsonl
+  void record_restart(const RestartRecord& record) const override;  // restarts.jsonl
 
  private:
   std::string output_;

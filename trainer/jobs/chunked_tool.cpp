@@ -1,18 +1,19 @@
 #include "trainer/jobs/chunked_tool.h"
 
+#include <torch/cuda.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
 #include "trainer/bulk/chunk_store.h"
-#include "trainer/common/error.h"
-#include "trainer/common/log.h"
-#include "trainer/common/rank_state.h"
+#include "trainer/cli/tool_main.h"
 #include "trainer/common/stop_handler.h"
 #include "trainer/jobs/chunk_progress.h"
 #include "trainer/jobs/hosts.h"
 #include "trainer/jobs/job_environment.h"
 #include "trainer/jobs/process.h"
+#include "trainer/jobs/rank_main.h"
 
 namespace tandem::jobs {
 namespace {
@@ -110,39 +111,49 @@ int launch_chunked(int argc, char** argv, const ChunkedJob& job, const LaunchFla
 int run_chunked_rank(int* argc, char*** argv, const ChunkedJob& job,
                      const std::function<bulk::ChunkFunction(parallel::ProcessGroup&)>& load) {
   parallel::ProcessGroup group(argc, argv);
-  rank_state::open(group.rank(), group.hostname());
   install_stop_signal_handlers();
-  bulk::ChunkJob chunks(group, job.tool, job.progress_s, job.timeout_s);
-  try {
-    bulk::JobFiles files;
-    uint64_t complete = 0;
-    if (group.rank() == 0) {
-      files = job_files(job);
-      complete = already_complete(job, files) ? 1 : 0;
+  return run_rank(group, JobUnit::kChunk, [&](int64_t& at) -> RankEnd {
+    bulk::ChunkJob chunks(group, job.tool, job.progress_s, job.timeout_s);
+    try {
+      bulk::JobFiles files;
+      uint64_t complete = 0;
+      if (group.rank() == 0) {
+        files = job_files(job);
+        complete = already_complete(job, files) ? 1 : 0;
+      }
+      if (group.size() > 1) complete = group.cpu().all_gather(complete).front();
+      if (complete != 0) return {};
+      const bulk::JobOutcome outcome = chunks.run(files, [&] { return load(group); });
+      return {stopped_exit_status(outcome.stop_signal), outcome.chunks_done, outcome.stop_signal};
+    } catch (...) {
+      at = chunks.current_chunk();
+      throw;
     }
-    if (group.size() > 1) complete = group.cpu().all_gather(complete).front();
-    if (complete != 0) {
-      rank_state::end(RankState::Outcome::kFinished, 0, 0);
-      return 0;
-    }
-    const bulk::JobOutcome outcome = chunks.run(files, [&] { return load(group); });
-    const int sig = outcome.stop_signal;
-    using Outcome = RankState::Outcome;
-    rank_state::end(sig != 0 ? Outcome::kStopped : Outcome::kFinished, outcome.chunks_done, 0, sig);
-    return stopped_exit_status(sig);
-  } catch (const bulk::PeerTimeout& e) {
-    log::error(e.what());
-    rank_state::end(RankState::Outcome::kTimedOut, -1, kExitFailure, 0, e.what());
-    group.abort(kExitFailure);
-  } catch (const std::exception& e) {
-    const int64_t chunk = chunks.current_chunk();
-    const std::string where = chunk >= 0 ? "failed in chunk " + std::to_string(chunk) + ": " : "";
-    log::error(where + e.what());
-    const int code = exit_code_for(e);
-    rank_state::end(RankState::Outcome::kFailed, chunk, code, 0, e.what());
-    if (group.size() > 1) group.abort(code);  // no rank may be left waiting for another
-    return code;
+  });
+}
+
+void check_file_tool(const FileTool& tool) {
+  if (tool.launch.launcher() && tool.job.output.empty()) {
+    throw CLI::ValidationError("--ranks and --hostfile " + tool.launcher_does + ": give " +
+                               tool.output_flags);
   }
+  if (tool.job.output.empty() && started_as_rank()) {
+    throw CLI::ValidationError("as a rank of an mpirun or srun job, give " + tool.output_flags +
+                               ": " + tool.rank_needs);
+  }
+}
+
+int run_file_tool(int argc, char** argv, const FileTool& tool) {
+  if (tool.launch.launcher() && !started_as_rank()) {
+    return cli::run_tool(tool.job.tool, [&] {
+      const int gpus = tool.device != "cpu" && torch::cuda::is_available()
+                           ? static_cast<int>(torch::cuda::device_count())
+                           : 0;
+      return launch_chunked(argc, argv, tool.job, tool.launch, tool.threads, gpus);
+    });
+  }
+  if (!tool.job.output.empty()) return run_chunked_rank(&argc, &argv, tool.job, tool.load);
+  return cli::run_tool(tool.job.tool, tool.to_stdout);
 }
 
 }  // namespace tandem::jobs

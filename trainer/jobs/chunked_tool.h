@@ -1,7 +1,8 @@
 // What tandem-decode and tandem-score share when they work through files in chunks
 // (bulk/chunk_job.h): the job as their flags describe it, the launcher's side (every check that
-// can fail before a rank starts, a finished output left as it is, then mpirun with restarts), and
-// one rank's side (the job run, its state record for the launcher, its failure ending the job).
+// can fail before a rank starts, a finished output left as it is, then mpirun with restarts), one
+// rank's side (the job run as jobs/rank_main.h runs a rank), and the choice between them and
+// the tool's standard output (run_file_tool).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -53,5 +54,29 @@ int launch_chunked(int argc, char** argv, const ChunkedJob& job, const LaunchFla
 // logged and ends the whole job with its exit code. Returns the process's exit code.
 int run_chunked_rank(int* argc, char*** argv, const ChunkedJob& job,
                      const std::function<bulk::ChunkFunction(parallel::ProcessGroup&)>& load);
+
+// A tool that writes a line (or lines) per input line: to standard output in one process, or, with
+// an output file, as a chunked job of one or more ranks.
+struct FileTool {
+  ChunkedJob job;      // job.output empty: standard output
+  LaunchFlags launch;  // --ranks, --hostfile, --max-restarts, --min-ranks
+  int threads = 1;     // --threads: per rank; 0: the usable cores shared out (launch_chunked)
+  std::string device;  // --device: "cpu" or a GPU's; with GPUs, --ranks auto is one per GPU
+  // The flags that name the output, as the tool's usage errors say them ("--input and --output"),
+  // what the launcher does with it ("translate a file"), and why a rank needs it ("the ranks
+  // share a file, not standard input").
+  std::string output_flags, launcher_does, rank_needs;
+  std::function<bulk::ChunkFunction(parallel::ProcessGroup&)> load;  // a rank's work per chunk
+  std::function<int()> to_stdout;  // the one process's work without an output file
+};
+
+// The usage errors of a file tool's flags (CLI::ValidationError): a launcher without an output
+// file, a rank of an mpirun or srun job without one.
+void check_file_tool(const FileTool& tool);
+
+// Runs `tool` (its flags checked) as its flags ask: the launcher (--ranks or --hostfile, not
+// started as a rank), a rank of the file job (an output file), or standard output. Returns the
+// process's exit code; a failure outside a rank is one "<tool>: error: ..." line.
+int run_file_tool(int argc, char** argv, const FileTool& tool);
 
 }  // namespace tandem::jobs

@@ -52,7 +52,7 @@ void take_records(JobFailure& failure, const std::vector<RankState>& ranks, bool
   if (failed == nullptr) return;
   if (failure.rank < 0) failure.rank = failed->rank;
   if (failure.rank == failed->rank && failure.host.empty()) failure.host = failed->host;
-  failure.step = failed->step;
+  failure.at = failed->at;
   failure.message = failed->error;
   failure.usage_error = failure.usage_error || (!killed && failed->exit_code == 2);
 }
@@ -108,8 +108,6 @@ JobFailure parse_job_failure(const std::vector<std::string>& lines, int status,
   return failure;
 }
 
-const char* unit_name(JobUnit unit) { return unit == JobUnit::kChunk ? "chunk" : "step"; }
-
 std::string describe(const JobFailure& failure, JobUnit unit) {
   std::string text;
   if (failure.unreachable) {
@@ -121,8 +119,8 @@ std::string describe(const JobFailure& failure, JobUnit unit) {
     text = "the job";
   }
   text += ": " + failure.how;
-  if (failure.step >= 0) {
-    text += std::string(" in ") + unit_name(unit) + " " + std::to_string(failure.step);
+  if (failure.at >= 0) {
+    text += std::string(" in ") + unit_name(unit) + " " + std::to_string(failure.at);
   }
   if (!failure.message.empty()) text += " (" + failure.message + ")";
   return text;
@@ -131,8 +129,8 @@ std::string describe(const JobFailure& failure, JobUnit unit) {
 bool same_failure(const JobFailure& before, const JobFailure& again) {
   // A rank that names its step names its error too; mpirun's notices are not always intact (Open
   // MPI 4.1.4 garbles its MPI_ABORT notice now and then), so they decide only without one.
-  if (before.step >= 0 || again.step >= 0) {
-    return before.step == again.step && before.message == again.message;
+  if (before.at >= 0 || again.at >= 0) {
+    return before.at == again.at && before.message == again.message;
   }
   return before.how == again.how && before.unreachable == again.unreachable &&
          before.host == again.host;

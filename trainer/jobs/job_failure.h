@@ -1,5 +1,5 @@
 // How an mpirun job ended, from what is made to say it: the ranks' state records
-// (common/rank_state.h: finished, stopped, or failed in step N and why), mpirun's exit status, and
+// (common/rank_state.h: finished, stopped, or failed in step or chunk N and why), mpirun's exit status, and
 // mpirun's own notices of which rank or host it lost and how. The ranks' log lines are not read.
 #pragma once
 
@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/common/job_unit.h"
 #include "trainer/common/rank_state.h"
 
 namespace tandem::jobs {
@@ -15,12 +16,12 @@ namespace tandem::jobs {
 // failed ("mpirun noticed that process rank R ... on node H exited on signal S", "Process name:
 // [[J,1],R] / Exit code: C", "MPI_ABORT was invoked on rank R ... with errorcode C", "lost
 // communication with a remote daemon ... on node H"); a rank that failed on its own says in its
-// record in which step and why.
+// record in which step (or chunk) and why.
 struct JobFailure {
   int rank = -1;             // the rank that failed first; -1 when nothing named one
   std::string host;          // its host, or the host that became unreachable; "" when not named
   std::string how;           // "killed by signal 9 (Killed)", "exited with code 3", ...
-  int64_t step = -1;         // the step (or chunk) the rank said it failed in; -1: it could not say
+  int64_t at = -1;           // the step (or chunk) the rank said it failed in; -1: it could not say
   std::string message;       // the rank's error, from its record
   bool unreachable = false;  // a host stopped answering mpirun
   bool usage_error = false;  // exit code 2: bad input, which a restart does not mend
@@ -36,22 +37,16 @@ bool job_finished(const std::vector<RankState>& ranks);
 
 // The failure of a job whose mpirun exited with `status` (non-zero, or 0 without job_finished):
 // `ranks` are the ranks' records, `lines` mpirun's standard error. A failed rank's record gives
-// the step and the error: that of the rank mpirun names, else the first to fail on its own (not a
+// where it failed and why: that of the rank mpirun names, else the first to fail on its own (not a
 // rank that timed out waiting for a peer). What neither says comes from the status.
 JobFailure parse_job_failure(const std::vector<std::string>& lines, int status,
                              const std::vector<RankState>& ranks);
-
-// What a job counts its progress in, and a failed rank's record its place: training's steps, a
-// file job's chunks.
-enum class JobUnit { kStep, kChunk };
-// "step", "chunk".
-const char* unit_name(JobUnit unit);
 
 // One phrase for a log line: "rank 1 on node07: killed by signal 9 (Killed) in step 37", in the
 // job's unit.
 std::string describe(const JobFailure& failure, JobUnit unit = JobUnit::kStep);
 
-// Whether `again` is the same failure as `before` come back: the same error in the same step when
+// Whether `again` is the same failure as `before` come back: the same error in the same place when
 // a rank named them; otherwise the same way of failing (the caller adds whether training got any
 // further in between).
 bool same_failure(const JobFailure& before, const JobFailure& again);

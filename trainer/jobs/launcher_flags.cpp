@@ -59,7 +59,6 @@ RestartOptions restart_options(const LaunchFlags& flags, int ranks) {
   RestartOptions options;
   options.max_restarts = count_option("--max-restarts", flags.max_restarts, 0, 0);
   options.min_ranks = count_option("--min-ranks", flags.min_ranks, 1, 1);
-  options.keep_global_batch = false;
   if (options.min_ranks > ranks) {
     throw std::invalid_argument("--min-ranks " + flags.min_ranks + " is more than the job's " +
                                 std::to_string(ranks) + " rank(s)");

@@ -35,7 +35,7 @@ int count_option(const std::string& name, const std::string& text, int least, in
 // --ranks as a count: `auto_ranks` for "auto"; std::invalid_argument for what is not a count >= 1.
 int requested_ranks(const LaunchFlags& flags, int auto_ranks);
 
-// --max-restarts and --min-ranks, checked against the job's `ranks` (keep_global_batch off).
+// --max-restarts and --min-ranks, checked against the job's `ranks`.
 RestartOptions restart_options(const LaunchFlags& flags, int ranks);
 
 // The launch: one line saying how the ranks run (`plan.hosts` or N on this machine, pinned or

@@ -13,17 +13,22 @@
 #include "trainer/common/timestamp.h"
 #include "trainer/jobs/job_supervisor.h"
 #include "trainer/jobs/mpirun_command.h"
-#include "trainer/train/restart_record.h"
 
 namespace tandem::jobs {
 namespace {
 
+// What plan.relaunch_arguments adds to a run at `ranks`.
+RelaunchArguments relaunch_arguments(const JobPlan& plan, int ranks) {
+  return plan.relaunch_arguments ? plan.relaunch_arguments(ranks) : RelaunchArguments{};
+}
+
 // The mpirun command of the job's run after `restarts` restarts (which its ranks find in
-// TANDEM_RESTART) on `hosts` (written to `hostfile`), or at plan.ranks on this machine; its ranks
-// leave their state records in `state_dir` (TANDEM_STATE_DIR).
+// TANDEM_RESTART) on `hosts` (written to `hostfile`), or at plan.ranks on this machine, with what
+// plan.relaunch_arguments adds at `ranks`; its ranks leave their state records in `state_dir`
+// (TANDEM_STATE_DIR).
 std::vector<std::string> job_command(const JobPlan& plan, int restarts,
                                      const std::vector<Host>& hosts, const std::string& hostfile,
-                                     int64_t accum_steps, const std::string& state_dir) {
+                                     int ranks, const std::string& state_dir) {
   setenv(kRestartCountVariable, std::to_string(restarts).c_str(), 1);
   setenv(kRankStateDirVariable, state_dir.c_str(), 1);
   std::vector<std::string> forward = plan.forward_env;
@@ -37,25 +42,24 @@ std::vector<std::string> job_command(const JobPlan& plan, int restarts,
   }
   std::vector<std::string> argv = mpirun.argv;
   argv.insert(argv.end(), plan.rank_command.begin(), plan.rank_command.end());
-  if (plan.accum_steps > 0 && accum_steps != plan.accum_steps) {
-    argv.insert(argv.end(), {"--set", "train.accum_steps=" + std::to_string(accum_steps)});
-  }
+  const std::vector<std::string> added = relaunch_arguments(plan, ranks).argv;
+  argv.insert(argv.end(), added.begin(), added.end());
   return argv;
 }
 
-train::RestartRecord restart_record(int restart, const JobFailure& failure, const SavedPoint& from,
-                                    int ranks, int64_t accum_steps, JobUnit unit) {
-  train::RestartRecord record;
+RestartRecord restart_record(int restart, const JobFailure& failure, const SavedPoint& from,
+                             int ranks, JobUnit unit) {
+  RestartRecord record;
+  record.unit = unit;
   record.restart = restart;
-  record.step = from.count;
+  record.from = from.count;
   record.failure = describe(failure, unit);
   record.how = failure.how;
-  record.world_size = ranks;
-  record.accum_steps = accum_steps;
+  record.ranks = ranks;
   record.time = utc_now_iso8601();
   record.rank = failure.rank;
   record.host = failure.host;
-  record.failed_step = failure.step;
+  record.failed_in = failure.at;
   return record;
 }
 
@@ -75,7 +79,7 @@ struct JobRun {
 };
 
 JobRun run_once(const JobPlan& plan, const SavedProgress& progress, int restarts,
-                const std::vector<Host>& hosts, const std::string& hostfile, int64_t accum_steps,
+                const std::vector<Host>& hosts, const std::string& hostfile, int ranks,
                 const std::string& tool) {
   const std::string state_dir = absolute_path(progress.state_dir());
   remove_tree(state_dir);
@@ -86,7 +90,7 @@ JobRun run_once(const JobPlan& plan, const SavedProgress& progress, int restarts
                              error.message() + ")");
   }
   JobRun run;
-  run.result = run_job(job_command(plan, restarts, hosts, hostfile, accum_steps, state_dir), tool,
+  run.result = run_job(job_command(plan, restarts, hosts, hostfile, ranks, state_dir), tool,
                        progress.stop_words());
   run.ranks = read_rank_states(state_dir);
   remove_tree(state_dir);
@@ -95,26 +99,19 @@ JobRun run_once(const JobPlan& plan, const SavedProgress& progress, int restarts
 
 }  // namespace
 
-int64_t accumulation_for(int64_t accum_before, int ranks_before, int ranks) {
-  const int64_t total = accum_before * ranks_before;
-  const int64_t lower = std::max<int64_t>(1, total / ranks);
-  const int64_t upper = lower + 1;
-  return total - lower * ranks <= upper * ranks - total ? lower : upper;
-}
-
 std::string reason_not_to_restart(const JobFailure& failure, const JobFailure* previous,
                                   int64_t saved, int64_t previous_saved, int restarts_done,
                                   int max_restarts, JobUnit unit) {
   if (failure.stopped) return "the ranks stopped on request";
   if (failure.usage_error) return "bad input (exit code 2), which a restart does not mend";
   if (previous != nullptr && same_failure(*previous, failure) &&
-      (failure.step >= 0 || saved == previous_saved)) {
+      (failure.at >= 0 || saved == previous_saved)) {
     const std::string name = unit_name(unit);
     const std::string from = unit == JobUnit::kStep
                                  ? "step " + std::to_string(previous_saved)
                                  : std::to_string(previous_saved) + " " + name + "(s) done";
     return "the same failure came back after a restart from " + from +
-           (failure.step >= 0 ? ", in " + name + " " + std::to_string(failure.step) : "");
+           (failure.at >= 0 ? ", in " + name + " " + std::to_string(failure.at) : "");
   }
   if (restarts_done >= max_restarts) {
     return "no restart left (--max-restarts " + std::to_string(max_restarts) + ")";
@@ -144,20 +141,17 @@ std::string joined(const std::vector<std::string>& items) {
   return text;
 }
 
-// Where a failed job goes next: relaunched on `hosts` (empty: this machine) at `ranks` with
-// `accum_steps`, or not (`why_not` says why).
+// Where a failed job goes next: relaunched on `hosts` (empty: this machine) at `ranks`, or not
+// (`why_not` says why).
 struct Relaunch {
   std::string why_not;
   std::vector<Host> hosts;
   int ranks = 1;
-  int64_t accum_steps = 1;
   std::vector<std::string> dropped;  // hosts that no longer answer, each "name (why)"
 };
 
-// With a hostfile, the hosts that still answer and the accumulation that keeps the global batch
-// on them (the first run had `first_ranks`); too few of them is a reason not to relaunch.
-void fit_to_answering_hosts(const JobPlan& plan, const RestartOptions& options, int first_ranks,
-                            Relaunch& next) {
+// With a hostfile, the hosts that still answer; too few of them is a reason not to relaunch.
+void fit_to_answering_hosts(const RestartOptions& options, Relaunch& next) {
   if (!next.why_not.empty() || next.hosts.empty()) return;
   next.hosts = hosts_that_answer(next.hosts, &next.dropped);
   next.ranks = total_slots(next.hosts);
@@ -166,26 +160,23 @@ void fit_to_answering_hosts(const JobPlan& plan, const RestartOptions& options, 
                    " rank(s) left on the hosts that answer, fewer than --min-ranks " +
                    std::to_string(options.min_ranks) + " (no answer from " + joined(next.dropped) +
                    ")";
-  } else if (options.keep_global_batch && plan.accum_steps > 0) {
-    next.accum_steps = accumulation_for(plan.accum_steps, first_ranks, next.ranks);
   }
 }
 
 // The restart's line and its record.
-void announce_restart(const SavedProgress& progress, const RestartOptions& options, int restart,
-                      const JobFailure& failure, const SavedPoint& from, const Relaunch& next,
-                      const std::string& tool, bool accumulates) {
+void announce_restart(const JobPlan& plan, const SavedProgress& progress,
+                      const RestartOptions& options, int restart, const JobFailure& failure,
+                      const SavedPoint& from, const Relaunch& next, const std::string& tool) {
   const std::string without = next.dropped.empty() ? "" : " without " + joined(next.dropped);
-  const std::string accumulation =
-      accumulates ? ", accumulation " + std::to_string(next.accum_steps) : "";
+  const RelaunchArguments added = relaunch_arguments(plan, next.ranks);
   std::fprintf(stderr, "%s: restart %d of %d: %s; resuming from %s at %d rank(s)%s%s\n",
                tool.c_str(), restart, options.max_restarts,
                describe(failure, progress.unit()).c_str(), from.text.c_str(), next.ranks,
-               without.c_str(), accumulation.c_str());
+               without.c_str(), added.words.c_str());
   std::fflush(stderr);
-  train::RestartRecord record =
-      restart_record(restart, failure, from, next.ranks, next.accum_steps, progress.unit());
+  RestartRecord record = restart_record(restart, failure, from, next.ranks, progress.unit());
   record.dropped_hosts = next.dropped;
+  record.settings = added.settings;
   progress.record_restart(record);
 }
 
@@ -196,12 +187,12 @@ int run_with_restarts(const JobPlan& plan, const RestartOptions& options,
   const TempDir scratch("hosts");
   const std::string hostfile = scratch.file("hostfile");
   const int first_ranks = plan.hosts.empty() ? plan.ranks : total_slots(plan.hosts);
-  Relaunch next{"", plan.hosts, first_ranks, plan.accum_steps, {}};
+  Relaunch next{"", plan.hosts, first_ranks, {}};
   JobFailure previous;
   int64_t previous_saved = -1;
   for (int restarts = 0;; ++restarts) {
     const JobRun run =
-        run_once(plan, progress, restarts, next.hosts, hostfile, next.accum_steps, tool);
+        run_once(plan, progress, restarts, next.hosts, hostfile, next.ranks, tool);
     const JobResult& result = run.result;
     if (result.stop_signal != 0) {
       std::fprintf(stderr, "%s: %s\n", tool.c_str(), progress.stop_report(result, run.ranks).c_str());
@@ -216,15 +207,14 @@ int run_with_restarts(const JobPlan& plan, const RestartOptions& options,
     next.why_not =
         reason_not_to_restart(failure, restarts > 0 ? &previous : nullptr, from.count,
                               previous_saved, restarts, options.max_restarts, progress.unit());
-    fit_to_answering_hosts(plan, options, first_ranks, next);
+    fit_to_answering_hosts(options, next);
     if (!next.why_not.empty()) {
       std::fprintf(stderr, "%s: %s; not restarting: %s. Saved so far: %s.\n", tool.c_str(),
                    describe(failure, progress.unit()).c_str(), next.why_not.c_str(),
                    from.text.c_str());
       return failure_exit_code(result.exit_code());
     }
-    announce_restart(progress, options, restarts + 1, failure, from, next, tool,
-                     plan.accum_steps > 0);
+    announce_restart(plan, progress, options, restarts + 1, failure, from, next, tool);
     progress.wait_until_free();
     previous = failure;
     previous_saved = from.count;

@@ -4,21 +4,31 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "trainer/jobs/hosts.h"
 #include "trainer/common/rank_state.h"
+#include "trainer/common/restart_record.h"
+#include "trainer/jobs/hosts.h"
 #include "trainer/jobs/job_failure.h"
 #include "trainer/jobs/job_supervisor.h"
-#include "trainer/train/restart_record.h"
 
 namespace tandem::jobs {
 
 struct RestartOptions {
   int max_restarts = 0;           // 0: a failed job ends the launcher, as without the option
   int min_ranks = 1;              // never relaunch with fewer ranks than this
-  bool keep_global_batch = true;  // with fewer ranks, more accumulation (tokens per step kept)
+};
+
+// What a run at a rank count adds to the ranks' command line, as the job's main decides it
+// (training keeps its global batch with the accumulation), with the launcher's words for it and
+// the settings the restart record keeps.
+struct RelaunchArguments {
+  std::vector<std::string> argv;  // after JobPlan::rank_command; none: the command as it is
+  std::string words;              // in the restart line: ", accumulation 2"
+  nlohmann::json settings = nlohmann::json::object();  // RestartRecord::settings
 };
 
 // What the launcher starts, the first time and after every failure.
@@ -28,7 +38,8 @@ struct JobPlan {
   int threads = 1;                        // per rank (train.threads, tandem-decode --threads)
   std::vector<std::string> forward_env;   // variables passed on to every rank
   std::vector<std::string> rank_command;  // what each rank runs: this executable and its arguments
-  int64_t accum_steps = 0;                // train.accum_steps of the config; 0: not training
+  // What a run at a rank count adds to rank_command; unset: nothing, at any count.
+  std::function<RelaunchArguments(int ranks)> relaunch_arguments;
 };
 
 // A saved point of a job: a count that grows as the job saves more (the newest checkpoint's step;
@@ -58,12 +69,8 @@ class SavedProgress {
   // Before a relaunch: waits until the failed run has let go of what it held.
   virtual void wait_until_free() const {}
   // Keeps the restart's record beside the job's other records.
-  virtual void record_restart(const train::RestartRecord& record) const = 0;
+  virtual void record_restart(const RestartRecord& record) const = 0;
 };
-
-// The accumulation that keeps ranks x accumulation as close as it can to `ranks_before` x
-// `accum_before` at `ranks` (at least 1; the lower one when two are as close).
-int64_t accumulation_for(int64_t accum_before, int ranks_before, int ranks);
 
 // Why a failed job is not relaunched, or "" when it is: a stop asked for, bad input, the same
 // failure as the last one with nothing saved since (`saved` against `previous_saved`, counts of
@@ -79,10 +86,10 @@ std::vector<Host> hosts_that_answer(const std::vector<Host>& hosts,
                                     std::vector<std::string>* dropped);
 
 // Runs the job under mpirun (run_job) and, while options allow, relaunches it after a failure:
-// with hosts, on those that still answer, at their slots (not fewer than options.min_ranks), the
-// accumulation raised to keep the global batch (training); one log line and one record
+// with hosts, on those that still answer, at their slots (not fewer than options.min_ranks), with
+// what plan.relaunch_arguments adds at that count; one log line and one record
 // (SavedProgress::record_restart) per restart (which rank or host failed, how, what it resumes
-// from, the world size and accumulation). Returns what the last run ended with
+// from, the world size and the relaunch's settings). Returns what the last run ended with
 // (JobResult::exit_code; non-zero when the launcher gave up).
 int run_with_restarts(const JobPlan& plan, const RestartOptions& options,
                       const SavedProgress& progress, const std::string& tool);

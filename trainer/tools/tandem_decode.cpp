@@ -7,11 +7,9 @@
 #include <sstream>
 
 #include "trainer/checkpoint/model_io.h"
-#include "trainer/common/error.h"
 #include "trainer/eval/evaluate.h"
 #include "trainer/jobs/chunked_tool.h"
 #include "trainer/cli/decode_flags.h"
-#include "trainer/jobs/job_environment.h"
 #include "trainer/cli/language_flags.h"
 #include "trainer/cli/tool_main.h"
 
@@ -147,14 +145,6 @@ void check_options(const CLI::App& app, Args& args) {
                                 ": an n-best list holds at most beam size hypotheses");
   }
   if (!args.sampling.empty()) apply_sampling(app, args.sampling, args.options);
-  if (args.launch.launcher() && args.input.empty()) {
-    throw std::invalid_argument("--ranks and --hostfile translate a file: give --input and "
-                                "--output");
-  }
-  if (args.input.empty() && tandem::jobs::started_as_rank()) {
-    throw std::invalid_argument("as a rank of an mpirun or srun job, give --input and --output: "
-                                "the ranks share a file, not standard input");
-  }
 }
 
 // What shapes the output of a file job, for its record: every option but the threads and ranks.
@@ -178,16 +168,6 @@ std::vector<std::pair<std::string, std::string>> recorded_options(const Args& ar
     options.push_back(std::move(option));
   }
   return options;
-}
-
-tandem::jobs::ChunkedJob chunked_job(const Args& args) {
-  tandem::jobs::ChunkedJob job = args.chunked;
-  job.tool = "tandem-decode";
-  job.inputs = {{"--input", args.input}};
-  job.output = args.output;
-  job.checkpoints = args.models.checkpoints;
-  job.options = recorded_options(args);
-  return job;
 }
 
 // What a rank of a file job does with each chunk: its models loaded on its device.
@@ -231,11 +211,26 @@ int decode_stream(Args& args) {
   return 0;
 }
 
-// The GPUs a rank per GPU would use (--ranks auto); 0 on the CPU.
-int gpus_for(const tandem::cli::ModelFlags& flags) {
-  return flags.device != "cpu" && torch::cuda::is_available()
-             ? static_cast<int>(torch::cuda::device_count())
-             : 0;
+// The tool as its flags describe it; `args` must outlive it.
+tandem::jobs::FileTool file_tool(Args& args) {
+  tandem::jobs::FileTool tool;
+  tool.job = args.chunked;
+  tool.job.tool = "tandem-decode";
+  tool.job.inputs = {{"--input", args.input}};
+  tool.job.output = args.output;
+  tool.job.checkpoints = args.models.checkpoints;
+  tool.job.options = recorded_options(args);
+  tool.launch = args.launch;
+  tool.threads = args.models.threads;
+  tool.device = args.models.device;
+  tool.output_flags = "--input and --output";
+  tool.launcher_does = "translate a file";
+  tool.rank_needs = "the ranks share a file, not standard input";
+  tool.load = [&args](tandem::parallel::ProcessGroup& group) {
+    return chunk_translator(args, group);
+  };
+  tool.to_stdout = [&args] { return decode_stream(args); };
+  return tool;
 }
 
 }  // namespace
@@ -255,9 +250,10 @@ int main(int argc, char** argv) {
   add_sampling_flags(app, args.sampling, args.options.sampling);
   add_file_flags(app, args);
   app.footer(kExamples);
-  if (const auto done = tandem::cli::parse_command_line(
-          app, "tandem-decode", argc, argv,
-          [&] { tandem::jobs::check_launch_flags(args.launch); })) {
+  if (const auto done = tandem::cli::parse_command_line(app, "tandem-decode", argc, argv, [&] {
+        tandem::jobs::check_launch_flags(args.launch);
+        tandem::jobs::check_file_tool(file_tool(args));
+      })) {
     return *done;
   }
   args.nbest = nbest->count() > 0;
@@ -266,16 +262,5 @@ int main(int argc, char** argv) {
     return 0;
   });
   if (checked != 0) return checked;
-  if (args.launch.launcher() && !tandem::jobs::started_as_rank()) {
-    return tandem::cli::run_tool("tandem-decode", [&] {
-      return tandem::jobs::launch_chunked(argc, argv, chunked_job(args), args.launch,
-                                           args.models.threads, gpus_for(args.models));
-    });
-  }
-  if (!args.input.empty()) {
-    return tandem::jobs::run_chunked_rank(
-        &argc, &argv, chunked_job(args),
-        [&](tandem::parallel::ProcessGroup& group) { return chunk_translator(args, group); });
-  }
-  return tandem::cli::run_tool("tandem-decode", [&] { return decode_stream(args); });
+  return tandem::jobs::run_file_tool(argc, argv, file_tool(args));
 }

@@ -14,7 +14,6 @@
 #include "trainer/runtime/cpu_runtime.h"
 #include "trainer/jobs/chunked_tool.h"
 #include "trainer/cli/decode_flags.h"
-#include "trainer/jobs/job_environment.h"
 #include "trainer/cli/language_flags.h"
 #include "trainer/cli/tool_main.h"
 
@@ -68,22 +67,6 @@ void declare_options(CLI::App& app, Args& args) {
   app.footer(kExamples);
 }
 
-tandem::jobs::ChunkedJob chunked_job(const Args& args) {
-  tandem::jobs::ChunkedJob job = args.chunked;
-  job.tool = "tandem-score";
-  job.inputs = {{"--src", args.src}, {"--tgt", args.tgt}};
-  job.output = args.output;
-  job.checkpoints = args.models.checkpoints;
-  job.options = tandem::cli::recorded_model_options(args.models);
-  job.options.insert(job.options.end(),
-                     {{"--max-tokens", std::to_string(args.max_tokens)},
-                      {"--lenpen", tandem::cli::recorded_number(args.length_penalty)}});
-  for (auto& option : tandem::cli::recorded_language_options(args.languages)) {
-    job.options.push_back(std::move(option));
-  }
-  return job;
-}
-
 // "TOTAL\tTOKENS\tPER_TOKEN\tNORMALIZED\n" for one pair.
 std::string score_line(const tandem::eval::SentenceScore& score, double length_penalty) {
   const double tokens = static_cast<double>(score.tokens);
@@ -123,8 +106,7 @@ tandem::bulk::ChunkFunction chunk_scorer(const Args& args, const std::string& de
 }
 
 // To standard output, a chunk of pairs at a time.
-int score_to_stdout(const Args& args) {
-  const auto job = chunked_job(args);
+int score_to_stdout(const Args& args, const tandem::jobs::ChunkedJob& job) {
   const auto files = tandem::jobs::job_files(job);
   const auto score = chunk_scorer(args, args.models.device);
   for (int64_t c = 0; c < files.inputs.front().count(); ++c) {
@@ -138,6 +120,36 @@ int score_to_stdout(const Args& args) {
   return 0;
 }
 
+// The tool as its flags describe it; `args` must outlive it.
+tandem::jobs::FileTool file_tool(const Args& args) {
+  tandem::jobs::FileTool tool;
+  tandem::jobs::ChunkedJob& job = tool.job;
+  job = args.chunked;
+  job.tool = "tandem-score";
+  job.inputs = {{"--src", args.src}, {"--tgt", args.tgt}};
+  job.output = args.output;
+  job.checkpoints = args.models.checkpoints;
+  job.options = tandem::cli::recorded_model_options(args.models);
+  job.options.insert(job.options.end(),
+                     {{"--max-tokens", std::to_string(args.max_tokens)},
+                      {"--lenpen", tandem::cli::recorded_number(args.length_penalty)}});
+  for (auto& option : tandem::cli::recorded_language_options(args.languages)) {
+    job.options.push_back(std::move(option));
+  }
+  tool.launch = args.launch;
+  tool.threads = args.models.threads;
+  tool.device = args.models.device;
+  tool.output_flags = "--output";
+  tool.launcher_does = "write a file";
+  tool.rank_needs = "the ranks share a file";
+  tool.load = [&args](tandem::parallel::ProcessGroup& group) {
+    return chunk_scorer(args, tandem::cli::rank_device(args.models.device, group.local_rank(),
+                                                         group.local_size()));
+  };
+  tool.to_stdout = [&args, job] { return score_to_stdout(args, job); };
+  return tool;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -148,32 +160,9 @@ int main(int argc, char** argv) {
   declare_options(app, args);
   if (const auto done = tandem::cli::parse_command_line(app, "tandem-score", argc, argv, [&] {
         tandem::jobs::check_launch_flags(args.launch);
-        if (args.launch.launcher() && args.output.empty()) {
-          throw CLI::ValidationError("--ranks and --hostfile write a file: give --output");
-        }
-        if (args.output.empty() && tandem::jobs::started_as_rank()) {
-          throw CLI::ValidationError(
-              "as a rank of an mpirun or srun job, give --output: the ranks share a file");
-        }
+        tandem::jobs::check_file_tool(file_tool(args));
       })) {
     return *done;
   }
-  if (args.launch.launcher() && !tandem::jobs::started_as_rank()) {
-    return tandem::cli::run_tool("tandem-score", [&] {
-      const int gpus = args.models.device != "cpu" && torch::cuda::is_available()
-                           ? static_cast<int>(torch::cuda::device_count())
-                           : 0;
-      return tandem::jobs::launch_chunked(argc, argv, chunked_job(args), args.launch,
-                                           args.models.threads, gpus);
-    });
-  }
-  if (!args.output.empty()) {
-    return tandem::jobs::run_chunked_rank(
-        &argc, &argv, chunked_job(args), [&](tandem::parallel::ProcessGroup& group) {
-          return chunk_scorer(args,
-                              tandem::cli::rank_device(args.models.device, group.local_rank(),
-                                                         group.local_size()));
-        });
-  }
-  return tandem::cli::run_tool("tandem-score", [&] { return score_to_stdout(args); });
+  return tandem::jobs::run_file_tool(argc, argv, file_tool(args));
 }

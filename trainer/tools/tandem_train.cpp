@@ -8,9 +8,7 @@
 
 #include "data/corpus.h"
 #include "trainer/checkpoint/dir_lock.h"
-#include "trainer/common/error.h"
 #include "trainer/common/log.h"
-#include "trainer/common/rank_state.h"
 #include "trainer/common/stop_handler.h"
 #include "trainer/config/config.h"
 #include "trainer/kernels/cpu/cpu_path.h"
@@ -19,7 +17,9 @@
 #include "trainer/jobs/job_environment.h"
 #include "trainer/jobs/launcher_flags.h"
 #include "trainer/jobs/process.h"
+#include "trainer/jobs/rank_main.h"
 #include "trainer/cli/tool_main.h"
+#include "trainer/train/global_batch.h"
 #include "trainer/train/metrics_log.h"
 #include "trainer/train/trainer.h"
 
@@ -60,11 +60,28 @@ int resolve_ranks(const Args& args, const tandem::config::Config& config) {
                                      static_cast<int>(config.train.threads)));
 }
 
+// --keep-global-batch: a run at `ranks` (the job began at `first_ranks`) gets the accumulation that
+// keeps the config's tokens per step, in a --set when it differs; without it, the config's.
+jobs::RelaunchArguments keep_global_batch(const tandem::config::Config& config, bool keep,
+                                          int first_ranks, int ranks) {
+  const int64_t configured = config.train.accum_steps;
+  const int64_t accum_steps =
+      keep ? tandem::train::accumulation_for(configured, first_ranks, ranks) : configured;
+  jobs::RelaunchArguments added;
+  if (accum_steps != configured) {
+    added.argv = {"--set", "train.accum_steps=" + std::to_string(accum_steps)};
+  }
+  added.words = ", accumulation " + std::to_string(accum_steps);
+  added.settings = {{"accum_steps", accum_steps}};
+  return added;
+}
+
 // The launcher: this same command line as every rank of an mpirun job, supervised. Input errors
 // it can see are reported before the launch: a failing rank takes mpirun a grace period to clean
 // up after (jobs/job_supervisor.h).
 int launch(int argc, char** argv, int ranks, const std::vector<jobs::Host>& hosts,
-           const tandem::config::Config& config, const jobs::RestartOptions& restarts) {
+           const tandem::config::Config& config, const jobs::RestartOptions& restarts,
+           bool keep_global_batch_on) {
   { const tandem::data::Corpus corpus(config.data.corpus); }
   { const tandem::checkpoint::DirLock free_now(config.checkpoint.dir); }
   const auto metrics = tandem::train::metrics_outputs(config);
@@ -79,15 +96,16 @@ int launch(int argc, char** argv, int ranks, const std::vector<jobs::Host>& host
   plan.forward_env = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
   plan.rank_command = {jobs::self_executable()};
   plan.rank_command.insert(plan.rank_command.end(), argv + 1, argv + argc);
-  plan.accum_steps = config.train.accum_steps;
+  plan.relaunch_arguments = [&config, keep_global_batch_on, ranks](int now) {
+    return keep_global_batch(config, keep_global_batch_on, ranks, now);
+  };
   const jobs::CheckpointProgress progress(config.checkpoint.dir, metrics.tensorboard_dir);
   return jobs::launch_job(plan, restarts, progress, "tandem-train");
 }
 
-// One rank (or the only process): build the trainer and run it, and record how it ended for the
-// launcher (common/rank_state.h). `step` is the step it trains, for a failure's record: -1 until
-// training began.
-int train(tandem::parallel::ProcessGroup& group, const Args& args, int64_t& step) {
+// One rank (or the only process): build the trainer and run it (jobs/rank_main.h records how it
+// ended). `step` is the step it trains, for a failure's record: -1 until training began.
+jobs::RankEnd train(tandem::parallel::ProcessGroup& group, const Args& args, int64_t& step) {
   auto config = tandem::config::load_config(args.config_path, args.overrides);
   if (!args.launch.ranks.empty() && args.launch.ranks != "auto" &&
       resolve_ranks(args, config) != group.size()) {
@@ -97,7 +115,7 @@ int train(tandem::parallel::ProcessGroup& group, const Args& args, int64_t& step
   }
   if (args.print_config) {
     if (group.rank() == 0) std::cout << tandem::config::to_yaml(config);
-    return 0;
+    return {};
   }
   if (const std::string hint = jobs::unsafe_stop_hint(); !hint.empty() && group.rank() == 0) {
     tandem::log::warn(hint);
@@ -105,11 +123,7 @@ int train(tandem::parallel::ProcessGroup& group, const Args& args, int64_t& step
   tandem::train::Trainer trainer(std::move(config), group, args.resume);
   try {
     const int code = trainer.run();
-    const int sig = tandem::stop_signal();
-    using Outcome = tandem::RankState::Outcome;
-    tandem::rank_state::end(sig != 0 ? Outcome::kStopped : Outcome::kFinished, trainer.step(), code,
-                            sig);
-    return code;
+    return {code, trainer.step(), tandem::stop_signal()};
   } catch (...) {
     step = trainer.current_step();
     throw;
@@ -165,26 +179,15 @@ int main(int argc, char** argv) {
       std::vector<jobs::Host> hosts;
       if (!args.launch.hostfile.empty()) hosts = jobs::read_hostfile(args.launch.hostfile);
       const int ranks = hosts.empty() ? resolve_ranks(args, config) : jobs::total_slots(hosts);
-      auto restarts = jobs::restart_options(args.launch, ranks);
-      restarts.keep_global_batch = args.keep_global_batch;
+      const auto restarts = jobs::restart_options(args.launch, ranks);
       // One rank runs in this process, unless it is to be restarted: then under mpirun too.
       return ranks > 1 || restarts.max_restarts > 0 || !hosts.empty()
-                 ? launch(argc, argv, ranks, hosts, config, restarts)
+                 ? launch(argc, argv, ranks, hosts, config, restarts, args.keep_global_batch)
                  : -1;
     });
     if (code != -1) return code;  // else: one rank, in this process
   }
   tandem::parallel::ProcessGroup group(&argc, &argv);
-  tandem::rank_state::open(group.rank(), group.hostname());
-  int64_t step = -1;
-  try {
-    return train(group, args, step);
-  } catch (const std::exception& e) {
-    const std::string where = step >= 0 ? "failed in step " + std::to_string(step) + ": " : "";
-    tandem::log::error(where + e.what());
-    const int code = tandem::exit_code_for(e);
-    tandem::rank_state::end(tandem::RankState::Outcome::kFailed, step, code, 0, e.what());
-    if (group.size() > 1) group.abort(code);  // no rank may be left waiting in a collective
-    return code;
-  }
+  return jobs::run_rank(group, tandem::JobUnit::kStep,
+                        [&](int64_t& step) { return train(group, args, step); });
 }
