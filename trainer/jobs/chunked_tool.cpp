@@ -134,12 +134,12 @@ int run_chunked_rank(int* argc, char*** argv, const ChunkedJob& job,
 
 void check_file_tool(const FileTool& tool) {
   if (tool.launch.launcher() && tool.job.output.empty()) {
-    throw CLI::ValidationError("--ranks and --hostfile " + tool.launcher_does + ": give " +
-                               tool.output_flags);
+    throw CLI::ValidationError("--ranks and --hostfile " + tool.words.launcher_does + ": give " +
+                               tool.words.output_flags);
   }
   if (tool.job.output.empty() && started_as_rank()) {
-    throw CLI::ValidationError("as a rank of an mpirun or srun job, give " + tool.output_flags +
-                               ": " + tool.rank_needs);
+    throw CLI::ValidationError("as a rank of an mpirun or srun job, give " +
+                               tool.words.output_flags + ": " + tool.words.rank_needs);
   }
 }
 

@@ -58,14 +58,17 @@ int run_chunked_rank(int* argc, char*** argv, const ChunkedJob& job,
 // A tool that writes a line (or lines) per input line: to standard output in one process, or, with
 // an output file, as a chunked job of one or more ranks.
 struct FileTool {
+  // The tool's words for its usage errors: the flags that name the output ("--input and
+  // --output"), what the launcher does with it ("translate a file"), and why a rank needs it
+  // ("the ranks share a file, not standard input").
+  struct Words {
+    std::string output_flags, launcher_does, rank_needs;
+  };
   ChunkedJob job;      // job.output empty: standard output
   LaunchFlags launch;  // --ranks, --hostfile, --max-restarts, --min-ranks
   int threads = 1;     // --threads: per rank; 0: the usable cores shared out (launch_chunked)
   std::string device;  // --device: "cpu" or a GPU's; with GPUs, --ranks auto is one per GPU
-  // The flags that name the output, as the tool's usage errors say them ("--input and --output"),
-  // what the launcher does with it ("translate a file"), and why a rank needs it ("the ranks
-  // share a file, not standard input").
-  std::string output_flags, launcher_does, rank_needs;
+  Words words;
   std::function<bulk::ChunkFunction(parallel::ProcessGroup&)> load;  // a rank's work per chunk
   std::function<int()> to_stdout;  // the one process's work without an output file
 };

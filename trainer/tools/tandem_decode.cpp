@@ -211,26 +211,26 @@ int decode_stream(Args& args) {
   return 0;
 }
 
+tandem::jobs::ChunkedJob chunked_job(const Args& args) {
+  tandem::jobs::ChunkedJob job = args.chunked;
+  job.tool = "tandem-decode";
+  job.inputs = {{"--input", args.input}};
+  job.output = args.output;
+  job.checkpoints = args.models.checkpoints;
+  job.options = recorded_options(args);
+  return job;
+}
+
 // The tool as its flags describe it; `args` must outlive it.
 tandem::jobs::FileTool file_tool(Args& args) {
-  tandem::jobs::FileTool tool;
-  tool.job = args.chunked;
-  tool.job.tool = "tandem-decode";
-  tool.job.inputs = {{"--input", args.input}};
-  tool.job.output = args.output;
-  tool.job.checkpoints = args.models.checkpoints;
-  tool.job.options = recorded_options(args);
-  tool.launch = args.launch;
-  tool.threads = args.models.threads;
-  tool.device = args.models.device;
-  tool.output_flags = "--input and --output";
-  tool.launcher_does = "translate a file";
-  tool.rank_needs = "the ranks share a file, not standard input";
-  tool.load = [&args](tandem::parallel::ProcessGroup& group) {
-    return chunk_translator(args, group);
-  };
-  tool.to_stdout = [&args] { return decode_stream(args); };
-  return tool;
+  return {chunked_job(args),
+          args.launch,
+          args.models.threads,
+          args.models.device,
+          {"--input and --output", "translate a file",
+           "the ranks share a file, not standard input"},
+          [&args](tandem::parallel::ProcessGroup& group) { return chunk_translator(args, group); },
+          [&args] { return decode_stream(args); }};
 }
 
 }  // namespace

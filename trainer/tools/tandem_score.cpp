@@ -105,6 +105,22 @@ tandem::bulk::ChunkFunction chunk_scorer(const Args& args, const std::string& de
   };
 }
 
+tandem::jobs::ChunkedJob chunked_job(const Args& args) {
+  tandem::jobs::ChunkedJob job = args.chunked;
+  job.tool = "tandem-score";
+  job.inputs = {{"--src", args.src}, {"--tgt", args.tgt}};
+  job.output = args.output;
+  job.checkpoints = args.models.checkpoints;
+  job.options = tandem::cli::recorded_model_options(args.models);
+  job.options.insert(job.options.end(),
+                     {{"--max-tokens", std::to_string(args.max_tokens)},
+                      {"--lenpen", tandem::cli::recorded_number(args.length_penalty)}});
+  for (auto& option : tandem::cli::recorded_language_options(args.languages)) {
+    job.options.push_back(std::move(option));
+  }
+  return job;
+}
+
 // To standard output, a chunk of pairs at a time.
 int score_to_stdout(const Args& args, const tandem::jobs::ChunkedJob& job) {
   const auto files = tandem::jobs::job_files(job);
@@ -122,32 +138,18 @@ int score_to_stdout(const Args& args, const tandem::jobs::ChunkedJob& job) {
 
 // The tool as its flags describe it; `args` must outlive it.
 tandem::jobs::FileTool file_tool(const Args& args) {
-  tandem::jobs::FileTool tool;
-  tandem::jobs::ChunkedJob& job = tool.job;
-  job = args.chunked;
-  job.tool = "tandem-score";
-  job.inputs = {{"--src", args.src}, {"--tgt", args.tgt}};
-  job.output = args.output;
-  job.checkpoints = args.models.checkpoints;
-  job.options = tandem::cli::recorded_model_options(args.models);
-  job.options.insert(job.options.end(),
-                     {{"--max-tokens", std::to_string(args.max_tokens)},
-                      {"--lenpen", tandem::cli::recorded_number(args.length_penalty)}});
-  for (auto& option : tandem::cli::recorded_language_options(args.languages)) {
-    job.options.push_back(std::move(option));
-  }
-  tool.launch = args.launch;
-  tool.threads = args.models.threads;
-  tool.device = args.models.device;
-  tool.output_flags = "--output";
-  tool.launcher_does = "write a file";
-  tool.rank_needs = "the ranks share a file";
-  tool.load = [&args](tandem::parallel::ProcessGroup& group) {
+  tandem::jobs::ChunkedJob job = chunked_job(args);
+  const auto load = [&args](tandem::parallel::ProcessGroup& group) {
     return chunk_scorer(args, tandem::cli::rank_device(args.models.device, group.local_rank(),
                                                          group.local_size()));
   };
-  tool.to_stdout = [&args, job] { return score_to_stdout(args, job); };
-  return tool;
+  return {job,
+          args.launch,
+          args.models.threads,
+          args.models.device,
+          {"--output", "write a file", "the ranks share a file"},
+          load,
+          [&args, job] { return score_to_stdout(args, job); }};
 }
 
 }  // namespace
