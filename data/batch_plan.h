@@ -11,7 +11,7 @@
 namespace tandem::data {
 
 // One direction of a split that holds several (tandem-prep --corpora), as an epoch draws from it:
-// its pairs of the split, and how many pairs an epoch takes from them (sampling.h decides).
+// its pairs of the split, and how many pairs an epoch takes from them (direction_sampling.h decides).
 struct DirectionDraws {
   PairRange pairs;
   int64_t draws = 0;  // pairs.count: each pair once; more: some twice or more; fewer: a subset

@@ -8,10 +8,16 @@
 // nodes (network namespaces joined by a link, one task each): a job trains across both; when
 // nodeB's link goes down mid-run, SLURM sets the node DOWN, the job (--no-kill) goes on, and the
 // launcher relaunches it on nodeA from its newest checkpoint and finishes. Skipped, with the
-// reason, where SLURM or the namespaces cannot run (not root, the packages missing). The
+// reason, where SLURM or the namespaces cannot run (not root, the packages missing). A cluster
+// that cannot start (this machine's name does not resolve) fails at once with the reason, and a
+// cluster whose owner dies (a test CTest killed) is stopped with everything it started. The
 // script's refusals of bad allocations need no cluster and run everywhere.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <regex>
 #include <string>
@@ -27,6 +33,22 @@ namespace {
 const std::string kCluster = std::string(TANDEM_LAUNCH_DIR) + "/slurm/local-cluster.sh";
 const std::string kScript = std::string(TANDEM_LAUNCH_DIR) + "/slurm/tandem.sbatch";
 
+// The processes of the cluster in `dir`: those whose environment names its slurm.conf (its
+// daemons, and what they started).
+std::vector<int> cluster_processes(const std::string& dir) {
+  const std::string marker = "SLURM_CONF=" + dir + "/slurm.conf";
+  std::vector<int> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream environ(entry.path() / "environ", std::ios::binary);
+    for (std::string variable; std::getline(environ, variable, '\0');) {
+      if (variable == marker) pids.push_back(std::stoi(name));
+    }
+  }
+  return pids;
+}
+
 // A cluster of `Nodes` nodes (1: this machine; 2: nodeA and nodeB) for the suite, two tasks in
 // all: two on the one node, or one on each.
 template <int Nodes>
@@ -39,8 +61,10 @@ class SlurmCluster : public ::testing::Test {
       return;
     }
     dir_ = new TempDir("slurm");
+    // Stopped with this process, however it ends (CTest's timeout kills it).
     const auto started =
-        run_command(kCluster + (Nodes == 1 ? " start " : " start2 ") + dir_->file("cluster"));
+        run_command("TANDEM_SLURM_OWNER=" + std::to_string(getpid()) + " " + kCluster +
+                    (Nodes == 1 ? " start " : " start2 ") + dir_->file("cluster"));
     if (started.exit_code == 77) {
       skip_ = started.output;
       return;
@@ -227,7 +251,10 @@ TEST_F(Slurm, ScancelSavesTheStepTheJobStoppedAt) {
 // --time=1 with the warning 50 s before the limit: the script asks the launcher to stop, the
 // ranks save, the script requeues the job, and the requeued run resumes from that step. Once the
 // first requeue shows, the config's max_steps is brought within the second run's reach, and the
-// job completes equal, bit for bit, to one uninterrupted run.
+// job completes equal, bit for bit, to one uninterrupted run. SLURM sends the warning when its
+// periodic check (every 30 s) finds the job within warning + 30 s of its limit, and again to a
+// requeued job: with --time=1 that is at the first check of each run, which could stop the
+// second run too; the job is given a limit of 10 minutes once the first warning has come.
 TEST_F(Slurm, TheTimeLimitsWarningSavesRequeuesAndTheRunResumesBitwise) {
   const std::string path = config("limit", 100000);
   BackgroundCommand job("exec " + sbatch("limit", path, "--time=1 --signal=B:USR1@50"));
@@ -235,6 +262,8 @@ TEST_F(Slurm, TheTimeLimitsWarningSavesRequeuesAndTheRunResumesBitwise) {
   const std::string id = job_id(job.output());
   BackgroundCommand output(follow("limit", 300));
   ASSERT_TRUE(output.wait_for_line("requeueing job " + id)) << output.output();
+  const auto limit = run_command(slurm("scontrol update JobId=" + id + " TimeLimit=10"));
+  ASSERT_EQ(limit.exit_code, 0) << limit.output;
   std::smatch saved;
   const std::string first = output.output();
   ASSERT_TRUE(std::regex_search(first, saved, std::regex(R"(the last step is saved \(step (\d+))")))
@@ -346,6 +375,47 @@ TEST_F(SlurmTwoNodes, ANodeLostMidRunLeavesTheJobToFinishOnTheOther) {
   ASSERT_EQ(one.exit_code, 0) << one.output;
   expect_same(checkpoint::load(dir_->file("nodes/last.h5")),
               checkpoint::load(dir_->file("nodes-one/last.h5")));
+}
+
+// This machine's name removed from /etc/hosts (in a mount namespace of the test's own, over a copy
+// without it): the cluster cannot start, and says so at once instead of retrying the lookup in
+// every daemon and command for minutes; nothing it started is left.
+TEST(SlurmClusterStart, FailsAtOnceNamingAMachineNameThatDoesNotResolve) {
+  const auto check = run_command(kCluster + " --check");
+  if (check.exit_code != 0) GTEST_SKIP() << check.output;
+  const TempDir dir("slurm-unresolved");
+  const std::string host = lines_of(run_command("hostname -s").output).front();
+  write_file(dir.file("hosts"), "127.0.0.1 localhost\n");
+  const auto started = run_command(
+      "timeout 60 unshare --mount --propagation private sh -c 'mount --bind " + dir.file("hosts") +
+      " /etc/hosts && if getent hosts " + host + " >/dev/null; then echo resolves; exit 77; fi; " +
+      "exec " + kCluster + " start " + dir.file("cluster") + "'");
+  if (started.exit_code == 77) GTEST_SKIP() << host << " still resolves here: " << started.output;
+  EXPECT_EQ(started.exit_code, 1) << started.output;  // 124: not within 60 s
+  EXPECT_NE(started.output.find("local-cluster: this machine's name '" + host +
+                                "' does not resolve"),
+            std::string::npos)
+      << started.output;
+  EXPECT_TRUE(cluster_processes(dir.file("cluster")).empty()) << started.output;
+}
+
+// A cluster whose owner is killed (as CTest kills a test that runs past its timeout) is stopped
+// by the watcher start left: the daemons, which detach from their caller, end too.
+TEST(SlurmClusterStart, IsStoppedWhenItsOwnerIsKilled) {
+  const auto check = run_command(kCluster + " --check");
+  if (check.exit_code != 0) GTEST_SKIP() << check.output;
+  const TempDir dir("slurm-owner");
+  BackgroundCommand owner("exec tail -f /dev/null");
+  const auto started = run_command("TANDEM_SLURM_OWNER=" + std::to_string(owner.pid()) + " " +
+                                   kCluster + " start " + dir.file("cluster"));
+  ASSERT_EQ(started.exit_code, 0) << started.output;
+  const std::vector<int> running = cluster_processes(dir.file("cluster"));
+  ASSERT_GE(running.size(), 3u) << "munged, slurmctld and slurmd";
+  owner.kill_all();
+  owner.wait();  // reaped, as CTest reaps a test it killed (a zombie still counts as running)
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (const int pid : running) EXPECT_TRUE(wait_until_ended(pid, deadline)) << "pid " << pid;
+  EXPECT_TRUE(cluster_processes(dir.file("cluster")).empty());
 }
 
 // Bad input, which needs no cluster: the script outside a job, and an allocation of more GPUs

@@ -9,7 +9,7 @@
 #include "trainer/bulk/chunk_store.h"
 #include "trainer/cli/tool_main.h"
 #include "trainer/common/stop_handler.h"
-#include "trainer/jobs/chunk_progress.h"
+#include "trainer/jobs/saved_chunks.h"
 #include "trainer/jobs/hosts.h"
 #include "trainer/jobs/job_environment.h"
 #include "trainer/jobs/process.h"
@@ -104,7 +104,7 @@ int launch_chunked(int argc, char** argv, const ChunkedJob& job, const LaunchFla
   plan.rank_command.insert(plan.rank_command.end(), argv + 1, argv + argc);
   if (threads == 0)
     plan.rank_command.insert(plan.rank_command.end(), {"--threads", std::to_string(plan.threads)});
-  const ChunkProgress progress(job.output, files.inputs.front().count());
+  const SavedChunks progress(job.output, files.inputs.front().count());
   return launch_job(plan, restarts, progress, job.tool);
 }
 

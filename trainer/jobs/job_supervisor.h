@@ -21,9 +21,9 @@ struct JobResult {
 constexpr size_t kKeptLines = 400;
 
 // Runs `argv` (an mpirun command) and stays its parent: a stop signal (kStopSignals) reaches every
-// rank as kLauncherStopSignal (finish the step, save, exit 0), a second one from the same sender
-// stops them at once, a third kills the job; it returns only when mpirun has, so after the
-// checkpoint is on disk. mpirun's stdin is /dev/null and its process group its own (so a
+// rank as kLauncherStopSignal (finish the step or chunk, save, exit 0), a second one from the same
+// sender stops them at once, a third kills the job; it returns only when mpirun has, so after what
+// the ranks saved is on disk. mpirun's stdin is /dev/null and its process group its own (so a
 // terminal's Ctrl-C reaches only this process, which passes it on). mpirun's
 // standard error passes through this process unchanged, line for line, so that its end can be
 // read afterwards; what is left of the job's process group once mpirun has exited is killed. Once

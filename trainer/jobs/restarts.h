@@ -50,8 +50,8 @@ struct SavedPoint {
 };
 
 // What a job leaves on disk for a relaunch to resume from, as the launcher reads it between
-// runs: training's checkpoint.dir (jobs/checkpoint_progress.h), a chunked job's parts
-// (jobs/chunk_progress.h).
+// runs: training's checkpoint.dir (jobs/saved_checkpoints.h), a chunked job's parts
+// (jobs/saved_chunks.h).
 class SavedProgress {
  public:
   virtual ~SavedProgress() = default;

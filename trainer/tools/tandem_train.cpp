@@ -13,7 +13,7 @@
 #include "trainer/config/config.h"
 #include "trainer/kernels/cpu/cpu_path.h"
 #include "trainer/parallel/process_group.h"
-#include "trainer/jobs/checkpoint_progress.h"
+#include "trainer/jobs/saved_checkpoints.h"
 #include "trainer/jobs/job_environment.h"
 #include "trainer/jobs/launcher_flags.h"
 #include "trainer/jobs/process.h"
@@ -99,7 +99,7 @@ int launch(int argc, char** argv, int ranks, const std::vector<jobs::Host>& host
   plan.relaunch_arguments = [&config, keep_global_batch_on, ranks](int now) {
     return keep_global_batch(config, keep_global_batch_on, ranks, now);
   };
-  const jobs::CheckpointProgress progress(config.checkpoint.dir, metrics.tensorboard_dir);
+  const jobs::SavedCheckpoints progress(config.checkpoint.dir, metrics.tensorboard_dir);
   return jobs::launch_job(plan, restarts, progress, "tandem-train");
 }
 
@@ -159,21 +159,10 @@ void check_cpu_kernels() {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Train an encoder-decoder Transformer (data parallel, N ranks)."};
-  Args args;
-  declare_options(app, args);
-  if (const auto done = cli::parse_command_line(app, "tandem-train", argc, argv, [&] {
-        jobs::check_launch_flags(args.launch);
-        check_cpu_kernels();
-      })) {
-    return *done;
-  }
-
-  const bool launcher = args.launch.launcher();
-  if (launcher && !jobs::started_as_rank() && !args.print_config) {
+// The launcher (--ranks or --hostfile, not started as a rank), unless the job is one rank that
+// runs here; else this process is one rank of the job (or the only one).
+int run(int argc, char** argv, const Args& args) {
+  if (args.launch.launcher() && !jobs::started_as_rank() && !args.print_config) {
     const int code = cli::run_tool("tandem-train", [&] {
       const auto config = tandem::config::load_config(args.config_path, args.overrides);
       std::vector<jobs::Host> hosts;
@@ -190,4 +179,19 @@ int main(int argc, char** argv) {
   tandem::parallel::ProcessGroup group(&argc, &argv);
   return jobs::run_rank(group, tandem::JobUnit::kStep,
                         [&](int64_t& step) { return train(group, args, step); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Train an encoder-decoder Transformer (data parallel, N ranks)."};
+  Args args;
+  declare_options(app, args);
+  if (const auto done = cli::parse_command_line(app, "tandem-train", argc, argv, [&] {
+        jobs::check_launch_flags(args.launch);
+        check_cpu_kernels();
+      })) {
+    return *done;
+  }
+  return run(argc, argv, args);
 }

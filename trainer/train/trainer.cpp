@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/sampling.h"
+#include "data/direction_sampling.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/fault_injection.h"
@@ -26,7 +26,7 @@ namespace tandem::train {
 namespace {
 
 // The batch plan's options; with data.temperature or data.weights, how many pairs an epoch draws
-// from each direction of the file (data/sampling.h).
+// from each direction of the file (data/direction_sampling.h).
 data::BatchPlanOptions plan_options(const config::DataConfig& data, const data::Corpus& corpus) {
   data::BatchPlanOptions options;
   options.max_tokens = data.max_tokens;

@@ -10,10 +10,10 @@
 
 namespace tandem::jobs {
 
-class CheckpointProgress : public SavedProgress {
+class SavedCheckpoints : public SavedProgress {
  public:
   // `tensorboard_dir`: where restarts also go as TensorBoard events; empty: none.
-  CheckpointProgress(std::string checkpoint_dir, std::string tensorboard_dir);
+  SavedCheckpoints(std::string checkpoint_dir, std::string tensorboard_dir);
 
   std::string state_dir() const override;  // checkpoint.dir/.rank-state
   SavedPoint saved() const override;       // the newest checkpoint's step and path

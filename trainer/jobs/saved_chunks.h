@@ -11,10 +11,10 @@
 
 namespace tandem::jobs {
 
-class ChunkProgress : public SavedProgress {
+class SavedChunks : public SavedProgress {
  public:
   // The job writes `output`, in `chunks` chunks.
-  ChunkProgress(std::string output, int64_t chunks);
+  SavedChunks(std::string output, int64_t chunks);
 
   std::string state_dir() const override;  // .<output name>.rank-state beside the output
   SavedPoint saved() const override;       // the chunks done

@@ -1,6 +1,6 @@
 // The sampling policy: shares of an epoch's target tokens per direction, the draws that give them,
 // and data.weights matched against the file's directions.
-#include "data/sampling.h"
+#include "data/direction_sampling.h"
 
 #include <algorithm>
 #include <cmath>

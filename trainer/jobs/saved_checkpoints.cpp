@@ -1,4 +1,4 @@
-#include "trainer/jobs/checkpoint_progress.h"
+#include "trainer/jobs/saved_checkpoints.h"
 
 #include <algorithm>
 #include <chrono>
@@ -36,14 +36,14 @@ Checkpoint newest_checkpoint(const std::string& dir) {
 
 }  // namespace
 
-CheckpointProgress::CheckpointProgress(std::string checkpoint_dir, std::string tensorboard_dir)
+SavedCheckpoints::SavedCheckpoints(std::string checkpoint_dir, std::string tensorboard_dir)
     : checkpoint_dir_(std::move(checkpoint_dir)), tensorboard_dir_(std::move(tensorboard_dir)) {}
 
-std::string CheckpointProgress::state_dir() const {
+std::string SavedCheckpoints::state_dir() const {
   return checkpoint_dir_ + "/" + kRankStateFolder;
 }
 
-SavedPoint CheckpointProgress::saved() const {
+SavedPoint SavedCheckpoints::saved() const {
   const Checkpoint newest = newest_checkpoint(checkpoint_dir_);
   if (newest.path.empty()) return {0, "scratch (no checkpoint yet)"};
   return {newest.step, "step " + std::to_string(newest.step) + " (" + newest.path + ")"};
@@ -51,7 +51,7 @@ SavedPoint CheckpointProgress::saved() const {
 
 // (The ranks' closing lines need not reach the launcher: a scheduler's SIGTERM reaches mpirun as
 // well as the ranks, and mpirun then stops relaying their output.)
-std::string CheckpointProgress::stop_report(const JobResult& result,
+std::string SavedCheckpoints::stop_report(const JobResult& result,
                                             const std::vector<RankState>& ranks) const {
   const Checkpoint newest = newest_checkpoint(checkpoint_dir_);
   const auto zero = std::find_if(ranks.begin(), ranks.end(),
@@ -67,7 +67,7 @@ std::string CheckpointProgress::stop_report(const JobResult& result,
          (newest.path.empty() ? "none" : newest.path) + ")";
 }
 
-void CheckpointProgress::wait_until_free() const {
+void SavedCheckpoints::wait_until_free() const {
   const auto deadline = std::chrono::steady_clock::now() + kLockWait;
   for (;;) {
     try {
@@ -83,7 +83,7 @@ void CheckpointProgress::wait_until_free() const {
   }
 }
 
-void CheckpointProgress::record_restart(const RestartRecord& record) const {
+void SavedCheckpoints::record_restart(const RestartRecord& record) const {
   train::append_metrics_record({checkpoint_dir_ + "/metrics.jsonl", tensorboard_dir_},
                                record.to_json());
 }

@@ -1,4 +1,4 @@
-#include "trainer/jobs/chunk_progress.h"
+#include "trainer/jobs/saved_chunks.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -11,21 +11,21 @@
 
 namespace tandem::jobs {
 
-ChunkProgress::ChunkProgress(std::string output, int64_t chunks)
+SavedChunks::SavedChunks(std::string output, int64_t chunks)
     : output_(std::move(output)), chunks_(chunks) {}
 
-std::string ChunkProgress::state_dir() const {
+std::string SavedChunks::state_dir() const {
   const std::filesystem::path path(output_);
   return (path.parent_path() / ("." + path.filename().string() + ".rank-state")).string();
 }
 
-SavedPoint ChunkProgress::saved() const {
+SavedPoint SavedChunks::saved() const {
   const int64_t done = bulk::chunks_done(output_, chunks_);
   return {done, std::to_string(done) + " of " + std::to_string(chunks_) + " chunks done (" +
                     bulk::parts_folder(output_) + ")"};
 }
 
-std::string ChunkProgress::stop_report(const JobResult& result,
+std::string SavedChunks::stop_report(const JobResult& result,
                                        const std::vector<RankState>& /*ranks*/) const {
   const int64_t done = bulk::chunks_done(output_, chunks_);
   const std::string name = signal_name(result.stop_signal);
@@ -35,7 +35,7 @@ std::string ChunkProgress::stop_report(const JobResult& result,
          "): the same command resumes at the first unfinished chunk";
 }
 
-void ChunkProgress::record_restart(const RestartRecord& record) const {
+void SavedChunks::record_restart(const RestartRecord& record) const {
   std::ofstream out(bulk::restarts_log(output_), std::ios::app);
   out << record.to_json().dump() << '\n';
   if (!out) {

@@ -1,7 +1,7 @@
 // The sampling policy across a file's directions (tandem-prep --corpora, data.temperature,
 // data.weights): the shares it gives each direction, the draws that realise them in a batch plan,
 // and data.weights matched against the directions by name.
-#include "data/sampling.h"
+#include "data/direction_sampling.h"
 
 #include <gtest/gtest.h>
 
