@@ -17,8 +17,15 @@
 #                                                  with SLURM_CONF set
 #   launch/slurm/local-cluster.sh fail DIR NODE    two nodes: NODE's link goes down, as a node that
 #                                                  died (nothing it runs answers any more)
-#   launch/slurm/local-cluster.sh stop DIR         stops the daemons; two nodes: kills what is left
-#                                                  in the namespaces and removes them
+#   launch/slurm/local-cluster.sh stop DIR         stops the daemons and ends every process the
+#                                                  cluster started (jobs included); two nodes:
+#                                                  removes the namespaces too
+#
+# A cluster that cannot start fails within about 30 s, with the reason: this machine's name that
+# does not resolve (SLURM's daemons and commands look it up, and retry each lookup for 10 s), or
+# the daemon's own last lines. With TANDEM_SLURM_OWNER=PID, start and start2 leave a watcher that
+# stops the cluster when process PID ends, however it ends (a test killed by CTest's timeout
+# included): the daemons detach from their caller, and would outlive it.
 #
 # One node is this machine's hostname with its usable cores as CPUs, in one partition, "debug".
 # KillWait is 30 s (SLURM's default): a scancel or a time limit sends SIGTERM to every process of
@@ -33,7 +40,7 @@ skip() { echo "local-cluster: cannot run SLURM here: $*" >&2; exit 77; }
 
 check() {
   [ "$(id -u)" -eq 0 ] || skip "its daemons run as root here, running as uid $(id -u)"
-  for tool in munged slurmctld slurmd sbatch scontrol sinfo python3; do
+  for tool in munged slurmctld slurmd sbatch scontrol sinfo python3 getent setsid; do
     command -v "$tool" >/dev/null ||
       skip "'$tool' not found (Debian: apt-get install slurm-wlm munge python3)"
   done
@@ -57,9 +64,9 @@ prepare() {
   mkdir -p "$dir/state"
   head -c 1024 /dev/urandom >"$dir/munge.key"
   chmod 600 "$dir/munge.key"
+  export SLURM_CONF=$dir/slurm.conf  # before any daemon: it marks the cluster's processes (stop)
   munged --force --key-file="$dir/munge.key" --socket="$dir/munge.socket" \
     --pid-file="$dir/munged.pid" --log-file="$dir/munged.log" --seed-file="$dir/munge.seed"
-  export SLURM_CONF=$dir/slurm.conf
 }
 
 # slurm.conf for controller CTLD_HOST on CTLD_PORT, slurmd on SLURMD_PORT, and the NodeName lines
@@ -98,34 +105,69 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
 }
 
+# The daemons' last error lines (their own words for why the cluster did not come up).
+daemon_errors() {
+  local log
+  for log in "$dir/slurmctld.log" "$dir"/slurmd-*.log; do
+    [ -f "$log" ] || continue
+    echo "  $(basename "$log"):"
+    grep -E "error|fatal" "$log" | tail -n 3 | sed 's/^/    /'
+  done
+}
+
+# Stops the cluster and fails with the words given and the daemons' last errors.
+fail_start() {
+  echo "local-cluster: $*" >&2
+  daemon_errors >&2
+  stop "$dir"
+  exit 1
+}
+
 # Waits until every node NAME (the arguments) is idle, running sinfo through `$client`; stops the
-# cluster and fails after 20 s, with each node's slurmd log.
+# cluster and fails after 20 s in all (each sinfo bounded too: it retries an address it cannot
+# resolve), with the daemons' last errors.
 wait_idle() {
-  local tries=0 node
+  local deadline=$((SECONDS + 20)) node
   for node in "$@"; do
-    until [ "$($client sinfo -h -n "$node" -o %t 2>/dev/null)" = idle ]; do
-      tries=$((tries + 1))
-      if [ "$tries" -gt 100 ]; then
-        echo "local-cluster: node $node did not become idle in 20 s; slurmd's log:" >&2
-        tail -n 20 "$dir/slurmd-$node.log" >&2
-        stop "$dir"
-        exit 1
-      fi
+    until [ "$(timeout 5 $client sinfo -h -n "$node" -o %t 2>/dev/null)" = idle ]; do
+      [ "$SECONDS" -lt "$deadline" ] || fail_start "node $node did not become idle in 20 s"
       sleep 0.2
     done
   done
+}
+
+# Fails at once when `name`, a node's or the controller's, does not resolve here: SLURM's daemons
+# would retry each lookup for 10 s, and every command would wait on it.
+require_resolvable() {
+  local name=$1
+  getent hosts "$name" >/dev/null ||
+    fail_start "this machine's name '$name' does not resolve (getent hosts $name: nothing), and" \
+      "SLURM's daemons and commands look it up: add '127.0.1.1 $name' to /etc/hosts"
+}
+
+# With TANDEM_SLURM_OWNER=PID: a watcher, detached from the caller's session and output, that stops
+# the cluster when PID ends.
+watch_owner() {
+  local owner=${TANDEM_SLURM_OWNER:-}
+  [ -n "$owner" ] || return 0
+  kill -0 "$owner" 2>/dev/null || fail_start "TANDEM_SLURM_OWNER=$owner: no such process"
+  # Not marked as the cluster's (no SLURM_CONF): the stop it runs must not end it halfway.
+  env -u SLURM_CONF setsid "$0" watch "$dir" "$owner" </dev/null >>"$dir/watcher.log" 2>&1 &
+  echo "$!" >"$dir/watcher.pid"  # a session (and process group) of its own: setsid ran in place
 }
 
 start() {
   prepare "$1"
   local host cpus ctld_port slurmd_port
   host=$(hostname -s)
+  require_resolvable "$host"
   cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc reports those when set
   read -r ctld_port slurmd_port < <(free_ports)
   write_conf "$host" "$ctld_port" "$slurmd_port" "NodeName=$host CPUs=$cpus State=UNKNOWN"
   mkdir -p "$dir/spool/$host"
-  slurmctld -f "$SLURM_CONF" || { cat "$dir/slurmctld.log" >&2; exit 1; }
-  slurmd -f "$SLURM_CONF" || { cat "$dir/slurmd-$host.log" >&2; exit 1; }
+  watch_owner
+  slurmctld -f "$SLURM_CONF" || fail_start "slurmctld did not start"
+  slurmd -f "$SLURM_CONF" || fail_start "slurmd did not start"
   # The node registers with the controller within a second or two.
   client=env
   wait_idle "$host"
@@ -144,9 +186,10 @@ start2() {
     "NodeName=nodeA NodeAddr=$subnet.1 CPUs=1 State=UNKNOWN" \
     "NodeName=nodeB NodeAddr=$subnet.2 CPUs=1 State=UNKNOWN"
   mkdir -p "$dir/spool/nodeA" "$dir/spool/nodeB"
-  netns_exec "$ns_a" nodeA slurmctld -f "$SLURM_CONF" || { cat "$dir/slurmctld.log" >&2; exit 1; }
-  netns_exec "$ns_a" nodeA slurmd -f "$SLURM_CONF" || { cat "$dir/slurmd-nodeA.log" >&2; exit 1; }
-  netns_exec "$ns_b" nodeB slurmd -f "$SLURM_CONF" || { cat "$dir/slurmd-nodeB.log" >&2; exit 1; }
+  watch_owner
+  netns_exec "$ns_a" nodeA slurmctld -f "$SLURM_CONF" || fail_start "slurmctld did not start"
+  netns_exec "$ns_a" nodeA slurmd -f "$SLURM_CONF" || fail_start "nodeA's slurmd did not start"
+  netns_exec "$ns_b" nodeB slurmd -f "$SLURM_CONF" || fail_start "nodeB's slurmd did not start"
   client="ip netns exec $ns_a"
   wait_idle nodeA nodeB
   echo "local-cluster: nodes nodeA ($subnet.1, namespace $ns_a) and nodeB ($subnet.2, namespace" \
@@ -181,6 +224,18 @@ fail() {
   ip -n "$ns" link set "$ns" down
 }
 
+# The processes that carry this cluster's SLURM_CONF in their environment, this one excepted: its
+# daemons (prepare exports it) and what they started (slurmstepd, the jobs' scripts and ranks).
+cluster_processes() {
+  local conf="SLURM_CONF=$1/slurm.conf" environ pid
+  for environ in /proc/[0-9]*/environ; do
+    pid=${environ#/proc/}
+    pid=${pid%/environ}
+    [ "$pid" != "$BASHPID" ] && [ "$pid" != "$$" ] || continue
+    { tr '\0' '\n' <"$environ"; } 2>/dev/null | grep -qxF "$conf" && echo "$pid"
+  done
+}
+
 stop() {
   local dir=$1 daemon pid_file pid
   for pid_file in "$dir"/slurmd-*.pid "$dir/slurmctld.pid" "$dir/munged.pid"; do
@@ -191,6 +246,12 @@ stop() {
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
     kill -9 "$pid" 2>/dev/null || true
   done
+  # Job steps and their processes outlive slurmd.
+  for pid in $(cluster_processes "$dir"); do kill -9 "$pid" 2>/dev/null; done
+  # The owner's watcher, unless this is it stopping the cluster.
+  if [ -f "$dir/watcher.pid" ] && [ "$(cat "$dir/watcher.pid")" != "$$" ]; then
+    kill -- "-$(cat "$dir/watcher.pid")" 2>/dev/null
+  fi
   if [ -f "$dir/netns" ]; then
     # shellcheck disable=SC2046  # two names
     netns_pair_down $(cat "$dir/netns")
@@ -198,8 +259,15 @@ stop() {
   fi
 }
 
+# The watcher watch_owner leaves: blocks until process OWNER ends, then stops the cluster in DIR.
+watch() {
+  tail --pid="$2" -f /dev/null
+  stop "$1"
+}
+
 case "${1:-}" in
   --check) check ;;
+  watch) [ $# -eq 3 ] || { echo "usage: $0 watch DIR OWNER_PID" >&2; exit 2; }; watch "$2" "$3" ;;
   start) check; [ $# -eq 2 ] || { echo "usage: $0 start DIR" >&2; exit 2; }; start "$2" ;;
   start2)
     check
