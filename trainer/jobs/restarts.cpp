@@ -1,6 +1,5 @@
 #include "trainer/jobs/restarts.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
