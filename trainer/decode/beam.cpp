@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "trainer/decode/beams.h"
+#include "trainer/decode/constrained_step.h"
 #include "trainer/decode/top_log_probs.h"
 
 namespace tandem::decode {
@@ -37,15 +39,6 @@ std::vector<int64_t> step_limits(const torch::Tensor& src, const DecodeOptions& 
   return limits;
 }
 
-// The live hypotheses of the sentences still decoding, `width` consecutive rows per sentence, in
-// the decoder state's row order (width is 1 before the first step, the beam size after it).
-struct Beams {
-  std::vector<int64_t> sentence;             // input row of each active sentence
-  std::vector<std::vector<int32_t>> tokens;  // [sentences * width] prefixes without BOS
-  std::vector<double> scores;                // [sentences * width] summed log-probabilities
-  int64_t width = 1;
-};
-
 // Every sentence of a batch of `batch`, each with one empty hypothesis of score 0.
 Beams start_beams(int64_t batch) {
   Beams beams;
@@ -56,23 +49,34 @@ Beams start_beams(int64_t batch) {
   return beams;
 }
 
-// One step's best continuations: per active sentence the 2K best (hypothesis, token) pairs by
-// summed score, best first, as [sentences, 3, 2K] double on the CPU holding (score, token, row of
-// the parent within its sentence). One transfer, so the host waits once per step.
-torch::Tensor best_candidates(const std::vector<torch::Tensor>& logits,
-                              const std::vector<double>& weights, const Beams& beams, int64_t beam,
-                              bool ban_eos) {
-  const auto sentences = static_cast<int64_t>(beams.sentence.size());
+// Each row's best tokens for a step: its 2K + `extra` best and as many more as are never taken
+// (<pad> and <s>, and EOS before the minimum length), those put out of reach (-inf); extra makes
+// room for tokens a row's avoid phrases ban. → (log-probabilities [rows, n] float, tokens
+// [rows, n]) on the logits' device.
+std::pair<torch::Tensor, torch::Tensor> row_tops(const std::vector<torch::Tensor>& logits,
+                                                 const std::vector<double>& weights, int64_t beam,
+                                                 bool ban_eos, int64_t extra = 0) {
   // Only a row's own 2K best tokens can be among its sentence's 2K best candidates, <pad> and <s>
   // aside: never a continuation (as a MarianMT model's bad_words_ids bans its pad, which is an
   // imported model's <s>), so two more are taken and those two put out of reach; and EOS too
   // before the minimum length, with one more.
   const int64_t banned = ban_eos ? 3 : 2;
-  const int64_t per_row = std::min<int64_t>(2 * beam + banned, logits.front().size(1));
-  auto [row_logp, row_token] = top_log_probs(logits, weights, per_row);  // [rows, 2K + banned]
+  const int64_t per_row = std::min<int64_t>(2 * beam + banned + extra, logits.front().size(1));
+  auto [row_logp, row_token] = top_log_probs(logits, weights, per_row);
   auto out_of_reach = row_token.eq(kPadId).logical_or(row_token.eq(kBosId));
   if (ban_eos) out_of_reach.logical_or_(row_token.eq(kEosId));
   row_logp.masked_fill_(out_of_reach, -INFINITY);
+  return {row_logp, row_token};
+}
+
+// One step's best continuations from the rows' best tokens: per active sentence the 2K best
+// (hypothesis, token) pairs by summed score, best first, as [sentences, 3, 2K] double on the CPU
+// holding (score, token, row of the parent within its sentence). One transfer, so the host waits
+// once per step.
+torch::Tensor best_of(const torch::Tensor& row_logp, const torch::Tensor& row_token,
+                      const Beams& beams, int64_t beam) {
+  const auto sentences = static_cast<int64_t>(beams.sentence.size());
+  const int64_t per_row = row_logp.size(1);
   auto prior = torch::tensor(beams.scores, torch::kDouble).to(row_logp.device()).unsqueeze(1);
   // Scores are sums of per-step float log-probabilities, added in double in step order.
   auto total = (prior + row_logp.to(torch::kDouble)).view({sentences, -1});
@@ -81,6 +85,19 @@ torch::Tensor best_candidates(const std::vector<torch::Tensor>& logits,
   auto parent = flat.div(per_row, "floor");
   return torch::stack({best, token.to(torch::kDouble), parent.to(torch::kDouble)}, 1)
       .to(torch::kCPU);
+}
+
+// Per active sentence its candidates from a step's [sentences, 3, n] choice, in that order.
+std::vector<std::vector<Candidate>> candidates_of(const torch::Tensor& choice) {
+  auto cell = choice.accessor<double, 3>();
+  std::vector<std::vector<Candidate>> out(choice.size(0));
+  for (int64_t i = 0; i < choice.size(0); ++i) {
+    for (int64_t r = 0; r < choice.size(2); ++r) {
+      out[i].push_back({cell[i][0][r], static_cast<int32_t>(cell[i][1][r]),
+                        static_cast<int64_t>(cell[i][2][r]), {}});
+    }
+  }
+  return out;
 }
 
 // One step's draws when sampling (beam size 1): per active sentence its drawn token, in
@@ -166,61 +183,61 @@ bool settled(const std::vector<Hypothesis>& finished, const std::vector<double>&
   return true;
 }
 
-// Advances one sentence by its candidates (rows of `choice` [3, 2K]): EOS among the first K
+// Advances one sentence by its candidates (in the order they are taken): EOS among the first K
 // finish, the first K others become its next live beam (appended to `next`, their parents' state
 // rows to `rows`), unless the sentence is done.
-void advance_sentence(const Beams& beams, int64_t index,
-                      const torch::TensorAccessor<double, 2>& choice, const DecodeOptions& options,
-                      int64_t step, int64_t limit, std::vector<Hypothesis>& finished, Beams& next,
-                      std::vector<int64_t>& rows) {
+void advance_sentence(const Beams& beams, int64_t index, const std::vector<Candidate>& candidates,
+                      const DecodeOptions& options, int64_t step, int64_t limit,
+                      std::vector<Hypothesis>& finished, Beams& next, std::vector<int64_t>& rows) {
   const int64_t beam = options.beam_size;
-  std::vector<std::vector<int32_t>> live_tokens;
-  std::vector<double> live_scores;
-  std::vector<int64_t> parents;
-  for (int64_t r = 0; r < choice.size(1) && static_cast<int64_t>(parents.size()) < beam; ++r) {
-    const auto token = static_cast<int64_t>(choice[1][r]);
-    const auto parent = index * beams.width + static_cast<int64_t>(choice[2][r]);
-    if (token == kEosId) {
+  std::vector<const Candidate*> live;
+  for (size_t r = 0; r < candidates.size() && static_cast<int64_t>(live.size()) < beam; ++r) {
+    const auto& c = candidates[r];
+    if (c.token == kEosId) {
       // An EOS ranked past K would not have taken a beam slot, so it is not a result either. (One
       // banned before the minimum length ranks after at least 2K - 1 others, so never among K.)
-      if (r < beam && static_cast<int64_t>(finished.size()) < beam) {
-        finished.push_back({beams.tokens[parent], choice[0][r], true});
+      if (static_cast<int64_t>(r) < beam && static_cast<int64_t>(finished.size()) < beam) {
+        finished.push_back({beams.tokens[index * beams.width + c.parent], c.score, true});
       }
       continue;
     }
-    live_tokens.push_back(beams.tokens[parent]);
-    live_tokens.back().push_back(static_cast<int32_t>(token));
-    live_scores.push_back(choice[0][r]);
-    parents.push_back(parent);
+    live.push_back(&c);
   }
   if (static_cast<int64_t>(finished.size()) >= beam) return;
+  auto prefix = [&](const Candidate& c) {
+    auto tokens = beams.tokens[index * beams.width + c.parent];
+    tokens.push_back(c.token);
+    return tokens;
+  };
   if (step >= limit) {
-    for (size_t i = 0; i < parents.size(); ++i) {
-      finished.push_back({std::move(live_tokens[i]), live_scores[i], false});
-    }
+    for (const auto* c : live) finished.push_back({prefix(*c), c->score, false});
     return;
   }
+  if (live.empty()) return;  // every candidate ended (constrained search only)
+  std::vector<double> live_scores;
+  for (const auto* c : live) live_scores.push_back(c->score);
   if (settled(finished, live_scores, step, limit, options)) return;
   next.sentence.push_back(beams.sentence[index]);
-  for (size_t i = 0; i < parents.size(); ++i) {
-    next.tokens.push_back(std::move(live_tokens[i]));
-    next.scores.push_back(live_scores[i]);
+  for (const auto* c : live) {
+    next.tokens.push_back(prefix(*c));
+    next.scores.push_back(c->score);
+    if (!beams.standing.empty()) next.standing.push_back(c->standing);
+    rows.push_back(index * beams.width + c->parent);
   }
-  rows.insert(rows.end(), parents.begin(), parents.end());
 }
 
 // Applies one step to every active sentence; returns the state rows the next step keeps, in order.
-std::vector<int64_t> advance(Beams& beams, const torch::Tensor& choice, int64_t step,
-                             const std::vector<int64_t>& limits, const DecodeOptions& options,
+std::vector<int64_t> advance(Beams& beams, const std::vector<std::vector<Candidate>>& candidates,
+                             int64_t step, const std::vector<int64_t>& limits,
+                             const DecodeOptions& options,
                              std::vector<std::vector<Hypothesis>>& finished) {
-  auto cell = choice.accessor<double, 3>();
   Beams next;
   next.width = options.beam_size;
   std::vector<int64_t> rows;
   for (size_t i = 0; i < beams.sentence.size(); ++i) {
     const int64_t sentence = beams.sentence[i];
-    advance_sentence(beams, static_cast<int64_t>(i), cell[i], options, step, limits[sentence],
-                     finished[sentence], next, rows);
+    advance_sentence(beams, static_cast<int64_t>(i), candidates[i], options, step,
+                     limits[sentence], finished[sentence], next, rows);
   }
   beams = std::move(next);
   return rows;
@@ -233,6 +250,121 @@ void rank(std::vector<Hypothesis>& hyps, const DecodeOptions& options) {
     return a.normalized > b.normalized;
   });
   if (static_cast<int64_t>(hyps.size()) > options.nbest) hyps.resize(options.nbest);
+}
+
+// What every step of one beam_search call shares.
+struct Step {
+  const std::vector<double>& weights;
+  const DecodeOptions& options;
+  int64_t min_len;  // tokens before EOS may end a hypothesis, a forced first token included
+  const std::vector<int64_t>& streams;
+  const std::vector<Constraints>& constraints;  // empty, or one per input row
+  const std::vector<int64_t>& limits;           // per input row
+};
+
+// A step of a batch whose sentences carry constraints (constrained_step.h): theirs chosen bank
+// by bank, the others' as best_of chooses them.
+std::vector<std::vector<Candidate>> with_constraints(const std::vector<torch::Tensor>& logits,
+                                                     const Beams& beams, int64_t step,
+                                                     const Step& how) {
+  const bool ban_eos = step <= how.min_len;
+  const int64_t beam = how.options.beam_size;
+  ConstrainedStep known;
+  known.banned = avoid_bans(beams, how.constraints);
+  size_t most_banned = 0;
+  for (const auto& banned : known.banned) most_banned = std::max(most_banned, banned.size());
+  auto [logp, token] =
+      row_tops(logits, how.weights, beam, ban_eos, static_cast<int64_t>(most_banned));
+  auto out = candidates_of(best_of(logp, token, beams, beam));
+  known.logp = logp.to(torch::kCPU);
+  known.token = token.to(torch::kCPU);
+  known.needed = needed_log_probs(logits, how.weights, beams, how.constraints);
+  for (size_t i = 0; i < beams.sentence.size(); ++i) {
+    const auto sentence = beams.sentence[i];
+    const auto& mine = how.constraints[sentence];
+    if (mine.empty()) continue;
+    out[i] = constrained_candidates(known, beams, static_cast<int64_t>(i), mine, beam, ban_eos,
+                                    how.limits[sentence] - step);
+  }
+  return out;
+}
+
+// One step's candidates for every active sentence, in the order advance() takes them.
+std::vector<std::vector<Candidate>> step_candidates(const std::vector<torch::Tensor>& logits,
+                                                    const Beams& beams, int64_t step,
+                                                    const Step& how) {
+  // Step s adds a hypothesis' s-th token: EOS may end it there once s - 1 >= min_len.
+  const bool ban_eos = step <= how.min_len;
+  if (how.options.sampling.kind != SamplingKind::kNone) {
+    return candidates_of(
+        sampled_candidates(logits, how.weights, beams, ban_eos, how.options, how.streams, step));
+  }
+  if (!beams.standing.empty()) return with_constraints(logits, beams, step, how);
+  auto [logp, token] = row_tops(logits, how.weights, how.options.beam_size, ban_eos);
+  return candidates_of(best_of(logp, token, beams, how.options.beam_size));
+}
+
+// Per row, the most decoding steps it may take: step_limits, at least 2 with a forced first
+// token (it and one after it), and room for the row's include phrases on top.
+std::vector<int64_t> sentence_limits(const torch::Tensor& src, const DecodeOptions& options,
+                                     int64_t max_positions, bool forced,
+                                     const std::vector<Constraints>& constraints) {
+  auto limits = step_limits(src, options, max_positions);
+  for (size_t row = 0; row < limits.size(); ++row) {
+    auto& limit = limits[row];
+    if (forced) limit = std::max<int64_t>(limit, 2);
+    if (!constraints.empty()) limit += constraints[row].include_tokens();
+    limit = std::min(limit, max_positions);
+  }
+  return limits;
+}
+
+// beam_search's constraints: none, or one per row, each valid, of tokens a translation can hold,
+// their include phrases within the position table (after a forced first token and before EOS
+// or the limit). std::invalid_argument naming the row otherwise. → whether any row has any.
+bool check_constraints(const std::vector<Constraints>& constraints, int64_t rows,
+                       const DecodeOptions& options, const Ensemble& ensemble, bool forced) {
+  check_row_count(constraints.size(), "constraint sets", rows);
+  bool any = false;
+  for (size_t row = 0; row < constraints.size(); ++row) {
+    const auto& mine = constraints[row];
+    const auto where = "beam_search: row " + std::to_string(row) + ": ";
+    try {
+      validate(mine);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(where + e.what());
+    }
+    for (const auto* phrases : {&mine.include, &mine.avoid}) {
+      for (const auto& phrase : *phrases) {
+        for (const int32_t token : phrase) {
+          if (token < 0 || token >= ensemble.vocab_size() || token == kPadId ||
+              token == kBosId || token == kEosId) {
+            throw std::invalid_argument(where + "token " + std::to_string(token) +
+                                        " cannot be part of a translation");
+          }
+        }
+      }
+    }
+    for (const auto& include : mine.include) {
+      for (const auto& avoid : mine.avoid) {
+        if (contains_phrase(include, avoid)) {
+          throw std::invalid_argument(where + "an include phrase contains an avoid phrase");
+        }
+      }
+    }
+    const int64_t room = ensemble.max_positions() - (forced ? 2 : 1);
+    if (mine.include_tokens() > room) {
+      throw std::invalid_argument(where + std::to_string(mine.include_tokens()) +
+                                  " include tokens: the model's translations hold at most " +
+                                  std::to_string(room));
+    }
+    any = any || !mine.empty();
+  }
+  if (any && options.sampling.kind != SamplingKind::kNone) {
+    throw std::invalid_argument(
+        "beam_search: constraints need search, not sampling (give no sampling)");
+  }
+  return any;
 }
 
 }  // namespace
@@ -267,22 +399,20 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
                                                  const torch::Tensor& src_in,
                                                  const DecodeOptions& options,
                                                  const std::vector<int32_t>& first_tokens,
-                                                 const std::vector<int64_t>& stream_ids) {
+                                                 const std::vector<int64_t>& stream_ids,
+                                                 const std::vector<Constraints>& constraints) {
   validate(options, ensemble.vocab_size());
   const std::vector<int64_t> streams = row_streams(stream_ids, src_in.size(0));
   check_row_count(first_tokens.size(), "first tokens", src_in.size(0));
-  const bool sampling = options.sampling.kind != SamplingKind::kNone;
   const bool forced = !first_tokens.empty();
+  const bool constrained = check_constraints(constraints, src_in.size(0), options, ensemble,
+                                             forced);
   torch::NoGradGuard no_grad;
   const int64_t batch = src_in.size(0);
   std::vector<std::vector<Hypothesis>> finished(batch);
   if (batch == 0) return finished;
   auto src = src_in.to(ensemble.device(), torch::kLong);
-  auto limits = step_limits(src, options, ensemble.max_positions());
-  if (forced) {  // the forced token and at least one step after it
-    for (auto& limit : limits)
-      limit = std::min(std::max<int64_t>(limit, 2), ensemble.max_positions());
-  }
+  const auto limits = sentence_limits(src, options, ensemble.max_positions(), forced, constraints);
   const int64_t longest = *std::max_element(limits.begin(), limits.end());
   // Encoder output and its cross-attention keys/values: once per sentence, shared by its K beam
   // rows. The self-attention caches are allocated once, for the longest sentence's limit.
@@ -293,24 +423,22 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
     states.back().reserve(batch * options.beam_size, longest);
   }
   Beams beams = start_beams(batch);
+  if (constrained) beams.standing.assign(batch, ConstraintState{});
   auto tokens = torch::full({batch}, kBosId, src.options());
   int64_t step = 1;
   if (forced) {
     tokens = force_first_tokens(models, states, tokens, first_tokens, beams);
     step = 2;
   }
-  const int64_t min_len = options.min_len + (forced ? 1 : 0);
+  const Step how{ensemble.weights(), options, options.min_len + (forced ? 1 : 0), streams,
+                 constraints, limits};
   for (; !beams.sentence.empty(); ++step) {
     std::vector<torch::Tensor> logits;
     for (size_t i = 0; i < models.size(); ++i) {
       logits.push_back(models[i]->decode_step(tokens, states[i]));
     }
-    // Step s adds a hypothesis' s-th token: EOS may end it there once s - 1 >= min_len.
-    auto choice = sampling ? sampled_candidates(logits, ensemble.weights(), beams, step <= min_len,
-                                                options, streams, step)
-                           : best_candidates(logits, ensemble.weights(), beams, options.beam_size,
-                                             step <= min_len);
-    auto rows = advance(beams, choice, step, limits, options, finished);
+    auto rows = advance(beams, step_candidates(logits, beams, step, how), step, limits, options,
+                        finished);
     if (beams.sentence.empty()) break;
     for (auto& state : states) state.select(rows, beams.width);
     std::vector<int64_t> last;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "trainer/decode/constraints.h"
 #include "trainer/decode/ensemble.h"
 #include "trainer/decode/sampling.h"
 
@@ -94,9 +95,17 @@ void validate(const DecodeOptions& options, int64_t vocab_size);
 // adds the drawn token's log-probability under that distribution (before temperature and cuts).
 // Row r draws from stream `streams[r]` (r when not given): the sentence's index in the input, so
 // that its translation depends on nothing else.
+//
+// `constraints`, when given, holds per row its lexical constraints (constraints.h; rows without
+// any decode as they would without): every returned hypothesis of a row contains each of its
+// include phrases and none of its avoid phrases, found by dynamic beam allocation
+// (constrained_step.h); its step limit grows by its include tokens, and a hypothesis cut at the
+// limit has met them too. Beam size 1 takes, at every step, the candidate that went furthest with
+// the phrases (the best of those). Not with sampling (std::invalid_argument).
 std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble, const torch::Tensor& src,
                                                  const DecodeOptions& options,
                                                  const std::vector<int32_t>& first_tokens = {},
-                                                 const std::vector<int64_t>& streams = {});
+                                                 const std::vector<int64_t>& streams = {},
+                                                 const std::vector<Constraints>& constraints = {});
 
 }  // namespace tandem::decode

@@ -131,4 +131,45 @@ std::pair<torch::Tensor, torch::Tensor> top_log_probs(const std::vector<torch::T
   return {value, token};
 }
 
+torch::Tensor log_probs_at(const std::vector<torch::Tensor>& logits,
+                           const std::vector<double>& weights, const std::vector<int64_t>& rows,
+                           const std::vector<int64_t>& tokens) {
+  bool all_fused = true;
+  for (const auto& one : logits) all_fused = all_fused && fused(one);
+  if (!all_fused) {
+    auto index = torch::tensor(rows, torch::kLong).to(logits.front().device());
+    std::vector<torch::Tensor> picked;
+    for (const auto& one : logits) picked.push_back(one.index_select(0, index));
+    auto log_probs = logits.size() == 1 ? torch::log_softmax(picked.front(), -1)
+                                        : combine_log_probs(picked, weights);
+    auto at = torch::tensor(tokens, torch::kLong).to(log_probs.device()).unsqueeze(1);
+    return log_probs.gather(1, at).squeeze(1).to(torch::kCPU, torch::kFloat);
+  }
+  const int64_t n = logits.front().size(1);
+  auto out = torch::empty({static_cast<int64_t>(rows.size())}, torch::kFloat);
+  float* value = out.data_ptr<float>();
+  // A row's maximum and normaliser, per model, for the last row asked (rows come grouped).
+  int64_t row = -1;
+  std::vector<float> top(logits.size()), norm(logits.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t m = 0; m < logits.size(); ++m) {
+      const float* x = logits[m].data_ptr<float>() + rows[i] * n;
+      if (rows[i] != row) {
+        top[m] = kernels::max_of(x, n);
+        norm[m] = log_sum(x, n, top[m], rows[i]);
+      }
+      const float term = (x[tokens[i]] - top[m]) - norm[m];
+      // As top_log_probs: one model's value as it is, an ensemble's weighted in model order.
+      if (logits.size() == 1) {
+        value[i] = term;
+      } else {
+        const float weighted = static_cast<float>(weights[m]) * term;
+        value[i] = m == 0 ? weighted : value[i] + weighted;
+      }
+    }
+    row = rows[i];
+  }
+  return out;
+}
+
 }  // namespace tandem::decode

@@ -25,4 +25,11 @@ std::pair<torch::Tensor, torch::Tensor> top_log_probs(const std::vector<torch::T
                                                       const std::vector<double>& weights,
                                                       int64_t k);
 
+// The log-probabilities of the (rows[i], tokens[i]) entries of an ensemble's logits, computed as
+// top_log_probs computes them (the same entry gets the same value from both): for the tokens a
+// row must be able to take whether or not they are among its best. → [n] float on the CPU.
+torch::Tensor log_probs_at(const std::vector<torch::Tensor>& logits,
+                           const std::vector<double>& weights, const std::vector<int64_t>& rows,
+                           const std::vector<int64_t>& tokens);
+
 }  // namespace tandem::decode

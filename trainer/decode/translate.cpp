@@ -26,17 +26,23 @@ torch::Tensor make_batch(const std::vector<std::vector<int32_t>>& sources,
   return batch;
 }
 
+// `given` values for `sentences` sentences: none or one each; std::invalid_argument otherwise.
+void check_per_sentence(size_t given, const char* what, size_t sentences) {
+  if (given != 0 && given != sentences) {
+    throw std::invalid_argument("translate: " + std::to_string(given) + " " + what + " for " +
+                                std::to_string(sentences) + " sentences");
+  }
+}
+
 }  // namespace
 
 std::vector<std::vector<Hypothesis>> translate_nbest(
     const Ensemble& ensemble, const std::vector<std::vector<int32_t>>& sources,
-    const DecodeOptions& options, const std::vector<int32_t>& first_tokens, int64_t first_stream) {
+    const DecodeOptions& options, const std::vector<int32_t>& first_tokens, int64_t first_stream,
+    const std::vector<Constraints>& constraints) {
   validate(options, ensemble.vocab_size());
-  if (!first_tokens.empty() && first_tokens.size() != sources.size()) {
-    throw std::invalid_argument("translate: " + std::to_string(first_tokens.size()) +
-                                " first tokens for " + std::to_string(sources.size()) +
-                                " sentences");
-  }
+  check_per_sentence(first_tokens.size(), "first tokens", sources.size());
+  check_per_sentence(constraints.size(), "constraint sets", sources.size());
   // Similar lengths batch together, so little compute goes to padding: rows x padded width (EOS
   // included) stays within batch_tokens.
   std::vector<int64_t> padded(sources.size());
@@ -52,11 +58,13 @@ std::vector<std::vector<Hypothesis>> translate_nbest(
       const auto& rows = batches[batches.size() - 1 - n];
       std::vector<int32_t> first;
       std::vector<int64_t> streams;
+      std::vector<Constraints> mine;
       for (const int64_t row : rows) {
         if (!first_tokens.empty()) first.push_back(first_tokens[row]);
+        if (!constraints.empty()) mine.push_back(constraints[row]);
         streams.push_back(first_stream + row);
       }
-      auto hyps = beam_search(ensemble, make_batch(sources, rows), options, first, streams);
+      auto hyps = beam_search(ensemble, make_batch(sources, rows), options, first, streams, mine);
       for (size_t i = 0; i < rows.size(); ++i) results[rows[i]] = std::move(hyps[i]);
     }
   };
@@ -87,11 +95,12 @@ std::vector<std::vector<Hypothesis>> translate_nbest(
 std::vector<Hypothesis> translate(const Ensemble& ensemble,
                                   const std::vector<std::vector<int32_t>>& sources,
                                   const DecodeOptions& options,
-                                  const std::vector<int32_t>& first_tokens, int64_t first_stream) {
+                                  const std::vector<int32_t>& first_tokens, int64_t first_stream,
+                                  const std::vector<Constraints>& constraints) {
   DecodeOptions best = options;
   best.nbest = 1;
   std::vector<Hypothesis> out;
-  for (auto& hyps : translate_nbest(ensemble, sources, best, first_tokens, first_stream))
+  for (auto& hyps : translate_nbest(ensemble, sources, best, first_tokens, first_stream, constraints))
     out.push_back(std::move(hyps.front()));
   return out;
 }

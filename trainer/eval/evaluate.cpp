@@ -124,7 +124,8 @@ std::vector<SentenceScore> sentence_scores(const decode::Ensemble& ensemble,
 std::vector<std::vector<Translation>> translate_tokens_nbest(
     const decode::Ensemble& ensemble, const data::Vocab& vocab,
     std::vector<std::vector<int32_t>> sources, const decode::DecodeOptions& options,
-    const std::vector<int32_t>& first_tokens, int64_t first_stream) {
+    const std::vector<int32_t>& first_tokens, int64_t first_stream,
+    const std::vector<decode::Constraints>& constraints) {
   ensemble.eval();
   const size_t limit = position_limit(ensemble);
   int64_t truncated = 0;
@@ -133,7 +134,8 @@ std::vector<std::vector<Translation>> translate_tokens_nbest(
   std::vector<std::vector<Translation>> out;
   out.reserve(sources.size());
   for (const auto& hypotheses :
-       decode::translate_nbest(ensemble, sources, options, first_tokens, first_stream)) {
+       decode::translate_nbest(ensemble, sources, options, first_tokens, first_stream,
+                               constraints)) {
     out.emplace_back();
     for (const auto& h : hypotheses) {
       out.back().push_back(

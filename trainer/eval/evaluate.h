@@ -57,11 +57,12 @@ struct Translation {
 // longer than the model's position table are truncated, with a warning. `first_tokens`: none, or
 // per sentence the token its translations start with (a model with language codes: the target
 // language's; see decode::beam_search). When sampling, sentence i is the input's first_stream + i
-// (decode::translate_nbest).
+// (decode::translate_nbest). `constraints`: none, or per sentence its lexical constraints.
 std::vector<std::vector<Translation>> translate_tokens_nbest(
     const decode::Ensemble& ensemble, const data::Vocab& vocab,
     std::vector<std::vector<int32_t>> sources, const decode::DecodeOptions& options,
-    const std::vector<int32_t>& first_tokens = {}, int64_t first_stream = 0);
+    const std::vector<int32_t>& first_tokens = {}, int64_t first_stream = 0,
+    const std::vector<decode::Constraints>& constraints = {});
 
 // The best translation of each token sequence, detokenized (translate_tokens_nbest with nbest 1).
 std::vector<std::string> translate_tokens(const decode::Ensemble& ensemble,
