@@ -286,6 +286,110 @@ TEST_F(DecodeAtScale, WhatCannotBeDoneIsExitTwoWithOneLineAndNothingWritten) {
                  resumable);
 }
 
+std::vector<std::string> split_words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> words;
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
+}
+
+// Whether `phrase` stands in `line` as whole words.
+bool has_words(const std::string& line, const std::string& phrase) {
+  return (" " + line + " ").find(" " + phrase + " ") != std::string::npos;
+}
+
+// Each test source as a JSON line: its reference's second word (or its last two words) to
+// include, and its reference's first word, which the model writes unless kept from it, to avoid
+// when it is not one of those. → the JSON lines, per line its phrases to include and to avoid.
+struct JsonInput {
+  std::string text;
+  std::vector<std::vector<std::string>> include, avoid;
+};
+JsonInput json_input(const std::vector<std::string>& sources,
+                     const std::vector<std::string>& refs) {
+  JsonInput out;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const auto ref = split_words(refs[i]);
+    out.include.push_back({i % 2 == 0 || ref.size() < 2 ? ref[ref.size() > 1 ? 1 : 0]
+                                                        : ref[ref.size() - 2] + " " + ref.back()});
+    out.avoid.emplace_back();
+    if (!has_words(out.include.back().front(), ref.front())) out.avoid.back().push_back(ref[0]);
+    nlohmann::json line = {{"text", sources[i]}, {"constraints", out.include.back()}};
+    if (!out.avoid.back().empty()) line["avoid"] = out.avoid.back();
+    out.text += line.dump() + "\n";
+  }
+  return out;
+}
+
+TEST_F(DecodeAtScale, JsonLinesConstraintsHoldInEveryTranslationAtAnyRankCountAndChunkSize) {
+  const auto sources = lines_of(read_text(file("test.src")));
+  const auto refs = lines_of(read_text(file("test.tgt")));
+  const auto input = json_input(sources, refs);
+  write_file(file("constrained.jsonl"), input.text);
+  const std::string io = "--json-input --input " + file("constrained.jsonl") + " --threads 1";
+  for (const std::string beam : {"1", "4", "8"}) {
+    const std::string out = file("constrained-" + beam + ".txt");
+    const auto one = run_command(decode(io + " --beam " + beam + " --chunk-lines 7 --output " + out));
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    const auto lines = lines_of(read_text(out));
+    ASSERT_EQ(lines.size(), sources.size());
+    int avoided = 0;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      for (const auto& phrase : input.include[i]) {
+        EXPECT_TRUE(has_words(lines[i], phrase)) << "beam " << beam << ", line " << i << ": "
+                                                 << lines[i] << " lacks " << phrase;
+      }
+      for (const auto& phrase : input.avoid[i]) {
+        EXPECT_FALSE(has_words(lines[i], phrase)) << "beam " << beam << ", line " << i;
+        ++avoided;
+      }
+    }
+    EXPECT_GT(avoided, 10) << "beam " << beam;
+    if (beam != "4") continue;
+    const auto two = run_command(decode(io + " --beam 4 --chunk-lines 50 --ranks 2 --output " +
+                                        file("constrained-4-two.txt")));
+    ASSERT_EQ(two.exit_code, 0) << two.output;
+    EXPECT_EQ(read_text(file("constrained-4-two.txt")), read_text(out));
+    const auto streamed = run_command(decode("--json-input --beam 4 --threads 1 < " +
+                                             file("constrained.jsonl")));
+    ASSERT_EQ(streamed.exit_code, 0) << streamed.output;
+    EXPECT_EQ(streamed.output, read_text(out));
+  }
+}
+
+TEST_F(DecodeAtScale, ABadJsonLineOrPhraseIsExitTwoNamingItsLineAndNothingIsWritten) {
+  const auto sources = lines_of(read_text(file("test.src")));
+  const std::string good = nlohmann::json({{"text", sources[0]}}).dump() + "\n";
+  std::string bad_json, bad_phrase, unknown_key;
+  for (int i = 0; i < 40; ++i) {
+    bad_json += i == 36 ? "{\"text\": \"unclosed\n" : good;
+    bad_phrase += i == 12 ? "{\"text\": \"a\", \"constraints\": [\"\\u2603\"]}\n" : good;
+    unknown_key += i == 3 ? "{\"text\": \"a\", \"constraint\": [\"x\"]}\n" : good;
+  }
+  write_file(file("bad-json.jsonl"), bad_json);
+  write_file(file("bad-phrase.jsonl"), bad_phrase);
+  write_file(file("unknown-key.jsonl"), unknown_key);
+  const std::string output = file("bad.txt");
+  for (const std::string launch : {"", " --ranks 2"}) {
+    for (const auto& [name, line] : std::vector<std::pair<std::string, std::string>>{
+             {"bad-json.jsonl", "line 37: not JSON"},
+             {"bad-phrase.jsonl", "line 13: constraints[0]"},
+             {"unknown-key.jsonl", "line 4: unknown key \"constraint\""}}) {
+      expect_refused(decode("--json-input --chunk-lines 5 --input " + file(name) + " --output " +
+                            output + launch),
+                     file(name) + ": " + line, output);
+    }
+  }
+  // From standard input: the chunks before the bad line's are written, none of its own.
+  const auto r = run_command("(" + decode("--json-input --beam 1 --chunk-lines 10 < " +
+                                          file("bad-json.jsonl") + " > " + file("streamed.txt")) +
+                             ")");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(lines_of(r.output).size(), 1u) << r.output;
+  EXPECT_NE(r.output.find("line 37: not JSON"), std::string::npos) << r.output;
+  EXPECT_EQ(lines_of(read_text(file("streamed.txt"))).size(), 30u);
+}
+
 TEST_F(DecodeAtScale, ProgressLinesAndTheSummaryCarryTheFigures) {
   const auto r =
       run_command(decode("--input " + file("large.txt") + " --output " + file("progress.txt") +

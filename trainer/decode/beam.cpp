@@ -345,13 +345,6 @@ bool check_constraints(const std::vector<Constraints>& constraints, int64_t rows
         }
       }
     }
-    for (const auto& include : mine.include) {
-      for (const auto& avoid : mine.avoid) {
-        if (contains_phrase(include, avoid)) {
-          throw std::invalid_argument(where + "an include phrase contains an avoid phrase");
-        }
-      }
-    }
     const int64_t room = ensemble.max_positions() - (forced ? 2 : 1);
     if (mine.include_tokens() > room) {
       throw std::invalid_argument(where + std::to_string(mine.include_tokens()) +

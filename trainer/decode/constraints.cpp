@@ -27,6 +27,13 @@ void validate(const Constraints& constraints) {
     if (constraints.avoid[i].empty()) {
       throw std::invalid_argument("avoid phrase " + std::to_string(i) + " has no tokens");
     }
+    for (size_t j = 0; j < constraints.include.size(); ++j) {
+      if (contains_phrase(constraints.include[j], constraints.avoid[i])) {
+        throw std::invalid_argument("include phrase " + std::to_string(j) +
+                                    " contains avoid phrase " + std::to_string(i) +
+                                    ": both cannot hold");
+      }
+    }
   }
 }
 

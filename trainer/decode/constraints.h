@@ -22,7 +22,8 @@ struct Constraints {
 
 constexpr int64_t kMaxIncludePhrases = 64;  // ConstraintState::met is a bit set
 
-// Throws std::invalid_argument naming the phrase at fault (empty, or too many).
+// Throws std::invalid_argument naming the phrase at fault: empty, too many, or an include phrase
+// that holds an avoid phrase.
 void validate(const Constraints& constraints);
 
 // Where one hypothesis stands with its sentence's include phrases: which are met, and the one it

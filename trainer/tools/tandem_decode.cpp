@@ -6,7 +6,9 @@
 #include <iostream>
 #include <sstream>
 
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/model_io.h"
+#include "trainer/cli/decode_input.h"
 #include "trainer/eval/evaluate.h"
 #include "trainer/jobs/chunked_tool.h"
 #include "trainer/cli/decode_flags.h"
@@ -32,6 +34,8 @@ constexpr const char* kExamples = R"(Examples:
     --input mono.es --output bt.en --ranks 2 --max-restarts 2
                               # a file in chunks on 2 ranks: rerun the same command to resume
   tandem-decode --checkpoint big.h5 --input mono.es --output bt.en --hostfile hosts  # nodes
+  echo '{"text": "In the beginning God created the heavens.", "constraints": ["los cielos"]}' | \
+    tandem-decode --checkpoint runs/tiny/last.h5 --json-input     # terminology constraints
 
 With --input and --output, the input is cut into chunks of --chunk-lines lines, which the ranks
 translate one at a time; each finished chunk is kept in OUTPUT.parts/, and OUTPUT appears whole
@@ -39,30 +43,46 @@ once every chunk is done (with OUTPUT.job.json, the job's record). The same comm
 after a kill, a stop or a requeue, resumes at the first unfinished chunk; the output is the same
 bytes at any rank count. A different command on an existing output is refused.
 
+With --json-input, each line is a JSON object (Sockeye's form):
+  {"text": "...", "constraints": ["phrase", ...], "avoid": ["phrase", ...]}
+Every translation of the line (each of an n-best list) contains each "constraints" phrase and no
+"avoid" phrase, as target tokens (a phrase is tokenized as the target side is, so it matches
+where it stands as words of its own). A line that is not such an object, or a phrase the target
+vocabulary cannot tokenize, stops tandem-decode with exit 2 naming the line: with --input before
+anything is translated, from standard input before any line of its chunk is written.
+
 With --nbest N, each input line gives N lines, best first:
   INDEX ||| TRANSLATION ||| SCORE
 INDEX is the 0-based input line, SCORE the length-normalised log-probability the hypotheses are
 ranked by: (sum of token log-probabilities, EOS included) / length^lenpen, where length counts the
 tokens plus EOS when emitted. --lenpen 1 ranks by the mean log-probability per token, 0 by the sum.)";
 
-// Translates `lines` (line i is line first_index + i of the input) into their output text: one
-// line each, or with `nbest` the INDEX ||| TRANSLATION ||| SCORE lines. `marks` puts the
-// languages where the model reads them.
+// How tandem-decode reads and writes lines, the same for every chunk.
+struct LineFormat {
+  tandem::data::LanguageMarks marks;  // puts the languages where the model reads them
+  bool json = false;                  // --json-input: JSON lines with constraints
+  bool nbest = false;                 // INDEX ||| TRANSLATION ||| SCORE lines
+};
+
+// Translates `lines` (line i is line first_index + i of the input, 0-based) into their output
+// text: one line each, or with `nbest` the INDEX ||| TRANSLATION ||| SCORE lines. A bad JSON line
+// is std::invalid_argument naming its 1-based line number, before anything is translated.
 std::string translate_lines(const tandem::checkpoint::InferenceEnsemble& models,
                             const std::vector<std::string>& lines,
-                            const tandem::decode::DecodeOptions& options,
-                            const tandem::data::LanguageMarks& marks, bool nbest,
+                            const tandem::decode::DecodeOptions& options, const LineFormat& format,
                             int64_t first_index) {
   const auto& vocab = models.members.front().vocab;
+  const auto input = tandem::cli::read_input_lines(lines, format.json, vocab, first_index + 1);
   std::vector<std::vector<int32_t>> sources;
   sources.reserve(lines.size());
-  for (const auto& line : lines) sources.push_back(marks.source(vocab, line));
+  for (const auto& text : input.texts) sources.push_back(format.marks.source(vocab, text));
   // When sampling, each line draws from the stream of its index in the input.
   std::ostringstream out;
   int64_t index = first_index;
-  for (const auto& list :
-       tandem::eval::translate_tokens_nbest(models.ensemble, vocab, sources, options,
-                                            marks.first_tokens(sources.size()), first_index)) {
+  const bool nbest = format.nbest;
+  for (const auto& list : tandem::eval::translate_tokens_nbest(
+           models.ensemble, vocab, sources, options, format.marks.first_tokens(sources.size()),
+           first_index, input.constraints)) {
     if (!nbest) out << list.front().text << '\n';
     for (size_t i = 0; nbest && i < list.size(); ++i) {
       char score[32];
@@ -114,6 +134,7 @@ struct Args {
   tandem::cli::LanguageFlags languages;
   std::string sampling;  // --sampling as given
   bool nbest = false;    // --nbest was given: INDEX ||| TRANSLATION ||| SCORE lines
+  bool json = false;     // --json-input
   std::string input, output;
   tandem::jobs::LaunchFlags launch;
 };
@@ -137,6 +158,25 @@ void add_file_flags(CLI::App& app, Args& args) {
                                   "its finished chunks");
 }
 
+LineFormat line_format(const Args& args, const tandem::data::Vocab& vocab) {
+  return {tandem::cli::language_marks(vocab, args.languages), args.json, args.nbest};
+}
+
+// With --json-input and --input, every line of the input read before any is translated (a bad
+// one is std::invalid_argument naming the file and its line), so that a job never stops half-way
+// on one; the vocabulary is the first checkpoint's, read without its tensors.
+void check_json_input(const Args& args) {
+  if (!args.json || args.input.empty()) return;
+  const auto vocab = tandem::data::Vocab::from_bytes(
+      tandem::checkpoint::load_description(args.models.checkpoints.front()).vocab);
+  const auto lines = tandem::cli::read_lines(args.input, "--input");
+  try {
+    tandem::cli::read_input_lines(lines, true, vocab, 1);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("--input " + args.input + ": " + e.what());
+  }
+}
+
 // What must hold of the options, in every mode, before any model is loaded.
 void check_options(const CLI::App& app, Args& args) {
   if (args.options.nbest > args.options.beam_size) {
@@ -145,6 +185,7 @@ void check_options(const CLI::App& app, Args& args) {
                                 ": an n-best list holds at most beam size hypotheses");
   }
   if (!args.sampling.empty()) apply_sampling(app, args.sampling, args.options);
+  check_json_input(args);
 }
 
 // What shapes the output of a file job, for its record: every option but the threads and ranks.
@@ -159,6 +200,7 @@ std::vector<std::pair<std::string, std::string>> recorded_options(const Args& ar
                                  {"--max-len-b", std::to_string(o.max_len_b)},
                                  {"--min-len", std::to_string(o.min_len)}});
   if (args.nbest) options.emplace_back("--nbest", std::to_string(o.nbest));
+  if (args.json) options.emplace_back("--json-input", "yes");
   if (!args.sampling.empty()) {
     options.insert(options.end(), {{"--sampling", args.sampling},
                                    {"--temperature", recorded_number(o.sampling.temperature)},
@@ -178,11 +220,9 @@ tandem::bulk::ChunkFunction chunk_translator(const Args& args,
   tandem::decode::DecodeOptions options = args.options;
   auto models = std::make_shared<tandem::checkpoint::InferenceEnsemble>(
       tandem::cli::load_models(flags, options));
-  const auto marks = tandem::cli::language_marks(models->members.front().vocab, args.languages);
-  const bool nbest = args.nbest;
-  return [models, marks, options, nbest](const tandem::bulk::Chunk& chunk) {
-    return translate_lines(*models, chunk.columns.front(), options, marks, nbest,
-                           chunk.first_line);
+  const LineFormat format = line_format(args, models->members.front().vocab);
+  return [models, format, options](const tandem::bulk::Chunk& chunk) {
+    return translate_lines(*models, chunk.columns.front(), options, format, chunk.first_line);
   };
 }
 
@@ -190,14 +230,14 @@ tandem::bulk::ChunkFunction chunk_translator(const Args& args,
 // input is still arriving.
 int decode_stream(Args& args) {
   const auto models = tandem::cli::load_models(args.models, args.options);
-  const auto marks = tandem::cli::language_marks(models.members.front().vocab, args.languages);
+  const LineFormat format = line_format(args, models.members.front().vocab);
   // Enough batches in a chunk for every thread to have some.
   const auto chunk_lines = static_cast<size_t>(
       args.chunk_lines->count() > 0 ? args.chunked.chunk_lines : 500 * args.options.threads);
   std::vector<std::string> lines;
   int64_t next_index = 0;
   const auto flush = [&] {
-    std::cout << translate_lines(models, lines, args.options, marks, args.nbest, next_index);
+    std::cout << translate_lines(models, lines, args.options, format, next_index);
     std::cout.flush();
     next_index += static_cast<int64_t>(lines.size());
     lines.clear();
@@ -247,7 +287,12 @@ int main(int argc, char** argv) {
                                "||| SCORE (N <= --beam)")
                     ->check(CLI::PositiveNumber);
   tandem::cli::add_language_flags(app, args.languages);
+  auto* json = app.add_flag("--json-input", args.json,
+                            "read each line as JSON: {\"text\": ..., \"constraints\": [phrases "
+                            "every translation contains], \"avoid\": [phrases none contains]} "
+                            "(Sockeye's form; see below)");
   add_sampling_flags(app, args.sampling, args.options.sampling);
+  json->excludes("--sampling");
   add_file_flags(app, args);
   app.footer(kExamples);
   if (const auto done = tandem::cli::parse_command_line(app, "tandem-decode", argc, argv, [&] {
