@@ -128,5 +128,43 @@ TEST(TopLogProbs, AnEnsembleNeedsOneWeightPerModelAndOneShape) {
   EXPECT_THROW(top_log_probs({a, b}, {0.5, 0.5}, 2), std::invalid_argument);
 }
 
+// log_probs_at gives an entry the value top_log_probs gives it, bit for bit, for one model and an
+// ensemble, on the fused path and the tensor path; and log_softmax's value for any other entry.
+TEST(LogProbsAt, GivesEachEntryTheValueTopLogProbsGivesIt) {
+  torch::manual_seed(11);
+  const auto a = torch::randn({6, 300}) * 3, b = torch::randn({6, 300}) * 3;
+  for (const bool fused : {true, false}) {
+    for (const bool ensemble : {false, true}) {
+      SCOPED_TRACE(std::string(fused ? "fused" : "tensor path") + (ensemble ? ", ensemble" : ""));
+      std::vector<torch::Tensor> logits = {fused ? a : a.to(torch::kDouble)};
+      std::vector<double> weights = {1.0};
+      if (ensemble) {
+        logits.push_back(fused ? b : b.to(torch::kDouble));
+        weights = {0.25, 0.75};
+      }
+      auto [value, token] = top_log_probs(logits, weights, 5);
+      std::vector<int64_t> rows, tokens;
+      for (int64_t r = 5; r >= 0; r -= 2) {  // some rows, not in order
+        for (int64_t i = 0; i < 5; ++i) {
+          rows.push_back(r);
+          tokens.push_back(token[r][i].item<int64_t>());
+        }
+        rows.push_back(r);
+        tokens.push_back(299);  // one no row has among its best (almost surely)
+      }
+      const auto at = log_probs_at(logits, weights, rows, tokens);
+      const auto all = ensemble ? torch::log_softmax(a, -1) * 0.25 + torch::log_softmax(b, -1) * 0.75
+                                : torch::log_softmax(a, -1);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const auto got = at[static_cast<int64_t>(i)].item<float>();
+        if (i % 6 < 5) {
+          EXPECT_EQ(got, value[rows[i]][static_cast<int64_t>(i % 6)].item<float>()) << i;
+        }
+        EXPECT_NEAR(got, all[rows[i]][tokens[i]].item<float>(), 1e-5) << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::decode

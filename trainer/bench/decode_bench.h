@@ -10,6 +10,7 @@
 
 #include "trainer/decode/translate.h"
 #include "trainer/bench/ctranslate2_decode.h"
+#include "trainer/bench/decode_timing.h"
 
 namespace tandem::bench {
 

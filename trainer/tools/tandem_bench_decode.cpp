@@ -2,6 +2,7 @@
 // thread count asked for; bench/decode_bench.h measures and prints.
 #include <CLI/CLI.hpp>
 
+#include "trainer/bench/constraint_bench.h"
 #include "trainer/bench/decode_bench.h"
 #include "trainer/cli/decode_flags.h"
 #include "trainer/cli/tool_main.h"
@@ -13,7 +14,9 @@ constexpr const char* kExamples = R"(Examples:
   tandem-bench-decode --checkpoint runs/tiny/last.h5 --input work/bible/test.en --beams 1 4 --threads 1
   tandem-export --checkpoint runs/tiny/last.h5 --to ctranslate2 --out runs/tiny/ct2
   PYTHONPATH=$(launch/ctranslate2.sh) tandem-bench-decode --checkpoint runs/tiny/last.h5 \
-    --input work/bible/test.en --ref work/bible/test.es --ctranslate2 runs/tiny/ct2)";
+    --input work/bible/test.en --ref work/bible/test.es --ctranslate2 runs/tiny/ct2
+  tandem-bench-decode --checkpoint runs/tiny/last.h5 --input work/bible/test.en \
+    --ref work/bible/test.es --constraints --beams 1 4 8 --threads 1 --repeat 3)";
 
 }  // namespace
 
@@ -44,6 +47,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-lines", o.max_lines, "use the first N lines; 0 = all")
       ->capture_default_str();
   app.add_flag("--seeds", o.seeds, "also time the seeds' uncached greedy decoder (slow)");
+  bool constraints = false;
+  app.add_flag("--constraints", constraints,
+               "instead: terminology constraints' cost and gain. Each line includes one or two "
+               "phrases of its --ref; per beam, unconstrained and constrained decoding alternate "
+               "(first --precisions, first --threads): lines/s, BLEU, phrases held");
   tandem::cli::add_device_flag(app, o.device_flag);
   app.add_option("--ctranslate2", o.ctranslate2.model_dir,
                  "also decode every row with CTranslate2 on this folder (tandem-export --to "
@@ -60,6 +68,8 @@ int main(int argc, char** argv) {
     return *done;
   }
   o.precisions_given = app.count("--precisions") > 0;
-  return tandem::cli::run_tool("tandem-bench-decode",
-                                 [&] { return tandem::bench::run_decode_bench(o); });
+  return tandem::cli::run_tool("tandem-bench-decode", [&] {
+    return constraints ? tandem::bench::run_constraint_bench(o)
+                       : tandem::bench::run_decode_bench(o);
+  });
 }
