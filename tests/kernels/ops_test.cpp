@@ -83,6 +83,39 @@ TEST(FusedAttention, SelfAttentionWithPaddingAndCausalMaskEqualsReferenceWithGra
   EXPECT_LT(max_diff(qkv.grad(), ref_qkv.grad()), 1e-12);
 }
 
+// AttentionMask::per_sentence: a sentence padded in a batch gets, bit for bit, what it gets
+// alone, in self- and cross-attention, at widths where BLAS blocks its sums; and the reference's
+// values.
+TEST(FusedAttention, PerSentenceAPaddedSentenceGetsItsResultsAlone) {
+  torch::manual_seed(4);
+  torch::NoGradGuard no_grad;
+  const int64_t heads = 4, d = 256, width = 41;
+  const std::vector<int64_t> lengths = {41, 5, 17, 30, 1, 33};
+  const auto pad = padding(lengths, width);
+  AttentionMask mask{pad, false};
+  mask.per_sentence = true;
+  const auto qkv = torch::randn({6, width, 3 * d});
+  const auto q = torch::randn({6, 7, d}), kv = torch::randn({6, width, 2 * d});
+  const auto self = fused_attention(qkv, torch::Tensor(), heads, mask);
+  const auto cross = fused_attention(q, kv, heads, mask);
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    const int64_t len = lengths[b];
+    const auto i = static_cast<int64_t>(b);
+    const auto no_pad = torch::zeros({1, len}, torch::kBool);
+    const auto self_alone = fused_attention(qkv.narrow(0, i, 1).narrow(1, 0, len).contiguous(),
+                                            torch::Tensor(), heads, AttentionMask{no_pad, false});
+    EXPECT_TRUE(torch::equal(self[i].narrow(0, 0, len), self_alone[0])) << "self, sentence " << b;
+    EXPECT_EQ(self[i].narrow(0, len, width - len).abs().sum().item<float>(), 0) << b;
+    const auto cross_alone = fused_attention(q.narrow(0, i, 1),
+                                             kv.narrow(0, i, 1).narrow(1, 0, len).contiguous(),
+                                             heads, AttentionMask{no_pad, false});
+    EXPECT_TRUE(torch::equal(cross[i], cross_alone[0])) << "cross, sentence " << b;
+  }
+  const auto expected = reference_attention(q.to(torch::kDouble), kv.narrow(2, 0, d).to(torch::kDouble),
+                                            kv.narrow(2, d, d).to(torch::kDouble), pad, false, heads);
+  EXPECT_LT(max_diff(cross.to(torch::kDouble), expected), 1e-5);
+}
+
 TEST(FusedAttention, CrossAttentionWithASentenceWithoutKeysEqualsReferenceWithGradients) {
   torch::manual_seed(2);
   const int64_t heads = 4, d = 8, q_len = 3, k_len = 5;

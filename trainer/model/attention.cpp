@@ -104,11 +104,14 @@ void MultiheadAttentionImpl::freeze(kernels::InferencePrecision precision) {
       kernels::FrozenLinear(torch::cat({k_proj_->weight, v_proj_->weight}),
                             torch::cat({k_proj_->bias, v_proj_->bias}), precision),
       kernels::FrozenLinear(out_proj_->weight, out_proj_->bias, precision)});
+  per_sentence_ = precision == kernels::InferencePrecision::kInt8;
 }
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                                               const torch::Tensor& key_value,
-                                              const kernels::AttentionMask& mask) {
+                                              const kernels::AttentionMask& given) {
+  kernels::AttentionMask mask = given;
+  mask.per_sentence = mask.per_sentence || per_sentence_;
   const auto context =
       query.is_same(key_value)
           ? kernels::fused_attention(project_qkv(query), torch::Tensor(), options_.heads, mask)

@@ -30,7 +30,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // query [batch, q_len, d_model] attends to key_value [batch, k_len, d_model] → [batch, q_len,
   // d_model]. Self-attention when key_value is query (the same tensor): one fused q|k|v product.
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key_value,
-                        const kernels::AttentionMask& mask);
+                        const kernels::AttentionMask& given);
   // Incremental decoding (forward only). The source side, once per sentence: memory [sentences,
   // src_len, d_model] → keys | values [sentences, src_len, 2 d_model].
   torch::Tensor project_kv(const torch::Tensor& memory);
@@ -48,6 +48,9 @@ class MultiheadAttentionImpl : public torch::nn::Module {
 
   // From now on the projections run on frozen copies of the weights as they are now (FrozenLinear:
   // packed fp32 or int8): for decoding, no gradients. The parameters themselves stay as they are.
+  // In int8 forward() also attends per sentence (AttentionMask::per_sentence), so that a
+  // sentence's int8 translation is the same bytes whatever it is batched with: the last bit that
+  // padding changes in a float sum can move an int8 input across a rounding step.
   void freeze(kernels::InferencePrecision precision);
 
   // LoRA: an adapter beside projection `name` (one of projections()), from now on.
@@ -75,6 +78,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   MultiheadAttentionOptions options_;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, out_proj_{nullptr};
   std::shared_ptr<const FrozenProjections> frozen_;  // null: the parameters
+  bool per_sentence_ = false;  // frozen in int8: AttentionMask::per_sentence in forward()
   std::unique_ptr<Bf16Projections> bf16_;
   std::array<std::optional<Adapter>, 4> lora_;  // q, k, v, out; none: no adapter
 };

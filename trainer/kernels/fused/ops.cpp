@@ -148,6 +148,43 @@ void attention_forward(const T* q, const T* kv, const bool* pad, const Geometry&
   });
 }
 
+// Keys of sentence b in use: up to its last non-padding key (all when all are padding, which
+// attend uniformly to all as ever).
+int64_t keys_in_use(const bool* pad, int64_t k_len) {
+  if (pad == nullptr) return k_len;
+  int64_t used = k_len;
+  while (used > 0 && pad[used - 1]) --used;
+  return used > 0 ? used : k_len;
+}
+
+// attention_forward with AttentionMask::per_sentence: sentence b's calls are those of a batch of
+// it alone, padded to its last real key (a self-attention's queries too; their padding rows 0).
+template <typename T>
+void attention_forward_per_sentence(const T* q, const T* kv, const bool* pad, const Geometry& g,
+                                    bool self, T* out) {
+  at::parallel_for(0, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> p;
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / g.heads, h = bh % g.heads;
+      const bool* padb = pad ? pad + b * g.k_len : nullptr;
+      Geometry alone = g;
+      alone.batch = 1;
+      alone.k_len = keys_in_use(padb, g.k_len);
+      if (self) alone.q_len = alone.k_len;
+      p.resize(alone.q_len * alone.k_len);
+      const T* qb = q + b * g.q_stride;
+      const T* kvb = kv + b * g.kv_stride;
+      probabilities(qb, kvb, padb, alone, 0, h, p.data());
+      T* ob = out + b * g.q_len * g.d() + h * g.d_head;
+      gemm(false, false, alone.q_len, g.d_head, alone.k_len, T(1), p.data(), alone.k_len,
+           kvb + g.v_col + h * g.d_head, g.ld_kv, T(0), ob, g.d());
+      for (int64_t i = alone.q_len; i < g.q_len; ++i) {
+        std::fill(ob + i * g.d(), ob + i * g.d() + g.d_head, T(0));
+      }
+    }
+  });
+}
+
 // dS = P ∘ (dP - rowsum(dP ∘ P)), zero on rows that saw no key (their scores were constants).
 template <typename T>
 void softmax_backward_rows(const T* p, T* dp, const bool* pad, const Geometry& g) {
@@ -382,6 +419,17 @@ torch::Tensor fused_attention(const torch::Tensor& q_in, const torch::Tensor& kv
   const auto pad = mask.key_pad.defined() ? mask.key_pad.to(torch::kBool).contiguous()
                                           : torch::empty({0}, torch::kBool);
   const auto q = q_rows.contiguous();
+  if (mask.per_sentence && !torch::GradMode::is_enabled()) {
+    const auto& kv_rows = kv.defined() ? kv.contiguous() : q;
+    const Geometry g = geometry(q, kv_rows, !kv.defined(), heads, mask.causal);
+    auto out = torch::empty({g.batch, g.q_len, g.d()}, q.options());
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_attention", [&] {
+      attention_forward_per_sentence<scalar_t>(q.data_ptr<scalar_t>(), kv_rows.data_ptr<scalar_t>(),
+                                               pad.numel() > 0 ? pad.data_ptr<bool>() : nullptr, g,
+                                               !kv.defined(), out.data_ptr<scalar_t>());
+    });
+    return out;
+  }
   return AttentionFunction::apply(q, kv.defined() ? kv.contiguous() : q, pad, heads, mask.causal,
                                   !kv.defined());
 }
