@@ -50,6 +50,8 @@ def arguments():
     parser.add_argument("--batch-tokens", type=int, default=2048)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--pieces", action="store_true")
+    parser.add_argument("--use-vmap", action="store_true",
+                        help="restrict the output to the folder's vmap.txt (tandem-export --shortlist)")
     parser.add_argument("--source-prefix", default=None,
                         help="a token before each source (a language code)")
     parser.add_argument("--target-prefix", default=None,
@@ -114,7 +116,8 @@ def main():
         results = translator.translate_batch(
             sources, beam_size=args.beam, length_penalty=args.lenpen,
             max_decoding_length=args.max_len, max_input_length=args.max_input_len,
-            max_batch_size=args.batch_tokens, batch_type="tokens", **min_length)
+            max_batch_size=args.batch_tokens, batch_type="tokens", use_vmap=args.use_vmap,
+            **min_length)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_SELF)
         runs.append((wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime))

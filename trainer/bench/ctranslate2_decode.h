@@ -16,6 +16,7 @@ struct Ct2DecodeOptions {
   std::string model_dir;          // a tandem-export --to ctranslate2 folder; "" = no CTranslate2 rows
   std::string python = "python3"; // with ctranslate2 importable (PYTHONPATH=$(launch/ctranslate2.sh))
   std::string script;             // launch/ctranslate2-decode.py
+  bool use_vmap = false;          // translate_batch(use_vmap=True): the folder's vmap.txt
 };
 
 struct Ct2Run {

@@ -136,16 +136,6 @@ Row ctranslate2_row(const DecodeBenchOptions& o, const Row& tandem, const data::
   return row;
 }
 
-// CTranslate2 stops every sentence at one length (max_decoding_length), so with --ctranslate2 both
-// engines decode at most min(256, max_positions) tokens a sentence (CTranslate2's default) instead
-// of Tandem's a·len+b: the same work on both sides, even for sentences that never end.
-void same_length_limit(DecodeBenchOptions& o, int64_t max_positions) {
-  o.decode.max_len_a = 0;
-  o.decode.max_len_b = std::min<int64_t>(256, max_positions);
-  std::printf("with --ctranslate2 both engines decode at most %lld tokens a sentence\n",
-              static_cast<long long>(o.decode.max_len_b));
-}
-
 // Each model's median run at o.decode's threads and beam, the models' runs alternating.
 std::vector<Timing> alternating_medians(const DecodeBenchOptions& o,
                                         const std::vector<model::Transformer>& models,
@@ -286,6 +276,16 @@ void measure_seeds(DecodeBenchOptions& o, checkpoint::InferenceModel& m, const I
 }
 
 }  // namespace
+
+// CTranslate2 stops every sentence at one length (max_decoding_length), so with --ctranslate2 both
+// engines decode at most min(256, max_positions) tokens a sentence (CTranslate2's default) instead
+// of Tandem's a·len+b: the same work on both sides, even for sentences that never end.
+void same_length_limit(DecodeBenchOptions& o, int64_t max_positions) {
+  o.decode.max_len_a = 0;
+  o.decode.max_len_b = std::min<int64_t>(256, max_positions);
+  std::printf("with --ctranslate2 both engines decode at most %lld tokens a sentence\n",
+              static_cast<long long>(o.decode.max_len_b));
+}
 
 int run_decode_bench(DecodeBenchOptions o) {
   const torch::Device device = runtime::inference_device(o.device_flag);

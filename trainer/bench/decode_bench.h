@@ -28,6 +28,10 @@ struct DecodeBenchOptions {
   Ct2DecodeOptions ctranslate2;  // model_dir given: each row also decoded by CTranslate2
 };
 
+// CTranslate2 stops every sentence at one length (max_decoding_length), so beside it both engines
+// decode at most min(256, max_positions) tokens a sentence (prints so).
+void same_length_limit(DecodeBenchOptions& o, int64_t max_positions);
+
 // Measures and prints; returns the tool's exit code.
 int run_decode_bench(DecodeBenchOptions options);
 

@@ -54,7 +54,8 @@ Beams start_beams(int64_t batch) {
 // room for tokens a row's avoid phrases ban. → (log-probabilities [rows, n] float, tokens
 // [rows, n]) on the logits' device.
 std::pair<torch::Tensor, torch::Tensor> row_tops(const std::vector<torch::Tensor>& logits,
-                                                 const std::vector<double>& weights, int64_t beam,
+                                                 const std::vector<double>& weights,
+                                                 const OutputColumns& columns, int64_t beam,
                                                  bool ban_eos, int64_t extra = 0) {
   // Only a row's own 2K best tokens can be among its sentence's 2K best candidates, <pad> and <s>
   // aside: never a continuation (as a MarianMT model's bad_words_ids bans its pad, which is an
@@ -62,7 +63,8 @@ std::pair<torch::Tensor, torch::Tensor> row_tops(const std::vector<torch::Tensor
   // before the minimum length, with one more.
   const int64_t banned = ban_eos ? 3 : 2;
   const int64_t per_row = std::min<int64_t>(2 * beam + banned + extra, logits.front().size(1));
-  auto [row_logp, row_token] = top_log_probs(logits, weights, per_row);
+  auto [row_logp, row_column] = top_log_probs(logits, weights, per_row);
+  auto row_token = columns.to_ids(row_column);
   auto out_of_reach = row_token.eq(kPadId).logical_or(row_token.eq(kBosId));
   if (ban_eos) out_of_reach.logical_or_(row_token.eq(kEosId));
   row_logp.masked_fill_(out_of_reach, -INFINITY);
@@ -103,15 +105,16 @@ std::vector<std::vector<Candidate>> candidates_of(const torch::Tensor& choice) {
 // One step's draws when sampling (beam size 1): per active sentence its drawn token, in
 // best_candidates' form [sentences, 3, 1]: (score, token, parent 0).
 torch::Tensor sampled_candidates(const std::vector<torch::Tensor>& logits,
-                                 const std::vector<double>& weights, const Beams& beams,
-                                 bool ban_eos, const DecodeOptions& options,
+                                 const std::vector<double>& weights, const OutputColumns& columns,
+                                 const Beams& beams, bool ban_eos, const DecodeOptions& options,
                                  const std::vector<int64_t>& streams, int64_t step) {
   const auto sentences = static_cast<int64_t>(beams.sentence.size());
   auto log_probs =
       torch::log_softmax(combine_log_probs(logits, weights).to(torch::kCPU, torch::kDouble), -1);
-  log_probs.select(1, kPadId).fill_(-INFINITY);
-  log_probs.select(1, kBosId).fill_(-INFINITY);
-  if (ban_eos) log_probs.select(1, kEosId).fill_(-INFINITY);
+  for (const int64_t never : {kPadId, kBosId, ban_eos ? kEosId : kPadId}) {
+    const int64_t column = columns.column_of(never);
+    if (column >= 0) log_probs.select(1, column).fill_(-INFINITY);
+  }
   std::vector<double> u;
   for (const int64_t sentence : beams.sentence) {
     u.push_back(sampling_uniform(options.sampling.seed, streams[sentence], step));
@@ -122,7 +125,8 @@ torch::Tensor sampled_candidates(const std::vector<torch::Tensor>& logits,
   auto logp = log_probs.accessor<double, 2>();
   for (int64_t i = 0; i < sentences; ++i) {
     cell[i][0][0] = beams.scores[i] + logp[i][tokens[i]];
-    cell[i][1][0] = static_cast<double>(tokens[i]);
+    cell[i][1][0] = static_cast<double>(
+        columns.ids.defined() ? columns.cpu_ids[tokens[i]] : tokens[i]);
   }
   return out;
 }
@@ -252,6 +256,29 @@ void rank(std::vector<Hypothesis>& hyps, const DecodeOptions& options) {
   if (static_cast<int64_t>(hyps.size()) > options.nbest) hyps.resize(options.nbest);
 }
 
+// The target ids a batch may produce under options.shortlist: its sources' lists, the frequent
+// ids, EOS and every include phrase's tokens, as the columns of its logits.
+OutputColumns shortlist_columns(const data::Shortlist& shortlist, const torch::Tensor& src,
+                                const std::vector<Constraints>& constraints,
+                                const torch::Device& device) {
+  const auto cpu = src.to(torch::kCPU, torch::kLong).contiguous();
+  std::vector<std::vector<int32_t>> sources(cpu.size(0));
+  auto cell = cpu.accessor<int64_t, 2>();
+  for (int64_t r = 0; r < cpu.size(0); ++r) {
+    for (int64_t t = 0; t < cpu.size(1); ++t) {
+      if (cell[r][t] != kPadId) sources[r].push_back(static_cast<int32_t>(cell[r][t]));
+    }
+  }
+  std::vector<int32_t> extra = {static_cast<int32_t>(kEosId)};
+  for (const auto& mine : constraints) {
+    for (const auto& phrase : mine.include) extra.insert(extra.end(), phrase.begin(), phrase.end());
+  }
+  OutputColumns columns;
+  columns.cpu_ids = shortlist.candidates(sources, extra);
+  columns.ids = torch::tensor(columns.cpu_ids, torch::kLong).to(device);
+  return columns;
+}
+
 // What every step of one beam_search call shares.
 struct Step {
   const std::vector<double>& weights;
@@ -260,6 +287,7 @@ struct Step {
   const std::vector<int64_t>& streams;
   const std::vector<Constraints>& constraints;  // empty, or one per input row
   const std::vector<int64_t>& limits;           // per input row
+  const OutputColumns& columns;                 // what the logits' columns are
 };
 
 // A step of a batch whose sentences carry constraints (constrained_step.h): theirs chosen bank
@@ -274,11 +302,11 @@ std::vector<std::vector<Candidate>> with_constraints(const std::vector<torch::Te
   size_t most_banned = 0;
   for (const auto& banned : known.banned) most_banned = std::max(most_banned, banned.size());
   auto [logp, token] =
-      row_tops(logits, how.weights, beam, ban_eos, static_cast<int64_t>(most_banned));
+      row_tops(logits, how.weights, how.columns, beam, ban_eos, static_cast<int64_t>(most_banned));
   auto out = candidates_of(best_of(logp, token, beams, beam));
   known.logp = logp.to(torch::kCPU);
   known.token = token.to(torch::kCPU);
-  known.needed = needed_log_probs(logits, how.weights, beams, how.constraints);
+  known.needed = needed_log_probs(logits, how.weights, how.columns, beams, how.constraints);
   for (size_t i = 0; i < beams.sentence.size(); ++i) {
     const auto sentence = beams.sentence[i];
     const auto& mine = how.constraints[sentence];
@@ -297,10 +325,11 @@ std::vector<std::vector<Candidate>> step_candidates(const std::vector<torch::Ten
   const bool ban_eos = step <= how.min_len;
   if (how.options.sampling.kind != SamplingKind::kNone) {
     return candidates_of(
-        sampled_candidates(logits, how.weights, beams, ban_eos, how.options, how.streams, step));
+        sampled_candidates(logits, how.weights, how.columns, beams, ban_eos, how.options,
+                           how.streams, step));
   }
   if (!beams.standing.empty()) return with_constraints(logits, beams, step, how);
-  auto [logp, token] = row_tops(logits, how.weights, how.options.beam_size, ban_eos);
+  auto [logp, token] = row_tops(logits, how.weights, how.columns, how.options.beam_size, ban_eos);
   return candidates_of(best_of(logp, token, beams, how.options.beam_size));
 }
 
@@ -375,6 +404,10 @@ void validate(const DecodeOptions& options, int64_t vocab_size) {
   require(std::isfinite(options.length_penalty), "length_penalty", options.length_penalty,
           "a finite number");
   require(options.threads >= 1, "threads", options.threads, ">= 1");
+  require(!options.shortlist || options.shortlist->vocab_size() == vocab_size,
+          "shortlist's vocabulary size",
+          options.shortlist ? options.shortlist->vocab_size() : 0,
+          "the model's, " + std::to_string(vocab_size));
   if (options.sampling.kind != SamplingKind::kNone) {
     require(options.beam_size == 1, "beam_size", options.beam_size,
             "1 when sampling (a draw is one token per step)");
@@ -411,9 +444,13 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
   // rows. The self-attention caches are allocated once, for the longest sentence's limit.
   auto models = ensemble.models();
   std::vector<model::DecoderState> states;
+  const auto columns = options.shortlist
+                           ? shortlist_columns(*options.shortlist, src, constraints, src.device())
+                           : OutputColumns{};
   for (auto& model : models) {
     states.push_back(model->start_decoding(model->encode(src), src));
     states.back().reserve(batch * options.beam_size, longest);
+    if (columns.ids.defined()) model->restrict_output(states.back(), columns.ids);
   }
   Beams beams = start_beams(batch);
   if (constrained) beams.standing.assign(batch, ConstraintState{});
@@ -424,7 +461,7 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
     step = 2;
   }
   const Step how{ensemble.weights(), options, options.min_len + (forced ? 1 : 0), streams,
-                 constraints, limits};
+                 constraints, limits, columns};
   for (; !beams.sentence.empty(); ++step) {
     std::vector<torch::Tensor> logits;
     for (size_t i = 0; i < models.size(); ++i) {

@@ -7,7 +7,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "data/shortlist.h"
 
 #include "trainer/decode/constraints.h"
 #include "trainer/decode/ensemble.h"
@@ -44,6 +47,10 @@ struct DecodeOptions {
   int64_t threads = 1;
   // Drawing each next token instead of searching (tandem-decode --sampling): beam_size 1 only.
   SamplingOptions sampling;
+  // A lexical shortlist (tandem-decode --shortlist): each batch's output layer scores only the
+  // target ids its sources' lists, the frequent ones, EOS and its constraints' tokens give
+  // (data/shortlist.h); null: the whole vocabulary. Its vocabulary size must be the model's.
+  std::shared_ptr<const data::Shortlist> shortlist;
 };
 
 struct Hypothesis {

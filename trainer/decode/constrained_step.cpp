@@ -22,19 +22,20 @@ std::vector<std::vector<int32_t>> avoid_bans(const Beams& beams,
 
 std::vector<std::vector<std::pair<int32_t, float>>> needed_log_probs(
     const std::vector<torch::Tensor>& logits, const std::vector<double>& weights,
-    const Beams& beams, const std::vector<Constraints>& constraints) {
+    const OutputColumns& columns, const Beams& beams, const std::vector<Constraints>& constraints) {
   std::vector<std::vector<std::pair<int32_t, float>>> needed(beams.tokens.size());
-  std::vector<int64_t> rows, tokens;
+  std::vector<int64_t> rows, tokens, at;
   for (size_t row = 0; row < beams.tokens.size(); ++row) {
     const auto& mine = constraints[beams.sentence[row / beams.width]];
     if (mine.include.empty()) continue;
     for (const int32_t token : needed_tokens(mine, beams.standing[row])) {
       rows.push_back(static_cast<int64_t>(row));
       tokens.push_back(token);
+      at.push_back(columns.column_of(token));  // a shortlist holds its batch's phrases' tokens
     }
   }
   if (rows.empty()) return needed;
-  const auto values = log_probs_at(logits, weights, rows, tokens);
+  const auto values = log_probs_at(logits, weights, rows, at);
   const float* value = values.data_ptr<float>();
   for (size_t i = 0; i < rows.size(); ++i) {
     needed[rows[i]].emplace_back(static_cast<int32_t>(tokens[i]), value[i]);

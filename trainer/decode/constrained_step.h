@@ -32,10 +32,10 @@ std::vector<std::vector<int32_t>> avoid_bans(const Beams& beams,
                                              const std::vector<Constraints>& constraints);
 
 // Per decoder row, the tokens its include phrases need next (needed_tokens), with their
-// log-probabilities under the ensemble (log_probs_at).
+// log-probabilities under the ensemble (log_probs_at; `columns` finds a token's column).
 std::vector<std::vector<std::pair<int32_t, float>>> needed_log_probs(
     const std::vector<torch::Tensor>& logits, const std::vector<double>& weights,
-    const Beams& beams, const std::vector<Constraints>& constraints);
+    const OutputColumns& columns, const Beams& beams, const std::vector<Constraints>& constraints);
 
 // Active sentence `index` of `beams` (its constraints `constraints`): its candidates in the order
 // beam search takes them (advance_sentence: EOS among the first K ends a hypothesis, the first K

@@ -1,5 +1,7 @@
 #include "trainer/export/ctranslate2.h"
 
+#include "trainer/common/fnv_hash.h"
+
 #include <cfloat>
 #include <fstream>
 #include <map>
@@ -271,6 +273,25 @@ void write_ct2_folder(const checkpoint::InferenceModel& model, Ct2Quantization q
     }
   }
   write_text(dir + "/tandem.json", info.dump(2) + "\n");
+}
+
+void write_ct2_vmap(const data::Shortlist& shortlist, const data::Vocab& vocab,
+                    const std::string& path) {
+  const auto bytes = vocab.bytes();
+  if (shortlist.vocab_hash() != fnv1a(bytes.data(), bytes.size())) {
+    throw std::invalid_argument("the shortlist was built on another vocabulary than the model's");
+  }
+  auto pieces = [&](const std::vector<int32_t>& ids) {
+    std::string out;
+    for (const int32_t id : ids) out += (out.empty() ? "" : " ") + vocab.piece(id);
+    return out;
+  };
+  std::string text = "\t" + pieces(shortlist.frequent()) + "\n";
+  for (int32_t source = 0; source < shortlist.vocab_size(); ++source) {
+    const auto targets = shortlist.targets_of(source);
+    if (!targets.empty()) text += vocab.piece(source) + "\t" + pieces(targets) + "\n";
+  }
+  write_text(path, text);
 }
 
 }  // namespace tandem::exporter

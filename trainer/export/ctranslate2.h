@@ -4,6 +4,8 @@
 #pragma once
 
 #include <string>
+
+#include "data/shortlist.h"
 #include <vector>
 
 #include "trainer/checkpoint/model_io.h"
@@ -35,5 +37,13 @@ struct Ct2Provenance {
 // automatically), shared_vocabulary.json, sentencepiece.model and tandem.json into `dir`.
 void write_ct2_folder(const checkpoint::InferenceModel& model, Ct2Quantization quantization,
                       const Ct2Provenance& provenance, const std::string& dir);
+
+// CTranslate2's vocabulary map of `shortlist` (data/shortlist.h) at `path`, the vmap.txt that
+// translate_batch(use_vmap=True) reads from the model folder: a first line holding the frequent
+// target pieces under the empty source, then per source piece with a list "piece<TAB>targets",
+// every piece spelled as the vocabulary spells it. std::invalid_argument when the shortlist was
+// built on another vocabulary.
+void write_ct2_vmap(const data::Shortlist& shortlist, const data::Vocab& vocab,
+                    const std::string& path);
 
 }  // namespace tandem::exporter

@@ -4,9 +4,12 @@
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <vector>
 
 namespace tandem::model {
+
+class RestrictedOutput;  // model/output_layer.h
 
 // What incremental decoding carries between steps: per decoder layer the keys and values of the
 // positions fed so far (allocated once per batch; beam search's reorders rewrite a table of where
@@ -46,6 +49,9 @@ class DecoderState {
   torch::Tensor src_pad;  // [sentences, src_len]
   std::vector<LayerCache> layers;
   int64_t step = 0;  // positions fed so far
+  // The output layer for this batch when restricted to some target ids (a shortlist's:
+  // Transformer::restrict_output; logits column i is id i of its ids()); null: the vocabulary.
+  std::shared_ptr<const RestrictedOutput> output;
 
   int64_t rows() const { return rows_; }
   int64_t width() const { return width_; }  // consecutive decoder rows per sentence

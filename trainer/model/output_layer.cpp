@@ -18,6 +18,32 @@ void OutputProjectionImpl::freeze(const HeldWeight& tied_weight,
                                   kernels::InferencePrecision precision) {
   frozen_ = std::make_shared<const kernels::FrozenLinear>(weight(tied_weight).as(torch::kFloat),
                                                           bias_, precision);
+  precision_ = precision;
+}
+
+std::shared_ptr<const RestrictedOutput> OutputProjectionImpl::restricted(
+    const HeldWeight& tied_weight, const torch::Tensor& ids) const {
+  return std::make_shared<const RestrictedOutput>(ids, weight(tied_weight).as(torch::kFloat), bias_,
+                                                  precision_);
+}
+
+RestrictedOutput::RestrictedOutput(const torch::Tensor& ids, const torch::Tensor& weight,
+                                   const torch::Tensor& bias,
+                                   std::optional<kernels::InferencePrecision> precision)
+    : ids_(ids.to(weight.device(), torch::kLong)) {
+  torch::NoGradGuard no_grad;
+  auto rows = weight.index_select(0, ids_).contiguous();
+  auto row_bias = bias.index_select(0, ids_).contiguous();
+  if (precision) {
+    frozen_.emplace(rows, row_bias, *precision);
+  } else {
+    weight_ = rows;
+    bias_ = row_bias;
+  }
+}
+
+torch::Tensor RestrictedOutput::operator()(const torch::Tensor& x) const {
+  return frozen_ ? (*frozen_)(x) : torch::addmm(bias_, x, weight_.t());  // [rows, n]
 }
 
 TokenLoss OutputProjectionImpl::loss(const torch::Tensor& x, const HeldWeight& tied_weight,

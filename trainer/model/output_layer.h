@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 
 #include "trainer/kernels/cpu/frozen_linear.h"
 #include "trainer/model/frozen_base.h"
@@ -16,6 +17,23 @@ namespace tandem::model {
 // same projection fused with the loss, a chunk of rows at a time (model/token_loss.h), so the one
 // module that owns the weight and bias computes both. With tied embeddings the weight is the
 // embedding matrix, passed in by the Transformer.
+
+// The output layer restricted to some target ids (a shortlist's, for one batch): logits of those
+// ids alone, by a product with their rows only; column i of its logits is target id ids()[i].
+class RestrictedOutput {
+ public:
+  // ids [n] int64 sorted, each once; weight [vocab, d] and bias [vocab] the layer's (float).
+  RestrictedOutput(const torch::Tensor& ids, const torch::Tensor& weight, const torch::Tensor& bias,
+                   std::optional<kernels::InferencePrecision> precision);
+  // x [rows, d_model] → logits [rows, ids().size(0)].
+  torch::Tensor operator()(const torch::Tensor& x) const;
+  const torch::Tensor& ids() const { return ids_; }
+
+ private:
+  torch::Tensor ids_;
+  std::optional<kernels::FrozenLinear> frozen_;  // frozen models: the rows packed alike
+  torch::Tensor weight_, bias_;                  // otherwise: the rows as tensors
+};
 
 struct OutputProjectionOptions {
   int64_t d_model = 256;
@@ -38,6 +56,10 @@ class OutputProjectionImpl : public torch::nn::Module {
   // From now on forward() runs on a frozen copy of the weight as it is now (see FrozenLinear);
   // loss() stays on the parameters (training).
   void freeze(const HeldWeight& tied_weight, kernels::InferencePrecision precision);
+  // This layer for target ids `ids` alone (RestrictedOutput), frozen in the precision freeze()
+  // was given, if it was.
+  std::shared_ptr<const RestrictedOutput> restricted(const HeldWeight& tied_weight,
+                                                     const torch::Tensor& ids) const;
 
  private:
   // Its own weight, or tied_weight when it has none.
@@ -47,6 +69,7 @@ class OutputProjectionImpl : public torch::nn::Module {
 
   torch::Tensor weight_, bias_;
   std::shared_ptr<const kernels::FrozenLinear> frozen_;  // null: the parameters
+  std::optional<kernels::InferencePrecision> precision_;  // what freeze() was given
 };
 TORCH_MODULE(OutputProjection);
 

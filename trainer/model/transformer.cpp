@@ -191,7 +191,12 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& tokens, DecoderS
   auto x = embed(tokens.view({-1, 1}), tgt_weight(), state.step);  // [rows, 1, d_model]
   auto h = decoder_->step(x.view({-1, options_.d_model}), state);
   ++state.step;
-  return output_proj_(h, tgt_weight());  // [rows, vocab]
+  if (state.output) return (*state.output)(h);  // [rows, shortlist ids]
+  return output_proj_(h, tgt_weight());          // [rows, vocab]
+}
+
+void TransformerImpl::restrict_output(DecoderState& state, const torch::Tensor& ids) {
+  state.output = output_proj_->restricted(tgt_weight(), ids);
 }
 
 }  // namespace tandem::model

@@ -90,6 +90,9 @@ class TransformerImpl : public torch::nn::Module {
   // tokens [rows] int64 → logits [rows, vocab] for the next position; updates `state`.
   // Every fed token is attended to later (no padding mask on the cached steps).
   torch::Tensor decode_step(const torch::Tensor& tokens, DecoderState& state);
+  // From now on decode_step() on `state` computes the logits of target ids `ids` ([n] int64,
+  // sorted, each once) alone: [rows, n], column i for ids[i] (a shortlist's vocabulary).
+  void restrict_output(DecoderState& state, const torch::Tensor& ids);
 
   // Decoding on CPUs: every matrix product of the encoder, the decoder and the output layer runs
   // on copies of the weights as they are now, prepared once (FrozenLinear: packed fp32, or int8);

@@ -2,7 +2,7 @@
 // thread count asked for; bench/decode_bench.h measures and prints.
 #include <CLI/CLI.hpp>
 
-#include "trainer/bench/constraint_bench.h"
+#include "trainer/bench/variant_bench.h"
 #include "trainer/bench/decode_bench.h"
 #include "trainer/cli/decode_flags.h"
 #include "trainer/cli/tool_main.h"
@@ -16,7 +16,9 @@ constexpr const char* kExamples = R"(Examples:
   PYTHONPATH=$(launch/ctranslate2.sh) tandem-bench-decode --checkpoint runs/tiny/last.h5 \
     --input work/bible/test.en --ref work/bible/test.es --ctranslate2 runs/tiny/ct2
   tandem-bench-decode --checkpoint runs/tiny/last.h5 --input work/bible/test.en \
-    --ref work/bible/test.es --constraints --beams 1 4 8 --threads 1 --repeat 3)";
+    --ref work/bible/test.es --constraints --beams 1 4 8 --threads 1 --repeat 3
+  tandem-bench-decode --checkpoint runs/tiny/last.h5 --input work/bible/test.en \
+    --ref work/bible/test.es --shortlist runs/tiny/shortlist.h5 --beams 1 4 --threads 1)";
 
 }  // namespace
 
@@ -50,8 +52,13 @@ int main(int argc, char** argv) {
   bool constraints = false;
   app.add_flag("--constraints", constraints,
                "instead: terminology constraints' cost and gain. Each line includes one or two "
-               "phrases of its --ref; per beam, unconstrained and constrained decoding alternate "
-               "(first --precisions, first --threads): lines/s, BLEU, phrases held");
+               "phrases of its --ref; per precision and beam, plain and constrained decoding "
+               "alternate (first --threads): lines/s, BLEU, phrases held");
+  std::string shortlist;
+  app.add_option("--shortlist", shortlist,
+                 "instead: a lexical shortlist's (tandem-shortlist) gain: per precision and beam, "
+                 "plain decoding and decoding on the shortlist alternate (first --threads)")
+      ->excludes("--constraints");
   tandem::cli::add_device_flag(app, o.device_flag);
   app.add_option("--ctranslate2", o.ctranslate2.model_dir,
                  "also decode every row with CTranslate2 on this folder (tandem-export --to "
@@ -69,7 +76,7 @@ int main(int argc, char** argv) {
   }
   o.precisions_given = app.count("--precisions") > 0;
   return tandem::cli::run_tool("tandem-bench-decode", [&] {
-    return constraints ? tandem::bench::run_constraint_bench(o)
-                       : tandem::bench::run_decode_bench(o);
+    return constraints || !shortlist.empty() ? tandem::bench::run_variant_bench(o, shortlist)
+                                             : tandem::bench::run_decode_bench(o);
   });
 }

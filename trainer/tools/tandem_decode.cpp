@@ -9,6 +9,8 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/cli/decode_input.h"
+#include "trainer/common/atomic_file.h"
+#include "trainer/common/fnv_hash.h"
 #include "trainer/eval/evaluate.h"
 #include "trainer/jobs/chunked_tool.h"
 #include "trainer/cli/decode_flags.h"
@@ -34,6 +36,8 @@ constexpr const char* kExamples = R"(Examples:
     --input mono.es --output bt.en --ranks 2 --max-restarts 2
                               # a file in chunks on 2 ranks: rerun the same command to resume
   tandem-decode --checkpoint big.h5 --input mono.es --output bt.en --hostfile hosts  # nodes
+  tandem-decode --checkpoint runs/tiny/last.h5 --shortlist runs/tiny/shortlist.h5 < test.en
+                              # the output layer on a shortlist (tandem-shortlist)
   echo '{"text": "In the beginning God created the heavens.", "constraints": ["los cielos"]}' | \
     tandem-decode --checkpoint runs/tiny/last.h5 --json-input     # terminology constraints
 
@@ -135,6 +139,8 @@ struct Args {
   std::string sampling;  // --sampling as given
   bool nbest = false;    // --nbest was given: INDEX ||| TRANSLATION ||| SCORE lines
   bool json = false;     // --json-input
+  std::string shortlist;  // --shortlist
+  std::string shortlist_hash;  // its content's hash (FNV-1a), for the job's record
   std::string input, output;
   tandem::jobs::LaunchFlags launch;
 };
@@ -164,17 +170,34 @@ LineFormat line_format(const Args& args, const tandem::data::Vocab& vocab) {
 
 // With --json-input and --input, every line of the input read before any is translated (a bad
 // one is std::invalid_argument naming the file and its line), so that a job never stops half-way
-// on one; the vocabulary is the first checkpoint's, read without its tensors.
-void check_json_input(const Args& args) {
+// on one.
+void check_json_input(const Args& args, const tandem::data::Vocab& vocab) {
   if (!args.json || args.input.empty()) return;
-  const auto vocab = tandem::data::Vocab::from_bytes(
-      tandem::checkpoint::load_description(args.models.checkpoints.front()).vocab);
   const auto lines = tandem::cli::read_lines(args.input, "--input");
   try {
     tandem::cli::read_input_lines(lines, true, vocab, 1);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("--input " + args.input + ": " + e.what());
   }
+}
+
+// --shortlist, read and checked against the model's vocabulary, into args.options.
+void load_shortlist(Args& args, const tandem::data::Vocab& vocab) {
+  if (args.shortlist.empty()) return;
+  auto shortlist = std::make_shared<const tandem::data::Shortlist>(
+      tandem::data::Shortlist::load(args.shortlist));
+  const auto bytes = vocab.bytes();
+  if (shortlist->vocab_hash() != tandem::fnv1a(bytes.data(), bytes.size())) {
+    throw std::invalid_argument("--shortlist " + args.shortlist + " was built on another "
+                                "vocabulary than " + args.models.checkpoints.front() +
+                                "'s (tandem-shortlist on the corpus the model was trained on)");
+  }
+  args.options.shortlist = std::move(shortlist);
+  const auto content = tandem::read_file(args.shortlist);
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx",
+                static_cast<unsigned long long>(tandem::fnv1a(content.data(), content.size())));
+  args.shortlist_hash = hash;  // the record keeps the content, wherever the file lies
 }
 
 // What must hold of the options, in every mode, before any model is loaded.
@@ -185,7 +208,12 @@ void check_options(const CLI::App& app, Args& args) {
                                 ": an n-best list holds at most beam size hypotheses");
   }
   if (!args.sampling.empty()) apply_sampling(app, args.sampling, args.options);
-  check_json_input(args);
+  if (!args.json && args.shortlist.empty()) return;
+  // The first checkpoint's vocabulary, read without its tensors.
+  const auto vocab = tandem::data::Vocab::from_bytes(
+      tandem::checkpoint::load_description(args.models.checkpoints.front()).vocab);
+  check_json_input(args, vocab);
+  load_shortlist(args, vocab);
 }
 
 // What shapes the output of a file job, for its record: every option but the threads and ranks.
@@ -201,6 +229,7 @@ std::vector<std::pair<std::string, std::string>> recorded_options(const Args& ar
                                  {"--min-len", std::to_string(o.min_len)}});
   if (args.nbest) options.emplace_back("--nbest", std::to_string(o.nbest));
   if (args.json) options.emplace_back("--json-input", "yes");
+  if (!args.shortlist.empty()) options.emplace_back("--shortlist", args.shortlist_hash);
   if (!args.sampling.empty()) {
     options.insert(options.end(), {{"--sampling", args.sampling},
                                    {"--temperature", recorded_number(o.sampling.temperature)},
@@ -293,6 +322,9 @@ int main(int argc, char** argv) {
                             "(Sockeye's form; see below)");
   add_sampling_flags(app, args.sampling, args.options.sampling);
   json->excludes("--sampling");
+  app.add_option("--shortlist", args.shortlist,
+                 "a lexical shortlist (tandem-shortlist): each batch's output layer scores only "
+                 "the target pieces its source pieces' lists and the frequent ones give");
   add_file_flags(app, args);
   app.footer(kExamples);
   if (const auto done = tandem::cli::parse_command_line(app, "tandem-decode", argc, argv, [&] {

@@ -25,6 +25,8 @@ constexpr const char* kExamples = R"(Examples:
   out = tr.translate_batch([sp.encode("In the beginning", out_type=str)], beam_size=4,
                            length_penalty=0.6)
   print(sp.decode(out[0].hypotheses[0]))'
+With --shortlist the folder also holds vmap.txt, CTranslate2's vocabulary map of the shortlist
+(translate_batch(..., use_vmap=True)).
 The folder holds model.bin, config.json, shared_vocabulary.json, sentencepiece.model and
 tandem.json (the checkpoint, step and weights it came from). CTranslate2 adds the source's EOS
 itself; tokenize with sentencepiece.model and pass the pieces. beam_size=4, length_penalty=0.6
@@ -34,6 +36,7 @@ merged in), the config without its lora section, the vocabulary; no optimizer st
 
 struct Args {
   std::string checkpoint, to, out, quantization = "float32";
+  std::string shortlist;  // --shortlist: vmap.txt beside a CTranslate2 model
   tandem::checkpoint::Weights weights = tandem::checkpoint::Weights::kAverage;
   bool force = false;
 };
@@ -102,6 +105,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(tandem::exporter::ct2_quantization_names()))
       ->capture_default_str();
   tandem::cli::add_weights_flag(app, args.weights);
+  app.add_option("--shortlist", args.shortlist,
+                 "with --to ctranslate2, a lexical shortlist (tandem-shortlist) written as the "
+                 "folder's vmap.txt, CTranslate2's vocabulary map (translate_batch(use_vmap=True))");
   app.add_flag("--force", args.force,
                "replace --out if it exists and holds an earlier export (a model.bin) or nothing; "
                "with --to tandem, if it is a Tandem checkpoint");
@@ -109,6 +115,10 @@ int main(int argc, char** argv) {
   if (const auto done = tandem::cli::parse_command_line(app, "tandem-export", argc, argv))
     return *done;
   return tandem::cli::run_tool("tandem-export", [&] {
+    if (args.to == "tandem" && !args.shortlist.empty()) {
+      throw std::invalid_argument("--shortlist is for --to ctranslate2 (its vmap.txt); "
+                                  "tandem-decode reads the shortlist file itself");
+    }
     if (args.to == "tandem" && args.quantization != "float32") {
       throw std::invalid_argument("--quantization '" + args.quantization +
                                   "' is for --to ctranslate2; a Tandem checkpoint is float32");
@@ -127,6 +137,10 @@ int main(int argc, char** argv) {
     const auto quantization = tandem::exporter::ct2_quantization(args.quantization);
     tandem::exporter::write_ct2_folder(model, quantization,
                                        {args.checkpoint, model.step, model.averaged}, out.path());
+    if (!args.shortlist.empty()) {
+      tandem::exporter::write_ct2_vmap(tandem::data::Shortlist::load(args.shortlist), model.vocab,
+                                       out.path() + "/vmap.txt");
+    }
     out.commit();
     std::printf("exported %s (step %lld, %s weights) to %s as a CTranslate2 model (%s)\n",
                 args.checkpoint.c_str(), static_cast<long long>(model.step),

@@ -1,0 +1,57 @@
+// A lexical shortlist (Marian's --shortlist, Sockeye's --restrict-lexicon, CTranslate2's vmap):
+// per source piece the target pieces likeliest to translate it, by the translation table of IBM
+// Model 1 trained with EM on a prepared corpus's pairs, and the most frequent target pieces.
+// Decoding a batch then scores only the union of its source pieces' lists (decode/beam.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+
+namespace tandem::data {
+
+struct ShortlistOptions {
+  int64_t top_k = 10;       // target pieces kept per source piece, best t(target | source) first
+  int64_t frequent = 100;   // the most frequent target pieces, candidates of every batch
+  int64_t iterations = 5;   // EM iterations of IBM Model 1 (uniform start)
+  int64_t max_pairs = 200000;  // train pairs read, evenly spaced over the split; 0: all
+};
+
+class Shortlist {
+ public:
+  Shortlist() = default;
+  // IBM Model 1 (each target piece from one source piece of its pair, or from none: NULL) on
+  // `pairs`, over a vocabulary of `vocab_size` ids; `vocab` is the corpus vocabulary's bytes, whose
+  // hash the shortlist keeps (a decoder checks its model's against it).
+  static Shortlist build(const std::vector<SentencePair>& pairs, int64_t vocab_size,
+                         const std::string& vocab, const ShortlistOptions& options);
+  // build() on the train split of `corpus`: options.max_pairs of its pairs, evenly spaced (all
+  // when it has fewer), read a block at a time; std::invalid_argument when it has no train pairs.
+  static Shortlist from_corpus(const Corpus& corpus, const ShortlistOptions& options);
+  // std::invalid_argument naming the path when it is missing or not a shortlist.
+  static Shortlist load(const std::string& path);
+  // Written whole or not at all.
+  void save(const std::string& path) const;
+
+  // The target ids a batch of `sources` (token ids) may produce: the frequent pieces, each
+  // source piece's list and `extra`, sorted and each once.
+  std::vector<int64_t> candidates(const std::vector<std::vector<int32_t>>& sources,
+                                  const std::vector<int32_t>& extra = {}) const;
+  const std::vector<int32_t>& frequent() const { return frequent_; }
+  // Source piece `source`'s list, best first (none outside the vocabulary).
+  std::vector<int32_t> targets_of(int32_t source) const;
+  int64_t vocab_size() const { return static_cast<int64_t>(offsets_.size()) - 1; }
+  uint64_t vocab_hash() const { return vocab_hash_; }
+  const ShortlistOptions& options() const { return options_; }
+
+ private:
+  std::vector<int32_t> frequent_;
+  std::vector<int64_t> offsets_;  // [vocab + 1]: source s's list is targets_[offsets_[s] ..]
+  std::vector<int32_t> targets_;
+  uint64_t vocab_hash_ = 0;
+  ShortlistOptions options_;
+};
+
+}  // namespace tandem::data

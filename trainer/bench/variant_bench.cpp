@@ -1,0 +1,204 @@
+#include "trainer/bench/variant_bench.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "trainer/checkpoint/model_io.h"
+#include "trainer/common/temp_dir.h"
+#include "trainer/cli/decode_flags.h"
+#include "trainer/cli/tool_main.h"
+#include "trainer/common/token_ids.h"
+#include "trainer/eval/bleu_chrf.h"
+#include "trainer/runtime/cpu_runtime.h"
+#include "trainer/runtime/device.h"
+#include "data/shortlist.h"
+
+namespace tandem::bench {
+namespace {
+
+std::vector<std::string> words_of(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> words;
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
+}
+
+// Whether the vocabulary writes `phrase` with pieces of its own (no <unk>).
+bool tokenizes(const data::Vocab& vocab, const std::vector<int32_t>& phrase) {
+  for (const int32_t token : phrase) {
+    if (token == kUnkId || vocab.special(token)) return false;
+  }
+  return !phrase.empty();
+}
+
+// Line `line`'s phrases: two reference words in a row, and from a reference of 8 words or more
+// a third word apart from them, picked by the line's index so that every run picks the same.
+decode::Constraints reference_phrases(const std::string& ref, size_t line,
+                                      const data::Vocab& vocab) {
+  const auto words = words_of(ref);
+  decode::Constraints out;
+  if (words.size() < 2) return out;
+  const size_t at = (line * 7) % (words.size() - 1);
+  std::vector<std::string> phrases = {words[at] + " " + words[at + 1]};
+  if (words.size() >= 8) phrases.push_back(words[(at + 4) % words.size()]);
+  for (const auto& phrase : phrases) {
+    auto tokens = vocab.encode(phrase, data::Side::kTarget);
+    if (tokenizes(vocab, tokens)) out.include.push_back(std::move(tokens));
+  }
+  return out;
+}
+
+// Of every line's include phrases, how many its translation holds (as tokens), and how many in
+// all.
+std::pair<int64_t, int64_t> phrases_held(const Sentences& outputs,
+                                         const std::vector<decode::Constraints>& constraints) {
+  int64_t held = 0, all = 0;
+  for (size_t i = 0; i < constraints.size(); ++i) {
+    for (const auto& phrase : constraints[i].include) {
+      held += decode::contains_phrase(outputs[i], phrase) ? 1 : 0;
+      ++all;
+    }
+  }
+  return {held, all};
+}
+
+struct Measured {
+  Timing timing;
+  double bleu = 0;
+  int64_t held = 0, phrases = 0;
+};
+
+void print_measured(const char* name, const std::string& precision, int64_t beam,
+                    const Measured& m) {
+  std::printf("%-4s beam %-3lld %-11s %8.2f %9.2f %10.1f %7.2f %6lld/%lld\n", precision.c_str(),
+              static_cast<long long>(beam), name, m.timing.wall,
+              m.timing.text.size() / m.timing.wall, m.timing.tokens_per_second(), m.bleu,
+              static_cast<long long>(m.held), static_cast<long long>(m.phrases));
+}
+
+// The variant: constraints per line, or a shortlist.
+struct Variant {
+  std::string name;                                  // "constrained", "shortlist"
+  std::vector<decode::Constraints> constraints;      // per line; none: a shortlist
+  std::shared_ptr<const data::Shortlist> shortlist;  // null: constraints
+};
+
+// One precision and beam's two rows, plain and the variant, their runs alternating so that drift
+// moves both alike; printed, and returned as a JSON row.
+nlohmann::json measure_pair(const DecodeBenchOptions& o, const std::string& precision,
+                            const model::Transformer& model, const data::Vocab& vocab,
+                            const Sentences& sources, const Variant& variant,
+                            const std::vector<std::string>& refs) {
+  decode::DecodeOptions options[2] = {o.decode, o.decode};
+  options[1].shortlist = variant.shortlist;
+  const std::vector<decode::Constraints> none;
+  std::vector<Timing> runs[2];
+  Sentences outputs[2];
+  for (int r = 0; r < o.repeat; ++r) {
+    for (int c = 0; c < 2; ++c) {
+      runs[c].push_back(timed_once(vocab, [&] {
+        outputs[c].clear();
+        for (auto& h : decode::translate(model, sources, options[c], {}, 0,
+                                         c == 0 ? none : variant.constraints)) {
+          outputs[c].push_back(std::move(h.tokens));
+        }
+        return outputs[c];
+      }));
+    }
+  }
+  Measured result[2];
+  const int64_t beam = o.decode.beam_size;
+  for (int c = 0; c < 2; ++c) {
+    result[c].timing = median_run(std::move(runs[c]));
+    result[c].bleu = eval::corpus_bleu(result[c].timing.text, refs).score;
+    std::tie(result[c].held, result[c].phrases) = phrases_held(outputs[c], variant.constraints);
+    print_measured(c == 0 ? "plain" : variant.name.c_str(), precision, beam, result[c]);
+  }
+  const double ratio = result[0].timing.wall / result[1].timing.wall;
+  std::printf("%s, beam %lld: %s decodes %.2fx the lines/s of plain, BLEU %+.2f", precision.c_str(),
+              static_cast<long long>(beam), variant.name.c_str(), ratio,
+              result[1].bleu - result[0].bleu);
+  if (result[1].phrases > 0) {
+    std::printf(", %.1f %% of phrases held (plain %.1f %%)",
+                100.0 * result[1].held / result[1].phrases,
+                100.0 * result[0].held / result[0].phrases);
+  }
+  std::printf("\n");
+  if (variant.shortlist && !o.ctranslate2.model_dir.empty()) {
+    // The same list through CTranslate2's vocabulary map, on the same sentences and settings.
+    Ct2DecodeOptions ct2 = o.ctranslate2;
+    ct2.use_vmap = true;
+    const TempDir work("bench-vmap");
+    const Ct2Run run = run_ctranslate2(ct2, vocab, sources, precision, static_cast<int>(o.decode.threads),
+                                       o.decode, model->options().max_positions, o.repeat,
+                                       work.path());
+    Timing timing;
+    timing.wall = run.wall;
+    count_outputs(timing, vocab, run.outputs);
+    std::printf("%s, beam %lld: CTranslate2 with the same list (vmap) %.2f s, BLEU %.2f: Tandem's "
+                "shortlist decodes %.2fx its lines/s\n",
+                precision.c_str(), static_cast<long long>(beam), run.wall,
+                eval::corpus_bleu(timing.text, refs).score, run.wall / result[1].timing.wall);
+  }
+  return {{"precision", precision},
+          {"beam", beam},
+          {"speed_ratio", ratio},
+          {"bleu", result[0].bleu},
+          {"bleu_variant", result[1].bleu},
+          {"phrases", result[1].phrases},
+          {"held", result[1].held},
+          {"held_plain", result[0].held}};
+}
+
+}  // namespace
+
+int run_variant_bench(DecodeBenchOptions o, const std::string& shortlist) {
+  if (o.ref.empty()) throw std::invalid_argument("the variants are scored against --ref: give it");
+  const torch::Device device = runtime::inference_device(o.device_flag);
+  runtime::configure_cpu_runtime({1, 0, runtime::Workload::kDecoding});
+  const auto vocab = checkpoint::load_for_inference(o.checkpoint).vocab;
+  auto lines = cli::read_lines(o.input, "--input");
+  auto refs = cli::read_lines(o.ref, "--ref");
+  if (o.max_lines > 0 && lines.size() > o.max_lines) lines.resize(o.max_lines);
+  if (refs.size() < lines.size()) throw std::invalid_argument("--ref has fewer lines than --input");
+  refs.resize(lines.size());
+  Sentences sources;
+  Variant variant;
+  variant.name = shortlist.empty() ? "constrained" : "shortlist";
+  if (!shortlist.empty()) {
+    variant.shortlist = std::make_shared<const data::Shortlist>(data::Shortlist::load(shortlist));
+  }
+  for (size_t i = 0; i < lines.size(); ++i) {
+    sources.push_back(vocab.encode(lines[i], data::Side::kSource));
+    if (shortlist.empty()) variant.constraints.push_back(reference_phrases(refs[i], i, vocab));
+  }
+  o.decode.threads = o.thread_counts.front();
+  if (!o.ctranslate2.model_dir.empty()) {
+    if (shortlist.empty()) throw std::invalid_argument("--ctranslate2 compares with --shortlist");
+    check_ctranslate2(o.ctranslate2);
+    same_length_limit(o, checkpoint::load_for_inference(o.checkpoint).model->options().max_positions);
+  }
+  std::printf("%zu sentences, %lld thread(s), median of %d run(s)%s\n", lines.size(),
+              static_cast<long long>(o.decode.threads), o.repeat,
+              shortlist.empty() ? "; phrases: two reference words in a row, and a third word "
+                                  "from references of 8 words or more"
+                                : "");
+  std::printf("%-24s %8s %9s %10s %7s %13s\n", "decoding", "wall s", "lines/s", "tokens/s",
+              "BLEU", "phrases held");
+  nlohmann::json record{{"sentences", lines.size()}, {"variant", variant.name}, {"rows", {}}};
+  for (const auto& precision : o.precisions) {
+    cli::check_precision_on(precision, device);
+    auto model = checkpoint::load_for_inference(o.checkpoint).model;
+    cli::place_model(model, precision, device);
+    for (const int64_t beam : o.beams) {
+      o.decode.beam_size = beam;
+      record["rows"].push_back(measure_pair(o, precision, model, vocab, sources, variant, refs));
+    }
+  }
+  std::printf("%s\n", record.dump().c_str());
+  return 0;
+}
+
+}  // namespace tandem::bench
