@@ -26,7 +26,7 @@ size_t count_lines(const std::string& text) {
 TEST(ToolHelp, EveryToolShowsUsageWithAnExampleAndExitsZero) {
   for (const std::string name : {"tandem-train", "tandem-eval", "tandem-decode", "tandem-score",
                                  "tandem-prep", "tandem-average", "tandem-bench",
-                                 "tandem-bench-decode", "tandem-export"}) {
+                                 "tandem-bench-decode", "tandem-export", "tandem-shortlist"}) {
     const auto help = run_command(tool(name) + " --help");
     EXPECT_EQ(help.exit_code, 0) << name << "\n" << help.output;
     EXPECT_NE(help.output.find("Usage:"), std::string::npos) << name << "\n" << help.output;

@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "tests/common/synthetic_corpus.h"
@@ -367,6 +369,73 @@ TEST_F(Export, BenchDecodePutsCTranslate2BesideEachRow) {
     EXPECT_EQ(rows[i + 1]["tokens"], rows[i]["tokens"]) << "beam " << rows[i]["beam"];
     EXPECT_DOUBLE_EQ(rows[i + 1]["bleu"].get<double>(), rows[i]["bleu"].get<double>());
   }
+}
+
+// A shortlist (tandem-shortlist) exported as vmap.txt: CTranslate2 with use_vmap and tandem-decode
+// --shortlist write only pieces the list allows for the whole test set's sources (the union of
+// every batch's), which leaves out much of the vocabulary; a shortlist of another vocabulary is
+// exit 2 in both tools.
+TEST_F(Export, AShortlistRestrictsTandemAndCTranslate2ThroughItsVocabularyMap) {
+  const std::string list = file("shortlist.h5");
+  const auto built = run_command(tool("tandem-shortlist") + " --corpus " + file("corpus.h5") +
+                                 " --out " + list + " --top-k 2 --frequent 3");
+  ASSERT_EQ(built.exit_code, 0) << built.output;
+  const std::string out = file("ct2-vmap");
+  ASSERT_EQ(export_model(checkpoint("tied"), out, "--shortlist " + list).exit_code, 0);
+  // The pieces vmap.txt allows: its empty-source line and every line of a test source's piece.
+  std::map<std::string, std::vector<std::string>> vmap;
+  for (const auto& line : lines_of(read_text(out + "/vmap.txt"))) {
+    const auto tab = line.find('\t');
+    ASSERT_NE(tab, std::string::npos) << line;
+    std::istringstream targets(line.substr(tab + 1));
+    for (std::string piece; targets >> piece;) vmap[line.substr(0, tab)].push_back(piece);
+  }
+  ASSERT_FALSE(vmap[""].empty());
+  const auto pieces = ct2_translate(out, 4, "--pieces --use-vmap");
+  std::set<std::string> allowed(vmap[""].begin(), vmap[""].end());
+  const auto sources = ct2_translate(out, 1, "--pieces");  // only to size the comparison
+  ASSERT_EQ(pieces.size(), sources.size());
+  const auto decoded = run_command(tool("tandem-decode") + " --checkpoint " + checkpoint("tied") +
+                                   " --shortlist " + list + " < " + file("test.src"));
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.output;
+  EXPECT_EQ(lines_of(decoded.output).size(), sources.size());
+  // Every source piece's list: the pieces the sentencepiece model gives the test sources.
+  const auto source_pieces = run_command(
+      "PYTHONPATH=" + *python_path_ + " python3 -c \"import sentencepiece as s; p = "
+      "s.SentencePieceProcessor(model_file='" + out + "/sentencepiece.model'); import sys; "
+      "[print(' '.join(p.encode(l.strip(), out_type=str))) for l in open('" + file("test.src") +
+      "')]\"");
+  ASSERT_EQ(source_pieces.exit_code, 0) << source_pieces.output;
+  for (const auto& line : lines_of(source_pieces.output)) {
+    std::istringstream in(line);
+    for (std::string piece; in >> piece;) allowed.insert(vmap[piece].begin(), vmap[piece].end());
+  }
+  const auto vocabulary = nlohmann::json::parse(read_text(out + "/shared_vocabulary.json"));
+  EXPECT_LT(allowed.size() + 4, vocabulary.size()) << "the list leaves nothing out";
+  for (const auto& line : pieces) {
+    std::istringstream in(line);
+    for (std::string piece; in >> piece;) {
+      EXPECT_TRUE(allowed.count(piece)) << piece << " in " << line;
+    }
+  }
+  // Another vocabulary's shortlist (the corpus's vocabulary is the model's: a prep with another
+  // vocabulary size makes another).
+  const auto other_prep = run_command(
+      tool("tandem-prep") + " --train-src " + file("train.src") + " --train-tgt " +
+      file("train.tgt") + " --vocab-size 48 --out " + file("other.h5"));
+  ASSERT_EQ(other_prep.exit_code, 0) << other_prep.output;
+  ASSERT_EQ(run_command(tool("tandem-shortlist") + " --corpus " + file("other.h5") + " --out " +
+                        file("other-list.h5")).exit_code, 0);
+  const auto refused = run_command(tool("tandem-decode") + " --checkpoint " + checkpoint("tied") +
+                                   " --shortlist " + file("other-list.h5") + " < " +
+                                   file("test.src"));
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_EQ(lines_of(refused.output).size(), 1u) << refused.output;
+  EXPECT_NE(refused.output.find("another vocabulary"), std::string::npos) << refused.output;
+  const auto refused_export = export_model(checkpoint("tied"), file("ct2-other"),
+                                           "--shortlist " + file("other-list.h5"));
+  EXPECT_EQ(refused_export.exit_code, 2) << refused_export.output;
+  EXPECT_FALSE(fs::exists(file("ct2-other"))) << refused_export.output;
 }
 
 // The entries of `dir` whose names start with `prefix` (a staging folder left behind).
