@@ -24,12 +24,6 @@ namespace {
 
 using namespace fixtures;
 
-// Trained once for the whole suite (about a second).
-model::Transformer& trained_model() {
-  static model::Transformer model = reverse_model(150);
-  return model;
-}
-
 DecodeOptions beam_options(int64_t beam, int64_t nbest, double alpha) {
   DecodeOptions options;
   options.beam_size = beam;

@@ -20,11 +20,6 @@ namespace {
 
 using namespace fixtures;
 
-model::Transformer& trained_model() {
-  static model::Transformer model = reverse_model(150);
-  return model;
-}
-
 TEST(ConstraintState, MeetsAPhraseTokenByTokenAndStartsOverWhenLeft) {
   Constraints c;
   c.include = {{5, 6, 7}, {9}};

@@ -112,6 +112,12 @@ inline model::Transformer reverse_model(int steps) {
   return model;
 }
 
+// reverse_model(150), trained once per test binary (about a second) for the suites that share it.
+inline model::Transformer& trained_model() {
+  static model::Transformer model = reverse_model(150);
+  return model;
+}
+
 // The most steps a sentence of `len` words may take (DecodeOptions' rule, clamped).
 inline int64_t step_limit(size_t len, const DecodeOptions& options, int64_t max_positions) {
   auto limit = static_cast<int64_t>(std::floor(options.max_len_a * static_cast<double>(len + 1))) +

@@ -16,11 +16,6 @@ namespace {
 
 using namespace fixtures;
 
-model::Transformer& trained_model() {
-  static model::Transformer model = reverse_model(150);
-  return model;
-}
-
 // A shortlist of the tiny vocabulary built from pairs whose targets are their sources reversed
 // with each word w written as the next one (w + 1, the last as the first), so that its lists
 // lack most of what the reversing model writes; lists of `top_k`, `frequent` frequent ids.

@@ -10,6 +10,7 @@
 
 #include "trainer/decode/beams.h"
 #include "trainer/decode/constrained_step.h"
+#include "trainer/decode/output_columns.h"
 #include "trainer/decode/top_log_probs.h"
 
 namespace tandem::decode {
@@ -256,29 +257,6 @@ void rank(std::vector<Hypothesis>& hyps, const DecodeOptions& options) {
   if (static_cast<int64_t>(hyps.size()) > options.nbest) hyps.resize(options.nbest);
 }
 
-// The target ids a batch may produce under options.shortlist: its sources' lists, the frequent
-// ids, EOS and every include phrase's tokens, as the columns of its logits.
-OutputColumns shortlist_columns(const data::Shortlist& shortlist, const torch::Tensor& src,
-                                const std::vector<Constraints>& constraints,
-                                const torch::Device& device) {
-  const auto cpu = src.to(torch::kCPU, torch::kLong).contiguous();
-  std::vector<std::vector<int32_t>> sources(cpu.size(0));
-  auto cell = cpu.accessor<int64_t, 2>();
-  for (int64_t r = 0; r < cpu.size(0); ++r) {
-    for (int64_t t = 0; t < cpu.size(1); ++t) {
-      if (cell[r][t] != kPadId) sources[r].push_back(static_cast<int32_t>(cell[r][t]));
-    }
-  }
-  std::vector<int32_t> extra = {static_cast<int32_t>(kEosId)};
-  for (const auto& mine : constraints) {
-    for (const auto& phrase : mine.include) extra.insert(extra.end(), phrase.begin(), phrase.end());
-  }
-  OutputColumns columns;
-  columns.cpu_ids = shortlist.candidates(sources, extra);
-  columns.ids = torch::tensor(columns.cpu_ids, torch::kLong).to(device);
-  return columns;
-}
-
 // What every step of one beam_search call shares.
 struct Step {
   const std::vector<double>& weights;
@@ -348,47 +326,6 @@ std::vector<int64_t> sentence_limits(const torch::Tensor& src, const DecodeOptio
   return limits;
 }
 
-// beam_search's constraints: none, or one per row, each valid, of tokens a translation can hold,
-// their include phrases within the position table (after a forced first token and before EOS
-// or the limit). std::invalid_argument naming the row otherwise. → whether any row has any.
-bool check_constraints(const std::vector<Constraints>& constraints, int64_t rows,
-                       const DecodeOptions& options, const Ensemble& ensemble, bool forced) {
-  check_row_count(constraints.size(), "constraint sets", rows);
-  bool any = false;
-  for (size_t row = 0; row < constraints.size(); ++row) {
-    const auto& mine = constraints[row];
-    const auto where = "beam_search: row " + std::to_string(row) + ": ";
-    try {
-      validate(mine);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(where + e.what());
-    }
-    for (const auto* phrases : {&mine.include, &mine.avoid}) {
-      for (const auto& phrase : *phrases) {
-        for (const int32_t token : phrase) {
-          if (token < 0 || token >= ensemble.vocab_size() || token == kPadId ||
-              token == kBosId || token == kEosId) {
-            throw std::invalid_argument(where + "token " + std::to_string(token) +
-                                        " cannot be part of a translation");
-          }
-        }
-      }
-    }
-    const int64_t room = ensemble.max_positions() - (forced ? 2 : 1);
-    if (mine.include_tokens() > room) {
-      throw std::invalid_argument(where + std::to_string(mine.include_tokens()) +
-                                  " include tokens: the model's translations hold at most " +
-                                  std::to_string(room));
-    }
-    any = any || !mine.empty();
-  }
-  if (any && options.sampling.kind != SamplingKind::kNone) {
-    throw std::invalid_argument(
-        "beam_search: constraints need search, not sampling (give no sampling)");
-  }
-  return any;
-}
-
 }  // namespace
 
 void validate(const DecodeOptions& options, int64_t vocab_size) {
@@ -431,8 +368,13 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
   const std::vector<int64_t> streams = row_streams(stream_ids, src_in.size(0));
   check_row_count(first_tokens.size(), "first tokens", src_in.size(0));
   const bool forced = !first_tokens.empty();
-  const bool constrained = check_constraints(constraints, src_in.size(0), options, ensemble,
-                                             forced);
+  check_row_count(constraints.size(), "constraint sets", src_in.size(0));
+  const bool constrained = check_constraints(constraints, ensemble.vocab_size(),
+                                             ensemble.max_positions(), forced);
+  if (constrained && options.sampling.kind != SamplingKind::kNone) {
+    throw std::invalid_argument(
+        "beam_search: constraints need search, not sampling (give no sampling)");
+  }
   torch::NoGradGuard no_grad;
   const int64_t batch = src_in.size(0);
   std::vector<std::vector<Hypothesis>> finished(batch);

@@ -2,9 +2,6 @@
 // still decoding, and one step's continuations of a sentence.
 #pragma once
 
-#include <torch/torch.h>
-
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -22,24 +19,6 @@ struct Beams {
   // no sentence of the batch has any.
   std::vector<ConstraintState> standing;
   int64_t width = 1;
-};
-
-// What the columns of a step's logits are: the vocabulary's ids, or a shortlist's
-// (model::RestrictedOutput: column i is ids[i]).
-struct OutputColumns {
-  torch::Tensor ids;             // [n] int64 on the models' device; undefined: column i is id i
-  std::vector<int64_t> cpu_ids;  // the same on the CPU, sorted
-
-  // Column indices (any shape, on ids' device) → the ids they stand for.
-  torch::Tensor to_ids(const torch::Tensor& columns) const {
-    return ids.defined() ? ids.index_select(0, columns.flatten()).view(columns.sizes()) : columns;
-  }
-  // The column of `id`; -1 when a shortlist leaves it out.
-  int64_t column_of(int64_t id) const {
-    if (!ids.defined()) return id;
-    const auto at = std::lower_bound(cpu_ids.begin(), cpu_ids.end(), id);
-    return at != cpu_ids.end() && *at == id ? at - cpu_ids.begin() : -1;
-  }
 };
 
 // A hypothesis continued by one token.

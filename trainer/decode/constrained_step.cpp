@@ -10,6 +10,39 @@
 
 namespace tandem::decode {
 
+bool check_constraints(const std::vector<Constraints>& constraints, int64_t vocab_size,
+                       int64_t max_positions, bool forced) {
+  bool any = false;
+  for (size_t row = 0; row < constraints.size(); ++row) {
+    const auto& mine = constraints[row];
+    const auto where = "beam_search: row " + std::to_string(row) + ": ";
+    try {
+      validate(mine);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(where + e.what());
+    }
+    for (const auto* phrases : {&mine.include, &mine.avoid}) {
+      for (const auto& phrase : *phrases) {
+        for (const int32_t token : phrase) {
+          if (token < 0 || token >= vocab_size || token == kPadId || token == kBosId ||
+              token == kEosId) {
+            throw std::invalid_argument(where + "token " + std::to_string(token) +
+                                        " cannot be part of a translation");
+          }
+        }
+      }
+    }
+    const int64_t room = max_positions - (forced ? 2 : 1);
+    if (mine.include_tokens() > room) {
+      throw std::invalid_argument(where + std::to_string(mine.include_tokens()) +
+                                  " include tokens: the model's translations hold at most " +
+                                  std::to_string(room));
+    }
+    any = any || !mine.empty();
+  }
+  return any;
+}
+
 std::vector<std::vector<int32_t>> avoid_bans(const Beams& beams,
                                              const std::vector<Constraints>& constraints) {
   std::vector<std::vector<int32_t>> banned(beams.tokens.size());

@@ -14,6 +14,7 @@
 
 #include "trainer/decode/beams.h"
 #include "trainer/decode/constraints.h"
+#include "trainer/decode/output_columns.h"
 
 namespace tandem::decode {
 
@@ -25,6 +26,13 @@ struct ConstrainedStep {
   // per row, the tokens its include phrases need next, with their log-probabilities
   std::vector<std::vector<std::pair<int32_t, float>>> needed;
 };
+
+// beam_search's constraints, one per row: each valid (validate()), of tokens a translation can
+// hold (in the vocabulary of `vocab_size`, not <pad>, <s> or EOS), their include phrases within
+// a position table of `max_positions` (after a first token when `forced`).
+// std::invalid_argument naming the row otherwise. → whether any row has any.
+bool check_constraints(const std::vector<Constraints>& constraints, int64_t vocab_size,
+                       int64_t max_positions, bool forced);
 
 // Per decoder row of `beams`, the tokens its sentence's avoid phrases ban after it; `constraints`
 // is per input row (beams.sentence indexes it).
