@@ -1,7 +1,6 @@
 #include "data/shortlist.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <numeric>
 #include <stdexcept>
 #include <unordered_map>
@@ -93,11 +92,6 @@ std::vector<int32_t> most_frequent(const std::vector<SentencePair>& pairs, int64
   return out;
 }
 
-std::string hex(uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 }  // namespace
 
@@ -146,6 +140,18 @@ Shortlist Shortlist::from_corpus(const Corpus& corpus, const ShortlistOptions& o
   return build(pairs, vocab.size(), vocab.bytes(), options);
 }
 
+bool Shortlist::built_on(const Vocab& vocab) const {
+  const auto bytes = vocab.bytes();
+  return vocab_hash_ == fnv1a(bytes.data(), bytes.size());
+}
+
+uint64_t Shortlist::fingerprint() const {
+  uint64_t hash = fnv1a(&vocab_hash_, sizeof vocab_hash_);
+  hash = fnv1a(frequent_.data(), frequent_.size() * sizeof(int32_t), hash);
+  hash = fnv1a(offsets_.data(), offsets_.size() * sizeof(int64_t), hash);
+  return fnv1a(targets_.data(), targets_.size() * sizeof(int32_t), hash);
+}
+
 std::vector<int32_t> Shortlist::targets_of(int32_t source) const {
   if (source < 0 || source >= vocab_size()) return {};
   return {targets_.begin() + offsets_[source], targets_.begin() + offsets_[source + 1]};
@@ -181,7 +187,7 @@ void Shortlist::save(const std::string& path) const {
     h5::Handle file(h5::check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
                               "cannot create '" + tmp + "'"));
     h5::write_attribute(file.get(), "kind", std::string(kKind));
-    h5::write_attribute(file.get(), "vocab_hash", hex(vocab_hash_));
+    h5::write_attribute(file.get(), "vocab_hash", hash_text(vocab_hash_));
     h5::write_attribute(file.get(), "top_k", options_.top_k);
     h5::write_attribute(file.get(), "frequent", options_.frequent);
     h5::write_attribute(file.get(), "iterations", options_.iterations);
@@ -220,7 +226,8 @@ Shortlist Shortlist::load(const std::string& path) {
   }
   Shortlist out;
   try {
-    out.vocab_hash_ = std::stoull(*h5::read_string_attribute(file.get(), "vocab_hash"), nullptr, 16);
+    out.vocab_hash_ = hash_from_text(
+        h5::read_string_attribute(file.get(), "vocab_hash").value_or(""), "'" + path + "' vocab_hash");
     out.options_.top_k = h5::read_int_attribute(file.get(), "top_k").value_or(0);
     out.options_.frequent = h5::read_int_attribute(file.get(), "frequent").value_or(0);
     out.options_.iterations = h5::read_int_attribute(file.get(), "iterations").value_or(0);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/corpus.h"
+#include "data/vocab.h"
 
 namespace tandem::data {
 
@@ -43,7 +44,11 @@ class Shortlist {
   // Source piece `source`'s list, best first (none outside the vocabulary).
   std::vector<int32_t> targets_of(int32_t source) const;
   int64_t vocab_size() const { return static_cast<int64_t>(offsets_.size()) - 1; }
-  uint64_t vocab_hash() const { return vocab_hash_; }
+  // Whether it was built on `vocab` (the hash of its bytes kept at build()).
+  bool built_on(const Vocab& vocab) const;
+  // A hash of what it holds (the vocabulary's hash, the frequent ids, the lists): a job's record
+  // of which shortlist shaped its output, wherever the file lies.
+  uint64_t fingerprint() const;
   const ShortlistOptions& options() const { return options_; }
 
  private:

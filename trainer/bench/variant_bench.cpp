@@ -1,5 +1,6 @@
 #include "trainer/bench/variant_bench.h"
 
+#include <array>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -8,8 +9,8 @@
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/temp_dir.h"
 #include "trainer/cli/decode_flags.h"
+#include "trainer/cli/decode_input.h"
 #include "trainer/cli/tool_main.h"
-#include "trainer/common/token_ids.h"
 #include "trainer/eval/bleu_chrf.h"
 #include "trainer/runtime/cpu_runtime.h"
 #include "trainer/runtime/device.h"
@@ -25,14 +26,6 @@ std::vector<std::string> words_of(const std::string& line) {
   return words;
 }
 
-// Whether the vocabulary writes `phrase` with pieces of its own (no <unk>).
-bool tokenizes(const data::Vocab& vocab, const std::vector<int32_t>& phrase) {
-  for (const int32_t token : phrase) {
-    if (token == kUnkId || vocab.special(token)) return false;
-  }
-  return !phrase.empty();
-}
-
 // Line `line`'s phrases: two reference words in a row, and from a reference of 8 words or more
 // a third word apart from them, picked by the line's index so that every run picks the same.
 decode::Constraints reference_phrases(const std::string& ref, size_t line,
@@ -44,8 +37,11 @@ decode::Constraints reference_phrases(const std::string& ref, size_t line,
   std::vector<std::string> phrases = {words[at] + " " + words[at + 1]};
   if (words.size() >= 8) phrases.push_back(words[(at + 4) % words.size()]);
   for (const auto& phrase : phrases) {
-    auto tokens = vocab.encode(phrase, data::Side::kTarget);
-    if (tokenizes(vocab, tokens)) out.include.push_back(std::move(tokens));
+    try {
+      out.include.push_back(cli::phrase_tokens(phrase, "reference phrase", vocab));
+    } catch (const std::invalid_argument&) {
+      // A reference word the vocabulary cannot write (with <unk>) is no constraint.
+    }
   }
   return out;
 }
@@ -85,17 +81,15 @@ struct Variant {
   std::shared_ptr<const data::Shortlist> shortlist;  // null: constraints
 };
 
-// One precision and beam's two rows, plain and the variant, their runs alternating so that drift
-// moves both alike; printed, and returned as a JSON row.
-nlohmann::json measure_pair(const DecodeBenchOptions& o, const std::string& precision,
-                            const model::Transformer& model, const data::Vocab& vocab,
-                            const Sentences& sources, const Variant& variant,
-                            const std::vector<std::string>& refs) {
+// `runs` of the plain decoding (0) and the variant (1), alternating so that drift moves both
+// alike: each one's median run, and its translations.
+std::array<Timing, 2> alternating_runs(const DecodeBenchOptions& o, const model::Transformer& model,
+                                       const data::Vocab& vocab, const Sentences& sources,
+                                       const Variant& variant, Sentences (&outputs)[2]) {
   decode::DecodeOptions options[2] = {o.decode, o.decode};
   options[1].shortlist = variant.shortlist;
   const std::vector<decode::Constraints> none;
   std::vector<Timing> runs[2];
-  Sentences outputs[2];
   for (int r = 0; r < o.repeat; ++r) {
     for (int c = 0; c < 2; ++c) {
       runs[c].push_back(timed_once(vocab, [&] {
@@ -108,10 +102,40 @@ nlohmann::json measure_pair(const DecodeBenchOptions& o, const std::string& prec
       }));
     }
   }
+  return {median_run(std::move(runs[0])), median_run(std::move(runs[1]))};
+}
+
+// The same list through CTranslate2's vocabulary map (o.ctranslate2's folder, exported with it),
+// on the same sentences and settings, beside Tandem's shortlisted run `tandem`.
+void compare_with_vmap(const DecodeBenchOptions& o, const std::string& precision,
+                       int64_t max_positions, const data::Vocab& vocab, const Sentences& sources,
+                       const std::vector<std::string>& refs, const Timing& tandem) {
+  Ct2DecodeOptions ct2 = o.ctranslate2;
+  ct2.use_vmap = true;
+  const TempDir work("bench-vmap");
+  const Ct2Run run = run_ctranslate2(ct2, vocab, sources, precision,
+                                     static_cast<int>(o.decode.threads), o.decode, max_positions,
+                                     o.repeat, work.path());
+  Timing timing;
+  timing.wall = run.wall;
+  count_outputs(timing, vocab, run.outputs);
+  std::printf("%s, beam %lld: CTranslate2 with the same list (vmap) %.2f s, BLEU %.2f: Tandem's "
+              "shortlist decodes %.2fx its lines/s\n",
+              precision.c_str(), static_cast<long long>(o.decode.beam_size), run.wall,
+              eval::corpus_bleu(timing.text, refs).score, run.wall / tandem.wall);
+}
+
+// One precision and beam's two rows, plain and the variant: printed, and returned as a JSON row.
+nlohmann::json measure_pair(const DecodeBenchOptions& o, const std::string& precision,
+                            const model::Transformer& model, const data::Vocab& vocab,
+                            const Sentences& sources, const Variant& variant,
+                            const std::vector<std::string>& refs) {
+  Sentences outputs[2];
+  const auto medians = alternating_runs(o, model, vocab, sources, variant, outputs);
   Measured result[2];
   const int64_t beam = o.decode.beam_size;
   for (int c = 0; c < 2; ++c) {
-    result[c].timing = median_run(std::move(runs[c]));
+    result[c].timing = medians[c];
     result[c].bleu = eval::corpus_bleu(result[c].timing.text, refs).score;
     std::tie(result[c].held, result[c].phrases) = phrases_held(outputs[c], variant.constraints);
     print_measured(c == 0 ? "plain" : variant.name.c_str(), precision, beam, result[c]);
@@ -127,20 +151,8 @@ nlohmann::json measure_pair(const DecodeBenchOptions& o, const std::string& prec
   }
   std::printf("\n");
   if (variant.shortlist && !o.ctranslate2.model_dir.empty()) {
-    // The same list through CTranslate2's vocabulary map, on the same sentences and settings.
-    Ct2DecodeOptions ct2 = o.ctranslate2;
-    ct2.use_vmap = true;
-    const TempDir work("bench-vmap");
-    const Ct2Run run = run_ctranslate2(ct2, vocab, sources, precision, static_cast<int>(o.decode.threads),
-                                       o.decode, model->options().max_positions, o.repeat,
-                                       work.path());
-    Timing timing;
-    timing.wall = run.wall;
-    count_outputs(timing, vocab, run.outputs);
-    std::printf("%s, beam %lld: CTranslate2 with the same list (vmap) %.2f s, BLEU %.2f: Tandem's "
-                "shortlist decodes %.2fx its lines/s\n",
-                precision.c_str(), static_cast<long long>(beam), run.wall,
-                eval::corpus_bleu(timing.text, refs).score, run.wall / result[1].timing.wall);
+    compare_with_vmap(o, precision, model->options().max_positions, vocab, sources, refs,
+                      result[1].timing);
   }
   return {{"precision", precision},
           {"beam", beam},
@@ -152,33 +164,43 @@ nlohmann::json measure_pair(const DecodeBenchOptions& o, const std::string& prec
           {"held_plain", result[0].held}};
 }
 
+// The input's sources and the variant: the shortlist file's list, or each line's phrases of its
+// reference (`refs`) when `shortlist` is "".
+Variant read_variant(const std::string& shortlist, const std::vector<std::string>& refs,
+                     const data::Vocab& vocab) {
+  Variant variant;
+  variant.name = shortlist.empty() ? "constrained" : "shortlist";
+  if (!shortlist.empty()) {
+    variant.shortlist = std::make_shared<const data::Shortlist>(data::Shortlist::load(shortlist));
+    return variant;
+  }
+  for (size_t i = 0; i < refs.size(); ++i) {
+    variant.constraints.push_back(reference_phrases(refs[i], i, vocab));
+  }
+  return variant;
+}
+
 }  // namespace
 
 int run_variant_bench(DecodeBenchOptions o, const std::string& shortlist) {
   if (o.ref.empty()) throw std::invalid_argument("the variants are scored against --ref: give it");
   const torch::Device device = runtime::inference_device(o.device_flag);
   runtime::configure_cpu_runtime({1, 0, runtime::Workload::kDecoding});
-  const auto vocab = checkpoint::load_for_inference(o.checkpoint).vocab;
+  auto first = checkpoint::load_for_inference(o.checkpoint);  // the first precision's model
+  const auto& vocab = first.vocab;
   auto lines = cli::read_lines(o.input, "--input");
   auto refs = cli::read_lines(o.ref, "--ref");
   if (o.max_lines > 0 && lines.size() > o.max_lines) lines.resize(o.max_lines);
   if (refs.size() < lines.size()) throw std::invalid_argument("--ref has fewer lines than --input");
   refs.resize(lines.size());
   Sentences sources;
-  Variant variant;
-  variant.name = shortlist.empty() ? "constrained" : "shortlist";
-  if (!shortlist.empty()) {
-    variant.shortlist = std::make_shared<const data::Shortlist>(data::Shortlist::load(shortlist));
-  }
-  for (size_t i = 0; i < lines.size(); ++i) {
-    sources.push_back(vocab.encode(lines[i], data::Side::kSource));
-    if (shortlist.empty()) variant.constraints.push_back(reference_phrases(refs[i], i, vocab));
-  }
+  for (const auto& line : lines) sources.push_back(vocab.encode(line, data::Side::kSource));
+  const Variant variant = read_variant(shortlist, refs, vocab);
   o.decode.threads = o.thread_counts.front();
   if (!o.ctranslate2.model_dir.empty()) {
     if (shortlist.empty()) throw std::invalid_argument("--ctranslate2 compares with --shortlist");
     check_ctranslate2(o.ctranslate2);
-    same_length_limit(o, checkpoint::load_for_inference(o.checkpoint).model->options().max_positions);
+    same_length_limit(o, first.model->options().max_positions);
   }
   std::printf("%zu sentences, %lld thread(s), median of %d run(s)%s\n", lines.size(),
               static_cast<long long>(o.decode.threads), o.repeat,
@@ -188,13 +210,15 @@ int run_variant_bench(DecodeBenchOptions o, const std::string& shortlist) {
   std::printf("%-24s %8s %9s %10s %7s %13s\n", "decoding", "wall s", "lines/s", "tokens/s",
               "BLEU", "phrases held");
   nlohmann::json record{{"sentences", lines.size()}, {"variant", variant.name}, {"rows", {}}};
-  for (const auto& precision : o.precisions) {
-    cli::check_precision_on(precision, device);
-    auto model = checkpoint::load_for_inference(o.checkpoint).model;
-    cli::place_model(model, precision, device);
+  for (size_t p = 0; p < o.precisions.size(); ++p) {
+    cli::check_precision_on(o.precisions[p], device);
+    // Each precision prepares a model of its own (place_model freezes it in place).
+    auto model = p == 0 ? first.model : checkpoint::load_for_inference(o.checkpoint).model;
+    cli::place_model(model, o.precisions[p], device);
     for (const int64_t beam : o.beams) {
       o.decode.beam_size = beam;
-      record["rows"].push_back(measure_pair(o, precision, model, vocab, sources, variant, refs));
+      record["rows"].push_back(
+          measure_pair(o, o.precisions[p], model, vocab, sources, variant, refs));
     }
   }
   std::printf("%s\n", record.dump().c_str());

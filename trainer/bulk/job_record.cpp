@@ -2,33 +2,13 @@
 
 #include <sys/stat.h>
 
-#include <cstdio>
 #include <stdexcept>
 
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/common/fnv_hash.h"
 
 namespace tandem::bulk {
 namespace {
-
-std::string hex(uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
-uint64_t from_hex(const std::string& text, const std::string& source) {
-  size_t used = 0;
-  uint64_t value = 0;
-  try {
-    value = std::stoull(text, &used, 16);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.size() != 16 || used != text.size()) {
-    throw std::invalid_argument(source + ": '" + text + "' is not a 16-digit hex hash");
-  }
-  return value;
-}
 
 std::string describe(const InputIdentity& input) {
   return std::to_string(input.lines) + " lines, " + std::to_string(input.bytes) + " bytes";
@@ -100,7 +80,7 @@ nlohmann::json JobRecord::to_json() const {
     json["inputs"].push_back({{"path", input.path},
                               {"lines", input.lines},
                               {"bytes", input.bytes},
-                              {"hash", hex(input.hash)}});
+                              {"hash", hash_text(input.hash)}});
   }
   json["models"] = nlohmann::json::array();
   for (const auto& model : models) {
@@ -122,7 +102,7 @@ JobRecord JobRecord::from_json(const nlohmann::json& json, const std::string& so
     for (const auto& input : json.at("inputs")) {
       record.inputs.push_back({input.at("path").get<std::string>(),
                                input.at("lines").get<int64_t>(), input.at("bytes").get<uint64_t>(),
-                               from_hex(input.at("hash").get<std::string>(), source)});
+                               hash_from_text(input.at("hash").get<std::string>(), source)});
     }
     for (const auto& model : json.at("models")) {
       record.models.push_back({model.at("path").get<std::string>(), model.at("step").get<int64_t>(),

@@ -1,6 +1,5 @@
 #include "trainer/checkpoint/model_io.h"
 
-#include <cstdio>
 #include <limits>
 #include <stdexcept>
 #include <utility>
@@ -96,9 +95,7 @@ LoraBase read_lora_base(const std::string& path, model::Transformer& model, mode
     const std::string layer = dot == std::string::npos ? "" : name.substr(0, dot);
     model::hold_frozen(*layers[layer], name.substr(dot + 1), value, as);
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-  return {hex, outline.vocab};
+  return {hash_text(hash), outline.vocab};
 }
 
 void load_parameters(model::Transformer& model, const checkpoint::NamedTensors& params,

@@ -26,7 +26,8 @@ void read_phrases(const nlohmann::json& object, const char* key, std::vector<std
   }
 }
 
-// `phrase` as target tokens, or std::invalid_argument naming it as `what` ("constraints[1]").
+}  // namespace
+
 std::vector<int32_t> phrase_tokens(const std::string& phrase, const std::string& what,
                                    const data::Vocab& vocab) {
   auto tokens = vocab.encode(phrase, data::Side::kTarget);
@@ -42,8 +43,6 @@ std::vector<int32_t> phrase_tokens(const std::string& phrase, const std::string&
   }
   return tokens;
 }
-
-}  // namespace
 
 InputLine parse_json_line(const std::string& line) {
   nlohmann::json object;

@@ -24,6 +24,11 @@ struct InputLine {
 // a key other than text, constraints and avoid, a field of the wrong type, no "text").
 InputLine parse_json_line(const std::string& line);
 
+// `phrase` as target tokens; std::invalid_argument naming it as `what` ("constraints[1]") when it
+// has none or a piece the vocabulary lacks (<unk>, or a special).
+std::vector<int32_t> phrase_tokens(const std::string& phrase, const std::string& what,
+                                   const data::Vocab& vocab);
+
 // The line's phrases as target tokens; std::invalid_argument naming the phrase that has no
 // tokens or a piece the vocabulary lacks (decode::Constraints' own checks too).
 decode::Constraints line_constraints(const InputLine& line, const data::Vocab& vocab);

@@ -4,7 +4,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace tandem {
 
@@ -35,6 +38,28 @@ inline uint64_t fnv1a_words(const void* data, size_t size, uint64_t state = kFnv
     state *= kFnvPrime;
   }
   return fnv1a(bytes + 8 * words, size - 8 * words, state);
+}
+
+// A hash as files and records spell it: 16 lowercase hex digits.
+inline std::string hash_text(uint64_t hash) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+// hash_text's inverse; std::invalid_argument naming `source` unless `text` is 16 hex digits.
+inline uint64_t hash_from_text(const std::string& text, const std::string& source) {
+  size_t used = 0;
+  uint64_t value = 0;
+  try {
+    value = std::stoull(text, &used, 16);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.size() != 16 || used != text.size()) {
+    throw std::invalid_argument(source + ": '" + text + "' is not a 16-digit hex hash");
+  }
+  return value;
 }
 
 }  // namespace tandem

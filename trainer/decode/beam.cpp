@@ -126,8 +126,7 @@ torch::Tensor sampled_candidates(const std::vector<torch::Tensor>& logits,
   auto logp = log_probs.accessor<double, 2>();
   for (int64_t i = 0; i < sentences; ++i) {
     cell[i][0][0] = beams.scores[i] + logp[i][tokens[i]];
-    cell[i][1][0] = static_cast<double>(
-        columns.ids.defined() ? columns.cpu_ids[tokens[i]] : tokens[i]);
+    cell[i][1][0] = static_cast<double>(columns.id_of(tokens[i]));
   }
   return out;
 }
@@ -326,6 +325,34 @@ std::vector<int64_t> sentence_limits(const torch::Tensor& src, const DecodeOptio
   return limits;
 }
 
+// beam_search's constraints checked (none, or one per row, each as check_constraints wants, and
+// not with sampling). → whether any row has any.
+bool constrained_rows(const std::vector<Constraints>& constraints, int64_t rows,
+                      const DecodeOptions& options, const Ensemble& ensemble, bool forced) {
+  check_row_count(constraints.size(), "constraint sets", rows);
+  const bool any =
+      check_constraints(constraints, ensemble.vocab_size(), ensemble.max_positions(), forced);
+  if (any && options.sampling.kind != SamplingKind::kNone) {
+    throw std::invalid_argument(
+        "beam_search: constraints need search, not sampling (give no sampling)");
+  }
+  return any;
+}
+
+// Each model's decoder state for the encoded batch `src`, with room for `rows` rows of `steps`
+// positions, its output layer on `columns` when a shortlist gives them.
+std::vector<model::DecoderState> start_states(std::vector<model::Transformer>& models,
+                                              const torch::Tensor& src, int64_t rows,
+                                              int64_t steps, const OutputColumns& columns) {
+  std::vector<model::DecoderState> states;
+  for (auto& model : models) {
+    states.push_back(model->start_decoding(model->encode(src), src));
+    states.back().reserve(rows, steps);
+    if (columns.ids.defined()) model->restrict_output(states.back(), columns.ids);
+  }
+  return states;
+}
+
 }  // namespace
 
 void validate(const DecodeOptions& options, int64_t vocab_size) {
@@ -368,13 +395,7 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
   const std::vector<int64_t> streams = row_streams(stream_ids, src_in.size(0));
   check_row_count(first_tokens.size(), "first tokens", src_in.size(0));
   const bool forced = !first_tokens.empty();
-  check_row_count(constraints.size(), "constraint sets", src_in.size(0));
-  const bool constrained = check_constraints(constraints, ensemble.vocab_size(),
-                                             ensemble.max_positions(), forced);
-  if (constrained && options.sampling.kind != SamplingKind::kNone) {
-    throw std::invalid_argument(
-        "beam_search: constraints need search, not sampling (give no sampling)");
-  }
+  const bool constrained = constrained_rows(constraints, src_in.size(0), options, ensemble, forced);
   torch::NoGradGuard no_grad;
   const int64_t batch = src_in.size(0);
   std::vector<std::vector<Hypothesis>> finished(batch);
@@ -385,15 +406,10 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
   // Encoder output and its cross-attention keys/values: once per sentence, shared by its K beam
   // rows. The self-attention caches are allocated once, for the longest sentence's limit.
   auto models = ensemble.models();
-  std::vector<model::DecoderState> states;
   const auto columns = options.shortlist
                            ? shortlist_columns(*options.shortlist, src, constraints, src.device())
                            : OutputColumns{};
-  for (auto& model : models) {
-    states.push_back(model->start_decoding(model->encode(src), src));
-    states.back().reserve(batch * options.beam_size, longest);
-    if (columns.ids.defined()) model->restrict_output(states.back(), columns.ids);
-  }
+  auto states = start_states(models, src, batch * options.beam_size, longest, columns);
   Beams beams = start_beams(batch);
   if (constrained) beams.standing.assign(batch, ConstraintState{});
   auto tokens = torch::full({batch}, kBosId, src.options());

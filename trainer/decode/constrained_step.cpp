@@ -111,6 +111,7 @@ void row_candidates(const ConstrainedStep& step, const Beams& beams, int64_t row
   const bool all_met = owed_tokens(constraints, standing) == 0;
   const auto& banned = step.banned[row];
   std::vector<int32_t> taken;
+  // Scores are sums of per-step float log-probabilities, added in double in step order.
   auto consider = [&](int32_t token, float logp) {
     if (contains(taken, token) || contains(banned, token)) return;
     taken.push_back(token);
@@ -125,7 +126,6 @@ void row_candidates(const ConstrainedStep& step, const Beams& beams, int64_t row
   auto logp = step.logp.accessor<float, 2>()[row];
   auto token = step.token.accessor<int64_t, 2>()[row];
   for (int64_t i = 0; i < step.logp.size(1); ++i) {
-    // Scores are sums of per-step float log-probabilities, added in double in step order.
     if (logp[i] != -INFINITY) consider(static_cast<int32_t>(token[i]), logp[i]);
   }
   for (const auto& [needed, value] : step.needed[row]) consider(needed, value);

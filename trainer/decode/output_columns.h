@@ -18,6 +18,8 @@ struct OutputColumns {
 
   // Column indices (any shape, on ids' device) → the ids they stand for.
   torch::Tensor to_ids(const torch::Tensor& columns) const;
+  // The id column `column` stands for.
+  int64_t id_of(int64_t column) const { return ids.defined() ? cpu_ids[column] : column; }
   // The column of `id`; -1 when a shortlist leaves it out.
   int64_t column_of(int64_t id) const;
 };

@@ -1,7 +1,5 @@
 #include "trainer/export/ctranslate2.h"
 
-#include "trainer/common/fnv_hash.h"
-
 #include <cfloat>
 #include <fstream>
 #include <map>
@@ -277,8 +275,7 @@ void write_ct2_folder(const checkpoint::InferenceModel& model, Ct2Quantization q
 
 void write_ct2_vmap(const data::Shortlist& shortlist, const data::Vocab& vocab,
                     const std::string& path) {
-  const auto bytes = vocab.bytes();
-  if (shortlist.vocab_hash() != fnv1a(bytes.data(), bytes.size())) {
+  if (!shortlist.built_on(vocab)) {
     throw std::invalid_argument("the shortlist was built on another vocabulary than the model's");
   }
   auto pieces = [&](const std::vector<int32_t>& ids) {

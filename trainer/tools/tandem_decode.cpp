@@ -9,10 +9,10 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/cli/decode_input.h"
-#include "trainer/common/atomic_file.h"
 #include "trainer/common/fnv_hash.h"
 #include "trainer/eval/evaluate.h"
 #include "trainer/jobs/chunked_tool.h"
+#include "trainer/jobs/job_environment.h"
 #include "trainer/cli/decode_flags.h"
 #include "trainer/cli/language_flags.h"
 #include "trainer/cli/tool_main.h"
@@ -140,7 +140,6 @@ struct Args {
   bool nbest = false;    // --nbest was given: INDEX ||| TRANSLATION ||| SCORE lines
   bool json = false;     // --json-input
   std::string shortlist;  // --shortlist
-  std::string shortlist_hash;  // its content's hash (FNV-1a), for the job's record
   std::string input, output;
   tandem::jobs::LaunchFlags launch;
 };
@@ -170,9 +169,11 @@ LineFormat line_format(const Args& args, const tandem::data::Vocab& vocab) {
 
 // With --json-input and --input, every line of the input read before any is translated (a bad
 // one is std::invalid_argument naming the file and its line), so that a job never stops half-way
-// on one.
+// on one: by the launcher or the one process, not by every rank (only rank 0 reads the input,
+// which need not be on the other ranks' machines; under your own mpirun a bad line stops the job
+// at its chunk, naming the line, with no output written).
 void check_json_input(const Args& args, const tandem::data::Vocab& vocab) {
-  if (!args.json || args.input.empty()) return;
+  if (!args.json || args.input.empty() || tandem::jobs::started_as_rank()) return;
   const auto lines = tandem::cli::read_lines(args.input, "--input");
   try {
     tandem::cli::read_input_lines(lines, true, vocab, 1);
@@ -186,18 +187,12 @@ void load_shortlist(Args& args, const tandem::data::Vocab& vocab) {
   if (args.shortlist.empty()) return;
   auto shortlist = std::make_shared<const tandem::data::Shortlist>(
       tandem::data::Shortlist::load(args.shortlist));
-  const auto bytes = vocab.bytes();
-  if (shortlist->vocab_hash() != tandem::fnv1a(bytes.data(), bytes.size())) {
+  if (!shortlist->built_on(vocab)) {
     throw std::invalid_argument("--shortlist " + args.shortlist + " was built on another "
                                 "vocabulary than " + args.models.checkpoints.front() +
                                 "'s (tandem-shortlist on the corpus the model was trained on)");
   }
   args.options.shortlist = std::move(shortlist);
-  const auto content = tandem::read_file(args.shortlist);
-  char hash[17];
-  std::snprintf(hash, sizeof hash, "%016llx",
-                static_cast<unsigned long long>(tandem::fnv1a(content.data(), content.size())));
-  args.shortlist_hash = hash;  // the record keeps the content, wherever the file lies
 }
 
 // What must hold of the options, in every mode, before any model is loaded.
@@ -229,7 +224,7 @@ std::vector<std::pair<std::string, std::string>> recorded_options(const Args& ar
                                  {"--min-len", std::to_string(o.min_len)}});
   if (args.nbest) options.emplace_back("--nbest", std::to_string(o.nbest));
   if (args.json) options.emplace_back("--json-input", "yes");
-  if (!args.shortlist.empty()) options.emplace_back("--shortlist", args.shortlist_hash);
+  if (o.shortlist) options.emplace_back("--shortlist", tandem::hash_text(o.shortlist->fingerprint()));
   if (!args.sampling.empty()) {
     options.insert(options.end(), {{"--sampling", args.sampling},
                                    {"--temperature", recorded_number(o.sampling.temperature)},

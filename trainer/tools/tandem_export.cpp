@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <optional>
 
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/staged_dir.h"
@@ -85,6 +86,47 @@ void check_out(const Args& args) {
   }
 }
 
+// The flags that only one --to takes.
+void check_flags(const Args& args) {
+  if (args.to == "tandem" && !args.shortlist.empty()) {
+    throw std::invalid_argument("--shortlist is for --to ctranslate2 (its vmap.txt); "
+                                "tandem-decode reads the shortlist file itself");
+  }
+  if (args.to == "tandem" && args.quantization != "float32") {
+    throw std::invalid_argument("--quantization '" + args.quantization +
+                                "' is for --to ctranslate2; a Tandem checkpoint is float32");
+  }
+}
+
+int export_tandem(const Args& args) {
+  const auto model = tandem::checkpoint::load_for_inference(args.checkpoint, args.weights);
+  tandem::checkpoint::save(args.out, tandem::exporter::plain_checkpoint(model));
+  std::printf("exported %s (step %lld, %s weights) to %s as a Tandem checkpoint\n",
+              args.checkpoint.c_str(), static_cast<long long>(model.step),
+              model.averaged ? "averaged" : "raw", args.out.c_str());
+  return 0;
+}
+
+// The folder, staged and published whole; the shortlist (when given) read before anything is
+// written, so that a bad one leaves nothing.
+int export_ctranslate2(const Args& args) {
+  std::optional<tandem::data::Shortlist> shortlist;
+  if (!args.shortlist.empty()) shortlist = tandem::data::Shortlist::load(args.shortlist);
+  tandem::StagedDir out(args.out, args.force);
+  const auto model = tandem::checkpoint::load_for_inference(args.checkpoint, args.weights);
+  if (shortlist) {
+    tandem::exporter::write_ct2_vmap(*shortlist, model.vocab, out.path() + "/vmap.txt");
+  }
+  const auto quantization = tandem::exporter::ct2_quantization(args.quantization);
+  tandem::exporter::write_ct2_folder(model, quantization,
+                                     {args.checkpoint, model.step, model.averaged}, out.path());
+  out.commit();
+  std::printf("exported %s (step %lld, %s weights) to %s as a CTranslate2 model (%s)\n",
+              args.checkpoint.c_str(), static_cast<long long>(model.step),
+              model.averaged ? "averaged" : "raw", args.out.c_str(), args.quantization.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,36 +157,8 @@ int main(int argc, char** argv) {
   if (const auto done = tandem::cli::parse_command_line(app, "tandem-export", argc, argv))
     return *done;
   return tandem::cli::run_tool("tandem-export", [&] {
-    if (args.to == "tandem" && !args.shortlist.empty()) {
-      throw std::invalid_argument("--shortlist is for --to ctranslate2 (its vmap.txt); "
-                                  "tandem-decode reads the shortlist file itself");
-    }
-    if (args.to == "tandem" && args.quantization != "float32") {
-      throw std::invalid_argument("--quantization '" + args.quantization +
-                                  "' is for --to ctranslate2; a Tandem checkpoint is float32");
-    }
+    check_flags(args);
     check_out(args);
-    if (args.to == "tandem") {
-      const auto model = tandem::checkpoint::load_for_inference(args.checkpoint, args.weights);
-      tandem::checkpoint::save(args.out, tandem::exporter::plain_checkpoint(model));
-      std::printf("exported %s (step %lld, %s weights) to %s as a Tandem checkpoint\n",
-                  args.checkpoint.c_str(), static_cast<long long>(model.step),
-                  model.averaged ? "averaged" : "raw", args.out.c_str());
-      return 0;
-    }
-    tandem::StagedDir out(args.out, args.force);
-    const auto model = tandem::checkpoint::load_for_inference(args.checkpoint, args.weights);
-    const auto quantization = tandem::exporter::ct2_quantization(args.quantization);
-    tandem::exporter::write_ct2_folder(model, quantization,
-                                       {args.checkpoint, model.step, model.averaged}, out.path());
-    if (!args.shortlist.empty()) {
-      tandem::exporter::write_ct2_vmap(tandem::data::Shortlist::load(args.shortlist), model.vocab,
-                                       out.path() + "/vmap.txt");
-    }
-    out.commit();
-    std::printf("exported %s (step %lld, %s weights) to %s as a CTranslate2 model (%s)\n",
-                args.checkpoint.c_str(), static_cast<long long>(model.step),
-                model.averaged ? "averaged" : "raw", args.out.c_str(), args.quantization.c_str());
-    return 0;
+    return args.to == "tandem" ? export_tandem(args) : export_ctranslate2(args);
   });
 }
