@@ -1,8 +1,8 @@
 // The fused kernels against independent computations: attention (forward and gradients) against a
 // per-sentence, per-head, per-query loop over plain tensor ops in double precision with autograd,
 // with padding, causal masks and a sentence without keys; decoding's step_attention (both of its
-// paths) against the same loop, with the cache-row table gathered by hand; dropout_add's values,
-// mask rate, seeding and gradient.
+// paths) against the same loop, with the cache-row table gathered by hand; row_attention's bits
+// alone and in a padded batch; dropout_add's values, mask rate, seeding and gradient.
 #include "trainer/kernels/fused/ops.h"
 
 #include <gtest/gtest.h>
@@ -215,6 +215,41 @@ TEST(StepAttention, EachRowReadsItsPositionsFromTheCacheRowsItsTableNames) {
           << "d " << d << ", heads " << heads << ", " << dtype;
     }
   }
+}
+
+// row_attention (int8 inference's attention): every real query of a padded sentence gets, bit
+// for bit, what it gets alone, in the self-attention form (views of one q | k | v product) and the
+// cross form, at the presets' 64-column heads and widths past BLAS's blocks; and the reference's
+// values, padding queries included.
+TEST(RowAttention, APaddedSentenceGetsItsBitsAloneAndTheReferenceValues) {
+  torch::manual_seed(7);
+  torch::NoGradGuard no_grad;
+  const int64_t heads = 4, d = 256, width = 41;
+  const std::vector<int64_t> lengths = {41, 5, 17, 30, 1, 33};
+  const auto batch = static_cast<int64_t>(lengths.size());
+  const auto pad = padding(lengths, width);
+  const auto qkv = torch::randn({batch, width, 3 * d});
+  const auto q = torch::randn({batch, 7, d}), kv = torch::randn({batch, width, 2 * d});
+  const auto self = row_attention(qkv.narrow(2, 0, d), qkv.narrow(2, d, 2 * d), pad, heads);
+  const auto cross = row_attention(q, kv, pad, heads);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t len = lengths[b];
+    const auto alone = qkv.narrow(0, b, 1).narrow(1, 0, len).contiguous();
+    const auto self_alone =
+        row_attention(alone.narrow(2, 0, d), alone.narrow(2, d, 2 * d), torch::Tensor(), heads);
+    EXPECT_TRUE(torch::equal(self[b].narrow(0, 0, len), self_alone[0])) << "self, sentence " << b;
+    const auto cross_alone = row_attention(q.narrow(0, b, 1),
+                                           kv.narrow(0, b, 1).narrow(1, 0, len).contiguous(),
+                                           torch::Tensor(), heads);
+    EXPECT_TRUE(torch::equal(cross[b], cross_alone[0])) << "cross, sentence " << b;
+  }
+  const auto qkvd = qkv.to(torch::kDouble), kvd = kv.to(torch::kDouble);
+  const auto self_expected = reference_attention(
+      qkvd.narrow(2, 0, d), qkvd.narrow(2, d, d), qkvd.narrow(2, 2 * d, d), pad, false, heads);
+  EXPECT_LT(max_diff(self.to(torch::kDouble), self_expected), 2e-6);
+  const auto cross_expected = reference_attention(q.to(torch::kDouble), kvd.narrow(2, 0, d),
+                                                  kvd.narrow(2, d, d), pad, false, heads);
+  EXPECT_LT(max_diff(cross.to(torch::kDouble), cross_expected), 2e-6);
 }
 
 TEST(DropoutAdd, KeepsOrDropsEachElementAtRateAndGradientFollowsTheMask) {

@@ -110,6 +110,7 @@ void MultiheadAttentionImpl::freeze(kernels::InferencePrecision precision) {
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                                               const torch::Tensor& key_value,
                                               const kernels::AttentionMask& given) {
+  if (per_sentence_ && !given.causal) return project_out(row_attention(query, key_value, given));
   kernels::AttentionMask mask = given;
   mask.per_sentence = mask.per_sentence || per_sentence_;
   const auto context =
@@ -117,6 +118,19 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
           ? kernels::fused_attention(project_qkv(query), torch::Tensor(), options_.heads, mask)
           : kernels::fused_attention(project_q(query), project_kv(key_value), options_.heads, mask);
   return project_out(context);
+}
+
+torch::Tensor MultiheadAttentionImpl::row_attention(const torch::Tensor& query,
+                                                    const torch::Tensor& key_value,
+                                                    const kernels::AttentionMask& mask) {
+  const int64_t d = options_.d_model;
+  if (query.is_same(key_value)) {
+    const auto qkv = project_qkv(query);  // [batch, len, 3 d]
+    return kernels::row_attention(qkv.narrow(2, 0, d), qkv.narrow(2, d, 2 * d), mask.key_pad,
+                                  options_.heads);
+  }
+  return kernels::row_attention(project_q(query), project_kv(key_value), mask.key_pad,
+                                options_.heads);
 }
 
 torch::Tensor MultiheadAttentionImpl::step_self(const torch::Tensor& x, const torch::Tensor& cache,

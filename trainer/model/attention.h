@@ -48,9 +48,10 @@ class MultiheadAttentionImpl : public torch::nn::Module {
 
   // From now on the projections run on frozen copies of the weights as they are now (FrozenLinear:
   // packed fp32 or int8): for decoding, no gradients. The parameters themselves stay as they are.
-  // In int8 forward() also attends per sentence (AttentionMask::per_sentence), so that a
-  // sentence's int8 translation is the same bytes whatever it is batched with: the last bit that
-  // padding changes in a float sum can move an int8 input across a rounding step.
+  // In int8 forward() also attends row by row (kernels::row_attention; causal attention per
+  // sentence, AttentionMask::per_sentence), so that a sentence's int8 translation is the same
+  // bytes whatever it is batched with: the last bit that padding changes in a float sum can move
+  // an int8 input across a rounding step.
   void freeze(kernels::InferencePrecision precision);
 
   // LoRA: an adapter beside projection `name` (one of projections()), from now on.
@@ -65,6 +66,10 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   torch::Tensor project_qkv(const torch::Tensor& x);
   torch::Tensor project_q(const torch::Tensor& x);
   torch::Tensor project_out(const torch::Tensor& context);
+  // forward()'s attention (before project_out) with kernels::row_attention: each query row's
+  // bits its own, whatever the batch (int8, non-causal).
+  torch::Tensor row_attention(const torch::Tensor& query, const torch::Tensor& key_value,
+                              const kernels::AttentionMask& mask);
 
   // The frozen projections, q | k | v and k | v fused as in training.
   struct FrozenProjections {
@@ -78,7 +83,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   MultiheadAttentionOptions options_;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, out_proj_{nullptr};
   std::shared_ptr<const FrozenProjections> frozen_;  // null: the parameters
-  bool per_sentence_ = false;  // frozen in int8: AttentionMask::per_sentence in forward()
+  bool per_sentence_ = false;  // frozen in int8: forward() batch-invariant (row_attention)
   std::unique_ptr<Bf16Projections> bf16_;
   std::array<std::optional<Adapter>, 4> lora_;  // q, k, v, out; none: no adapter
 };

@@ -264,4 +264,16 @@ torch::Tensor step_attention(const torch::Tensor& q, const torch::Tensor& kv, in
   return out;
 }
 
+torch::Tensor row_attention(const torch::Tensor& q, const torch::Tensor& kv,
+                            const torch::Tensor& pad, int64_t heads) {
+  const int64_t batch = q.size(0), q_len = q.size(1), d = q.size(2);
+  const auto rows = q.flatten(0, 1);  // a view: a batch's rows are evenly spaced
+  if (!loop_applies(rows, kv, heads)) {
+    AttentionMask mask{pad, false};
+    mask.per_sentence = true;
+    return fused_attention(q, kv, heads, mask);
+  }
+  return step_attention(rows, kv, kv.size(1), q_len, pad, heads).view({batch, q_len, d});
+}
+
 }  // namespace tandem::kernels

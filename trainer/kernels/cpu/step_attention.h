@@ -28,4 +28,14 @@ torch::Tensor step_attention(const torch::Tensor& q, const torch::Tensor& kv, in
                              int64_t width, const torch::Tensor& pad, int64_t heads,
                              const torch::Tensor& cache_rows = {});
 
+// Attention of every query to its sentence's keys, forward only, each query row on its own: its
+// bits are those it gets alone, whatever its batch holds and however far the batch pads it (int8
+// inference's batch invariance; AttentionMask::per_sentence is the same for the other path).
+// q [batch, q_len, d] (rows any stride apart: the q of a q | k | v product), kv [batch, k_len,
+// 2 d] (k | v per position, positions any stride apart), pad [batch, k_len] bool or undefined.
+// → [batch, q_len, d]. On the CPUs step_attention's loop serves, each sentence's queries its
+// width; elsewhere fused_attention per sentence.
+torch::Tensor row_attention(const torch::Tensor& q, const torch::Tensor& kv,
+                            const torch::Tensor& pad, int64_t heads);
+
 }  // namespace tandem::kernels
