@@ -92,7 +92,6 @@ std::vector<int32_t> most_frequent(const std::vector<SentencePair>& pairs, int64
   return out;
 }
 
-
 }  // namespace
 
 Shortlist Shortlist::build(const std::vector<SentencePair>& pairs, int64_t vocab_size,

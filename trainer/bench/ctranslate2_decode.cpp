@@ -82,14 +82,14 @@ Ct2Run run_ctranslate2(const Ct2DecodeOptions& options, const data::Vocab& vocab
   const std::string input = work_dir + "/ct2-input.pieces", output = work_dir + "/ct2-output.pieces";
   const std::string log = work_dir + "/ct2.out";
   write_pieces(input, vocab, sources);
-  std::vector<std::string> command = {options.python, options.script, options.model_dir, input,
-                                      output, "--pieces",
-       "--beam", std::to_string(decode.beam_size), "--lenpen", std::to_string(decode.length_penalty),
-       "--min-len", std::to_string(decode.min_len), "--max-len", std::to_string(decode.max_len_b),
-       "--max-input-len", std::to_string(max_positions),
-       "--compute-type", precision == "int8" ? "int8" : "float32", "--threads",
-       std::to_string(threads), "--batch-tokens", std::to_string(decode.batch_tokens),
-       "--repeat", std::to_string(repeat)};
+  std::vector<std::string> command = {
+      options.python, options.script, options.model_dir, input, output, "--pieces",
+      "--beam", std::to_string(decode.beam_size), "--lenpen", std::to_string(decode.length_penalty),
+      "--min-len", std::to_string(decode.min_len), "--max-len", std::to_string(decode.max_len_b),
+      "--max-input-len", std::to_string(max_positions),
+      "--compute-type", precision == "int8" ? "int8" : "float32",
+      "--threads", std::to_string(threads), "--batch-tokens", std::to_string(decode.batch_tokens),
+      "--repeat", std::to_string(repeat)};
   if (options.use_vmap) command.push_back("--use-vmap");
   const int code = jobs::run_process(command, log);
   const nlohmann::json record = last_record(log);

@@ -4,10 +4,9 @@
 #pragma once
 
 #include <string>
-
-#include "data/shortlist.h"
 #include <vector>
 
+#include "data/shortlist.h"
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/export/ct2_model_file.h"
 

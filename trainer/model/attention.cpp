@@ -104,15 +104,15 @@ void MultiheadAttentionImpl::freeze(kernels::InferencePrecision precision) {
       kernels::FrozenLinear(torch::cat({k_proj_->weight, v_proj_->weight}),
                             torch::cat({k_proj_->bias, v_proj_->bias}), precision),
       kernels::FrozenLinear(out_proj_->weight, out_proj_->bias, precision)});
-  per_sentence_ = precision == kernels::InferencePrecision::kInt8;
+  batch_invariant_ = precision == kernels::InferencePrecision::kInt8;
 }
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                                               const torch::Tensor& key_value,
                                               const kernels::AttentionMask& given) {
-  if (per_sentence_ && !given.causal) return project_out(row_attention(query, key_value, given));
+  if (batch_invariant_ && !given.causal) return project_out(row_attention(query, key_value, given));
   kernels::AttentionMask mask = given;
-  mask.per_sentence = mask.per_sentence || per_sentence_;
+  mask.per_sentence = mask.per_sentence || batch_invariant_;
   const auto context =
       query.is_same(key_value)
           ? kernels::fused_attention(project_qkv(query), torch::Tensor(), options_.heads, mask)

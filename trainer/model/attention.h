@@ -83,7 +83,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   MultiheadAttentionOptions options_;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, out_proj_{nullptr};
   std::shared_ptr<const FrozenProjections> frozen_;  // null: the parameters
-  bool per_sentence_ = false;  // frozen in int8: forward() batch-invariant (row_attention)
+  bool batch_invariant_ = false;  // frozen in int8: forward() batch-invariant (row_attention)
   std::unique_ptr<Bf16Projections> bf16_;
   std::array<std::optional<Adapter>, 4> lora_;  // q, k, v, out; none: no adapter
 };
