@@ -64,8 +64,9 @@ INSTANTIATE_TEST_SUITE_P(FrozenLinear, Int8Path,
 
 TEST_P(Fp32Path, IsTheInOrderProductForEveryShape) {
   torch::manual_seed(41);
-  // Rows: one, a tile's 6 and either side, past one block of rows (384 at in = 256, 84 at 1030).
-  // Columns: under, at and past a 16- and a 32-column panel. Depth: tiny, odd, the model's.
+  // Rows: one, a tile's 6 and either side, past one block of rows (120 at in = 1030). Columns:
+  // under, at and past a 16- and a 32-column panel. Depth: tiny, odd, the model's, and 1030: five
+  // passes of 256 inputs, the last 6, each continuing the sums the one before left in y.
   for (const int64_t in : {1, 3, 64, 256, 1030}) {
     for (const int64_t out : {1, 15, 16, 17, 33, 40}) {
       for (const int64_t rows : {1, 5, 6, 7, 13, 100, 197, 400}) {
@@ -126,8 +127,9 @@ torch::Tensor int8_by_hand(const torch::Tensor& x, const torch::Tensor& weight,
 
 TEST_P(Int8Path, IsTheQuantizedProductForEveryShape) {
   torch::manual_seed(43);
-  // Rows past a tile of 4 or 6 and past a block (384 at in = 256, 84 at 1030); columns under, at
-  // and past a 16- and a 32-column panel; depth not a multiple of 4 or 32.
+  // Rows past a tile of 4 or 6, in panels of up to 2 tiles (their fetches spread) and more, and
+  // past a block (120 at in = 1030); columns under, at and past a 16- and a 32-column panel; depth
+  // not a multiple of 4 or 32.
   for (const int64_t in : {1, 3, 64, 256, 1030}) {
     for (const int64_t out : {1, 15, 17, 31, 32, 33, 70}) {
       for (const int64_t rows : {1, 3, 5, 7, 13, 100, 400}) {

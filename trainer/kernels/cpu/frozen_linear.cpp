@@ -10,11 +10,12 @@
 namespace tandem::kernels {
 namespace {
 
-// Rows whose inputs are reused across all panels before the next rows are read: 96 K inputs'
-// worth (384 KB of floats), which stay in L2 (1-2 MB per core on current x86) while the panels
+// Rows whose inputs are reused across all panels before the next rows are read: 128 K inputs'
+// worth (512 KB of floats), which stay in L2 (1-2 MB per core on current x86) while the panels
 // stream through. Each block is one pass over the weights, from L3 or memory: at 24 K a beam-4
-// step of 240 rows streamed each weight three times, and the products ran ~5 % slower.
-constexpr int64_t kBlockInputs = 98304;
+// step of 240 rows streamed each weight three times, and the products ran ~5 % slower; at 96 K a
+// greedy step's 60 rows of a feed-forward output (2,048 inputs) took two blocks, 48 rows and 12.
+constexpr int64_t kBlockInputs = 131072;
 
 // Row blocks of `block` rows (their inputs reused from L2 across all panels), and within each,
 // the panels split among the intra-op threads: each(r, n, p, next) for rows [r, r + n) of panel
