@@ -27,6 +27,7 @@ struct Int32x8 {
   static constexpr int64_t kWidth = 8;
   static V zero() { return _mm256_setzero_si256(); }
   static V load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+  static void store(void* p, V v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
   static V sub(V a, V b) { return _mm256_sub_epi32(a, b); }
   static __m256 to_float(V v) { return _mm256_cvtepi32_ps(v); }
 };

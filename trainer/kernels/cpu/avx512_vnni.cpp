@@ -18,6 +18,7 @@ struct OffsetInt8x64 {
   static constexpr int64_t kWidth = 16;
   static V zero() { return _mm512_setzero_si512(); }
   static V load(const void* p) { return _mm512_loadu_si512(p); }
+  static void store(void* p, V v) { _mm512_storeu_si512(p, v); }
   static V sub(V a, V b) { return _mm512_sub_epi32(a, b); }
   static __m512 to_float(V v) { return _mm512_maskz_cvtepi32_ps(kAll, v); }
   static void dot(const uint8_t* x, V w0, V w1, V& c0, V& c1) {

@@ -187,8 +187,8 @@ void fp32_product(const PanelJob& job) {
   }
 }
 
-// int8. I: the integer vector (V, kWidth 32-bit lanes, zero, load, sub, to_float, dot) with its
-// float vector I::F. A panel is 2 x kWidth columns, each quad of a column's weights 4 bytes.
+// int8. I: the integer vector (V, kWidth 32-bit lanes, zero, load, store, sub, to_float, dot) with
+// its float vector I::F. A panel is 2 x kWidth columns, each quad of a column's weights 4 bytes.
 
 // Row r's sums c0 | c1 → (c - offset sums) · w scales · x scale + bias, into out.
 template <class I>
@@ -206,34 +206,90 @@ inline void int8_row_out(typename I::V c0, typename I::V c1, float x_scale, cons
   store_row<F>(out, v[0], v[1], job.cols);
 }
 
+// Row sums c0 | c1 kept in `out` between passes (raw 32-bit lanes in the float row's place), of
+// which `cols` columns are real; and back.
+template <class I>
+inline void store_sums(float* out, typename I::V c0, typename I::V c1, int64_t cols) {
+  if (cols == 2 * I::kWidth) {
+    I::store(out, c0);
+    I::store(out + I::kWidth, c1);
+  } else {
+    alignas(64) int32_t full[2 * I::kWidth];
+    I::store(full, c0);
+    I::store(full + I::kWidth, c1);
+    std::memcpy(out, full, cols * sizeof(int32_t));
+  }
+}
+template <class I>
+inline void load_sums(const float* in, typename I::V& c0, typename I::V& c1, int64_t cols) {
+  if (cols == 2 * I::kWidth) {
+    c0 = I::load(in);
+    c1 = I::load(in + I::kWidth);
+  } else {
+    alignas(64) int32_t full[2 * I::kWidth] = {};
+    std::memcpy(full, in, cols * sizeof(int32_t));
+    c0 = I::load(full);
+    c1 = I::load(full + I::kWidth);
+  }
+}
+
+// The quads of a panel's int8 tiles per pass (1,024 inputs): as fp32's kPassInputs, a pass's share
+// of a 32-column panel (32 KB) stays in L1; the integer sums are exact in any order.
+constexpr int64_t kPassQuads = 256;
+
+// Rows x[0..R) (stride job.ldx) times quads [q0, q0 + depth) of the panel into y[0..R): the sums
+// start from zero on the first pass, else from what the last pass left in y, and the last pass
+// writes the outputs.
 template <class I, int R, class Fetch>
-inline void int8_tile(const uint8_t* x, const float* xs, const PanelJob& job, float* y,
-                      Fetch fetch) {
+inline void int8_tile(const uint8_t* x, const float* xs, const PanelJob& job, int64_t q0,
+                      int64_t depth, float* y, Fetch fetch) {
   static_assert(R >= 1 && R <= kMaxTileRows, "rows per tile");
   constexpr int64_t kQuadBytes = 4 * 2 * I::kWidth;
-  const int64_t ldx = job.ldx;
-  const auto* p = static_cast<const int8_t*>(job.panel);
+  const int64_t ldx = job.ldx, ldy = job.ldy;
+  const auto* p = static_cast<const int8_t*>(job.panel) + q0 * kQuadBytes;
+  x += 4 * q0;
   typename I::V a[R][2];
 #pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = I::zero();
-  for (int64_t q = 0; q < job.depth; ++q) {
-    fetch.step(job.depth);
+  for (int r = 0; r < R; ++r) {
+    if (q0 == 0) {
+      a[r][0] = a[r][1] = I::zero();
+    } else {
+      load_sums<I>(y + r * ldy, a[r][0], a[r][1], job.cols);
+    }
+  }
+  for (int64_t q = 0; q < depth; ++q) {
+    fetch.step(depth);
     const auto w0 = I::load(p + q * kQuadBytes), w1 = I::load(p + q * kQuadBytes + 4 * I::kWidth);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) I::dot(x + r * ldx + 4 * q, w0, w1, a[r][0], a[r][1]);
   }
+  const bool last = q0 + depth == job.depth;
 #pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) int8_row_out<I>(a[r][0], a[r][1], xs[r], job, y + r * job.ldy);
+  for (int r = 0; r < R; ++r) {
+    if (last) {
+      int8_row_out<I>(a[r][0], a[r][1], xs[r], job, y + r * ldy);
+    } else {
+      store_sums<I>(y + r * ldy, a[r][0], a[r][1], job.cols);
+    }
+  }
 }
 
+// One panel in passes of kPassQuads quads, the next panel's lines fetched ahead a share per pass.
 template <class I, int Rows>
 void int8_product(const PanelJob& job) {
   const auto* x = static_cast<const uint8_t*>(job.x);
-  panel_rows<Rows, Spreading::kFewTiles>(
-      job.rows, job.next, job.next_lines, [&](int64_t r, auto R, auto fetch) {
-        int8_tile<I, decltype(R)::value>(x + r * job.ldx, job.x_scales + r, job,
-                                         job.y + r * job.ldy, fetch);
-      });
+  const int64_t passes = (job.depth + kPassQuads - 1) / kPassQuads;
+  for (int64_t pass = 0; pass < passes; ++pass) {
+    const int64_t q0 = pass * kPassQuads, depth = std::min(kPassQuads, job.depth - q0);
+    const int64_t first = job.next_lines * pass / passes;
+    const int64_t lines = job.next_lines * (pass + 1) / passes - first;
+    panel_rows<Rows, Spreading::kFewTiles>(job.rows, job.next ? job.next + first * 64 : nullptr,
+                                           lines, [&](int64_t r, auto R, auto fetch) {
+                                             int8_tile<I, decltype(R)::value>(
+                                                 x + r * job.ldx, job.x_scales + r, job, q0, depth,
+                                                 job.y + r * job.ldy, fetch);
+                                           });
+  }
 }
 
 // A 4-byte group of inputs as one 32-bit lane, to broadcast.
