@@ -83,17 +83,32 @@ inline void panel_rows(int64_t rows, const char* next, int64_t lines, const Run&
   }
 }
 
-// Row r's results v0 | v1 (2 x F::kWidth floats) into out, of which `cols` columns are real.
-template <class F>
-inline void store_row(float* out, typename F::V v0, typename F::V v1, int64_t cols) {
-  if (cols == 2 * F::kWidth) {
-    F::store(out, v0);
-    F::store(out + F::kWidth, v1);
+// Row results v0 | v1 (2 x T::kWidth lanes of T, a float vector F or an int8 tile's integer one
+// I) into a row of floats, of which `cols` columns are real; an integer tile keeps its 32-bit
+// sums there between passes. And back (load_row).
+template <class T>
+inline void store_row(float* out, typename T::V v0, typename T::V v1, int64_t cols) {
+  if (cols == 2 * T::kWidth) {
+    T::store(out, v0);
+    T::store(out + T::kWidth, v1);
   } else {
-    alignas(64) float full[2 * F::kWidth];
-    F::store(full, v0);
-    F::store(full + F::kWidth, v1);
+    alignas(64) float full[2 * T::kWidth];
+    T::store(full, v0);
+    T::store(full + T::kWidth, v1);
     std::memcpy(out, full, cols * sizeof(float));
+  }
+}
+
+template <class T>
+inline void load_row(const float* in, typename T::V& v0, typename T::V& v1, int64_t cols) {
+  if (cols == 2 * T::kWidth) {
+    v0 = T::load(in);
+    v1 = T::load(in + T::kWidth);
+  } else {
+    alignas(64) float full[2 * T::kWidth] = {};
+    std::memcpy(full, in, cols * sizeof(float));
+    v0 = T::load(full);
+    v1 = T::load(full + T::kWidth);
   }
 }
 
@@ -105,20 +120,6 @@ inline void fma_row(const float* x, typename F::V w0, typename F::V w1, typename
   const auto v = F::broadcast(x);
   a0 = F::fmadd(v, w0, a0);
   a1 = F::fmadd(v, w1, a1);
-}
-
-// Row results v0 | v1 back from `in`, of which `cols` columns are real (store_row's inverse).
-template <class F>
-inline void load_row(const float* in, typename F::V& v0, typename F::V& v1, int64_t cols) {
-  if (cols == 2 * F::kWidth) {
-    v0 = F::load(in);
-    v1 = F::load(in + F::kWidth);
-  } else {
-    alignas(64) float full[2 * F::kWidth] = {};
-    std::memcpy(full, in, cols * sizeof(float));
-    v0 = F::load(full);
-    v1 = F::load(full + F::kWidth);
-  }
 }
 
 // The inputs of a panel's tiles per pass: its first pass sums inputs [0, 256) of every row, the
@@ -166,25 +167,30 @@ inline void fp32_tile(const float* x, int64_t ldx, const float* p, int64_t depth
   if (R > 5) store_row<F>(y + 5 * ldy, a50, a51, cols);
 }
 
-// One panel in passes of kPassInputs inputs, the next panel's lines fetched ahead a share per pass.
+// A panel's job.depth in passes of `step`: pass(from, depth, next, lines) for each, the next
+// panel's lines (next, lines: its share of them) fetched ahead a share per pass.
+template <typename Pass>
+inline void panel_passes(const PanelJob& job, int64_t step, const Pass& pass) {
+  const int64_t passes = (job.depth + step - 1) / step;
+  for (int64_t i = 0; i < passes; ++i) {
+    const int64_t from = i * step, first = job.next_lines * i / passes;
+    pass(from, std::min(step, job.depth - from), job.next ? job.next + first * 64 : nullptr,
+         job.next_lines * (i + 1) / passes - first);
+  }
+}
+
 template <class F, int Rows>
 void fp32_product(const PanelJob& job) {
   constexpr int64_t kPanel = 2 * F::kWidth;
   const auto* x = static_cast<const float*>(job.x);
   const auto* p = static_cast<const float*>(job.panel);
-  const int64_t passes = (job.depth + kPassInputs - 1) / kPassInputs;
-  for (int64_t pass = 0; pass < passes; ++pass) {
-    const int64_t k0 = pass * kPassInputs, depth = std::min(kPassInputs, job.depth - k0);
-    const int64_t first = job.next_lines * pass / passes;
-    const int64_t lines = job.next_lines * (pass + 1) / passes - first;
-    panel_rows<Rows, Spreading::kAlways>(job.rows, job.next ? job.next + first * 64 : nullptr,
-                                         lines, [&](int64_t r, auto R, auto fetch) {
-                                           fp32_tile<F, decltype(R)::value>(
-                                               x + r * job.ldx + k0, job.ldx, p + k0 * kPanel,
-                                               depth, pass == 0 ? job.bias : nullptr,
-                                               job.y + r * job.ldy, job.ldy, job.cols, fetch);
-                                         });
-  }
+  panel_passes(job, kPassInputs, [&](int64_t k0, int64_t depth, const char* next, int64_t lines) {
+    panel_rows<Rows, Spreading::kAlways>(job.rows, next, lines, [&](int64_t r, auto R, auto fetch) {
+      fp32_tile<F, decltype(R)::value>(x + r * job.ldx + k0, job.ldx, p + k0 * kPanel, depth,
+                                       k0 == 0 ? job.bias : nullptr, job.y + r * job.ldy, job.ldy,
+                                       job.cols, fetch);
+    });
+  });
 }
 
 // int8. I: the integer vector (V, kWidth 32-bit lanes, zero, load, store, sub, to_float, dot) with
@@ -204,33 +210,6 @@ inline void int8_row_out(typename I::V c0, typename I::V c1, float x_scale, cons
                     F::load(job.bias + I::kWidth * h));
   }
   store_row<F>(out, v[0], v[1], job.cols);
-}
-
-// Row sums c0 | c1 kept in `out` between passes (raw 32-bit lanes in the float row's place), of
-// which `cols` columns are real; and back.
-template <class I>
-inline void store_sums(float* out, typename I::V c0, typename I::V c1, int64_t cols) {
-  if (cols == 2 * I::kWidth) {
-    I::store(out, c0);
-    I::store(out + I::kWidth, c1);
-  } else {
-    alignas(64) int32_t full[2 * I::kWidth];
-    I::store(full, c0);
-    I::store(full + I::kWidth, c1);
-    std::memcpy(out, full, cols * sizeof(int32_t));
-  }
-}
-template <class I>
-inline void load_sums(const float* in, typename I::V& c0, typename I::V& c1, int64_t cols) {
-  if (cols == 2 * I::kWidth) {
-    c0 = I::load(in);
-    c1 = I::load(in + I::kWidth);
-  } else {
-    alignas(64) int32_t full[2 * I::kWidth] = {};
-    std::memcpy(full, in, cols * sizeof(int32_t));
-    c0 = I::load(full);
-    c1 = I::load(full + I::kWidth);
-  }
 }
 
 // The quads of a panel's int8 tiles per pass (1,024 inputs): as fp32's kPassInputs, a pass's share
@@ -254,7 +233,7 @@ inline void int8_tile(const uint8_t* x, const float* xs, const PanelJob& job, in
     if (q0 == 0) {
       a[r][0] = a[r][1] = I::zero();
     } else {
-      load_sums<I>(y + r * ldy, a[r][0], a[r][1], job.cols);
+      load_row<I>(y + r * ldy, a[r][0], a[r][1], job.cols);
     }
   }
   for (int64_t q = 0; q < depth; ++q) {
@@ -269,27 +248,21 @@ inline void int8_tile(const uint8_t* x, const float* xs, const PanelJob& job, in
     if (last) {
       int8_row_out<I>(a[r][0], a[r][1], xs[r], job, y + r * ldy);
     } else {
-      store_sums<I>(y + r * ldy, a[r][0], a[r][1], job.cols);
+      store_row<I>(y + r * ldy, a[r][0], a[r][1], job.cols);
     }
   }
 }
 
-// One panel in passes of kPassQuads quads, the next panel's lines fetched ahead a share per pass.
 template <class I, int Rows>
 void int8_product(const PanelJob& job) {
   const auto* x = static_cast<const uint8_t*>(job.x);
-  const int64_t passes = (job.depth + kPassQuads - 1) / kPassQuads;
-  for (int64_t pass = 0; pass < passes; ++pass) {
-    const int64_t q0 = pass * kPassQuads, depth = std::min(kPassQuads, job.depth - q0);
-    const int64_t first = job.next_lines * pass / passes;
-    const int64_t lines = job.next_lines * (pass + 1) / passes - first;
-    panel_rows<Rows, Spreading::kFewTiles>(job.rows, job.next ? job.next + first * 64 : nullptr,
-                                           lines, [&](int64_t r, auto R, auto fetch) {
-                                             int8_tile<I, decltype(R)::value>(
-                                                 x + r * job.ldx, job.x_scales + r, job, q0, depth,
-                                                 job.y + r * job.ldy, fetch);
-                                           });
-  }
+  panel_passes(job, kPassQuads, [&](int64_t q0, int64_t depth, const char* next, int64_t lines) {
+    panel_rows<Rows, Spreading::kFewTiles>(
+        job.rows, next, lines, [&](int64_t r, auto R, auto fetch) {
+          int8_tile<I, decltype(R)::value>(x + r * job.ldx, job.x_scales + r, job, q0, depth,
+                                           job.y + r * job.ldy, fetch);
+        });
+  });
 }
 
 // A 4-byte group of inputs as one 32-bit lane, to broadcast.
