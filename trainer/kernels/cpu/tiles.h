@@ -65,7 +65,7 @@ inline void panel_rows(int64_t rows, const char* next, int64_t lines, const Run&
     int64_t fetched = 0;
     auto tile = [&](int64_t r, auto R) {
       const int64_t begin = fetched, end = std::min(begin + share, lines);
-      fetched = std::max(begin, end);
+      fetched = end;
       if constexpr (decltype(spread)::value) {
         run(r, R, Spread{next + begin * 64, end - begin});
       } else {
@@ -137,35 +137,35 @@ inline void fp32_tile(const float* x, int64_t ldx, const float* p, int64_t depth
                       float* y, int64_t ldy, int64_t cols, Fetch fetch) {
   static_assert(R >= 1 && R <= kMaxTileRows, "rows per tile");
   constexpr int64_t kPanel = 2 * F::kWidth;
-  // Named accumulators (not an array) keep them in registers through the loop.
+  // Named accumulators (not an array) keep them in registers through the loop; each_row(f) runs
+  // f(r, row r's pair) for the tile's R rows.
   typename F::V a00, a01, a10, a11, a20, a21, a30, a31, a40, a41, a50, a51;
-  if (b != nullptr) {
-    a00 = a10 = a20 = a30 = a40 = a50 = F::load(b);
-    a01 = a11 = a21 = a31 = a41 = a51 = F::load(b + F::kWidth);
-  } else {
-    load_row<F>(y, a00, a01, cols);
-    if (R > 1) load_row<F>(y + ldy, a10, a11, cols);
-    if (R > 2) load_row<F>(y + 2 * ldy, a20, a21, cols);
-    if (R > 3) load_row<F>(y + 3 * ldy, a30, a31, cols);
-    if (R > 4) load_row<F>(y + 4 * ldy, a40, a41, cols);
-    if (R > 5) load_row<F>(y + 5 * ldy, a50, a51, cols);
-  }
+  auto each_row = [&](const auto& f) {
+    f(0, a00, a01);
+    if constexpr (R > 1) f(1, a10, a11);
+    if constexpr (R > 2) f(2, a20, a21);
+    if constexpr (R > 3) f(3, a30, a31);
+    if constexpr (R > 4) f(4, a40, a41);
+    if constexpr (R > 5) f(5, a50, a51);
+  };
+  each_row([&](int64_t r, typename F::V& a0, typename F::V& a1) {
+    if (b != nullptr) {
+      a0 = F::load(b);
+      a1 = F::load(b + F::kWidth);
+    } else {
+      load_row<F>(y + r * ldy, a0, a1, cols);
+    }
+  });
   for (int64_t k = 0; k < depth; ++k) {
     fetch.step(depth);
     const auto w0 = F::load(p + k * kPanel), w1 = F::load(p + k * kPanel + F::kWidth);
-    fma_row<F>(x + k, w0, w1, a00, a01);
-    if (R > 1) fma_row<F>(x + ldx + k, w0, w1, a10, a11);
-    if (R > 2) fma_row<F>(x + 2 * ldx + k, w0, w1, a20, a21);
-    if (R > 3) fma_row<F>(x + 3 * ldx + k, w0, w1, a30, a31);
-    if (R > 4) fma_row<F>(x + 4 * ldx + k, w0, w1, a40, a41);
-    if (R > 5) fma_row<F>(x + 5 * ldx + k, w0, w1, a50, a51);
+    each_row([&](int64_t r, typename F::V& a0, typename F::V& a1) {
+      fma_row<F>(x + r * ldx + k, w0, w1, a0, a1);
+    });
   }
-  store_row<F>(y, a00, a01, cols);
-  if (R > 1) store_row<F>(y + ldy, a10, a11, cols);
-  if (R > 2) store_row<F>(y + 2 * ldy, a20, a21, cols);
-  if (R > 3) store_row<F>(y + 3 * ldy, a30, a31, cols);
-  if (R > 4) store_row<F>(y + 4 * ldy, a40, a41, cols);
-  if (R > 5) store_row<F>(y + 5 * ldy, a50, a51, cols);
+  each_row([&](int64_t r, typename F::V& a0, typename F::V& a1) {
+    store_row<F>(y + r * ldy, a0, a1, cols);
+  });
 }
 
 // A panel's job.depth in passes of `step`: pass(from, depth, next, lines) for each, the next
