@@ -447,7 +447,9 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
   check_row_count(first_tokens.size(), "first tokens", src_in.size(0));
   const bool forced = !first_tokens.empty();
   const bool constrained = constrained_rows(constraints, src_in.size(0), options, ensemble, forced);
-  torch::NoGradGuard no_grad;
+  // Its tensors, the caches kept for later batches among them, are inference tensors: never
+  // recorded by autograd, and only changed in place under this guard.
+  c10::InferenceMode inference;
   const int64_t batch = src_in.size(0);
   std::vector<std::vector<Hypothesis>> finished(batch);
   if (batch == 0) return finished;
