@@ -4,7 +4,7 @@ alone: what the export test (tests/e2e/export_test.cpp) and tandem-bench-decode 
 
   PYTHONPATH=$(launch/ctranslate2.sh) python3 launch/ctranslate2-decode.py MODEL_DIR INPUT OUTPUT \\
       [--beam 4] [--lenpen 0.6] [--min-len N] [--max-len 256] [--compute-type default] \\
-      [--threads 1] [--batch-tokens 2048] [--repeat 1] [--pieces] [--device cpu] \\
+      [--threads 1] [--batch-tokens 2048] [--repeat 1] [--warmup 0] [--pieces] [--device cpu] \\
       [--source-prefix eng_Latn --target-prefix spa_Latn]
 
 INPUT has one sentence per line: raw text, tokenized with the folder's sentencepiece.model, or with
@@ -49,6 +49,9 @@ def arguments():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--batch-tokens", type=int, default=2048)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=0,
+                        help="translate the first N sentences once, untimed, before the timed runs "
+                             "(a fresh process's first batches pay for its allocations)")
     parser.add_argument("--pieces", action="store_true")
     parser.add_argument("--use-vmap", action="store_true",
                         help="restrict the output to the folder's vmap.txt (tandem-export --shortlist)")
@@ -109,15 +112,23 @@ def main():
     min_length = {} if args.min_len is None else {"min_decoding_length": args.min_len}
     if args.target_prefix:
         min_length["target_prefix"] = [[args.target_prefix]] * len(sources)
+    def translate(batch):
+        options = dict(min_length)
+        if "target_prefix" in options:
+            options["target_prefix"] = options["target_prefix"][:len(batch)]
+        return translator.translate_batch(
+            batch, beam_size=args.beam, length_penalty=args.lenpen,
+            max_decoding_length=args.max_len, max_input_length=args.max_input_len,
+            max_batch_size=args.batch_tokens, batch_type="tokens", use_vmap=args.use_vmap,
+            **options)
+
+    if args.warmup > 0:
+        translate(sources[:args.warmup])
     runs = []  # (wall, user, sys) seconds
     for _ in range(args.repeat):
         before = resource.getrusage(resource.RUSAGE_SELF)
         start = time.perf_counter()
-        results = translator.translate_batch(
-            sources, beam_size=args.beam, length_penalty=args.lenpen,
-            max_decoding_length=args.max_len, max_input_length=args.max_input_len,
-            max_batch_size=args.batch_tokens, batch_type="tokens", use_vmap=args.use_vmap,
-            **min_length)
+        results = translate(sources)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_SELF)
         runs.append((wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime))

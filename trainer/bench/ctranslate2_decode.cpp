@@ -89,7 +89,7 @@ Ct2Run run_ctranslate2(const Ct2DecodeOptions& options, const data::Vocab& vocab
       "--max-input-len", std::to_string(max_positions),
       "--compute-type", precision == "int8" ? "int8" : "float32",
       "--threads", std::to_string(threads), "--batch-tokens", std::to_string(decode.batch_tokens),
-      "--repeat", std::to_string(repeat)};
+      "--repeat", std::to_string(repeat), "--warmup", std::to_string(options.warmup)};
   if (options.use_vmap) command.push_back("--use-vmap");
   const int code = jobs::run_process(command, log);
   const nlohmann::json record = last_record(log);
@@ -104,6 +104,21 @@ Ct2Run run_ctranslate2(const Ct2DecodeOptions& options, const data::Vocab& vocab
   run.sys = record.at("sys_s").get<double>();
   run.outputs = read_pieces(output, vocab);
   return run;
+}
+
+Timing timed_ctranslate2(const Ct2DecodeOptions& options, const data::Vocab& vocab,
+                         const std::vector<std::vector<int32_t>>& sources,
+                         const std::string& precision, int threads,
+                         const decode::DecodeOptions& decode, int64_t max_positions,
+                         const std::string& work_dir) {
+  const Ct2Run run = run_ctranslate2(options, vocab, sources, precision, threads, decode,
+                                     max_positions, 1, work_dir);
+  Timing timing;
+  timing.wall = run.wall;
+  timing.user = run.user;
+  timing.sys = run.sys;
+  count_outputs(timing, vocab, run.outputs);
+  return timing;
 }
 
 }  // namespace tandem::bench

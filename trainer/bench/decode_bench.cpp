@@ -120,41 +120,13 @@ Inputs read_inputs(const DecodeBenchOptions& o, const data::Vocab& vocab) {
   return in;
 }
 
-// The row `tandem` decoded by CTranslate2 on the exported model, with its settings.
-Row ctranslate2_row(const DecodeBenchOptions& o, const Row& tandem, const data::Vocab& vocab,
-                    const Inputs& in, int64_t max_positions, const std::string& work_dir) {
-  Row row = tandem;
-  row.engine = "ctranslate2";
-  row.timing = Timing{};
-  const Ct2Run run = run_ctranslate2(o.ctranslate2, vocab, in.sources, tandem.precision,
-                                     tandem.threads, o.decode, max_positions, o.repeat, work_dir);
-  row.timing.wall = run.wall;
-  row.timing.user = run.user;
-  row.timing.sys = run.sys;
-  count_outputs(row.timing, vocab, run.outputs);
-  if (!in.refs.empty()) row.bleu = eval::corpus_bleu(row.timing.text, in.refs).score;
-  return row;
-}
-
-// Each model's median run at o.decode's threads and beam, the models' runs alternating.
-std::vector<Timing> alternating_medians(const DecodeBenchOptions& o,
-                                        const std::vector<model::Transformer>& models,
-                                        const data::Vocab& vocab, const Inputs& in) {
-  std::vector<std::vector<Timing>> runs(models.size());
-  for (int r = 0; r < o.repeat; ++r) {
-    for (size_t p = 0; p < models.size(); ++p) {
-      runs[p].push_back(timed_once(vocab, [&] { return cached(models[p], in.sources, o.decode); }));
-    }
-  }
-  std::vector<Timing> medians;
-  for (auto& one : runs) medians.push_back(median_run(std::move(one)));
-  return medians;
-}
+// Sentences CTranslate2's script translates untimed before its one timed run a round.
+constexpr int64_t kCt2WarmupSentences = 100;
 
 // Every row: precision-major, then thread counts, then beams; with --ctranslate2 each Tandem row
-// is followed by CTranslate2's. For each thread count and beam the precisions' runs alternate
-// (fp32, int8, fp32, int8, ...), so that a machine that speeds up or slows down meanwhile moves
-// both alike; CTranslate2's runs for them follow.
+// is followed by CTranslate2's. For each thread count and beam the runs take turns, a round at a
+// time (fp32, CTranslate2 float32, int8, CTranslate2 int8, fp32, ...), so that a machine that
+// speeds up or slows down meanwhile moves every row alike; each row is its median run.
 std::vector<Row> measure_rows(DecodeBenchOptions& o, const torch::Device& device,
                               const data::Vocab& vocab, const Inputs& in) {
   const TempDir work("bench-decode");
@@ -164,31 +136,51 @@ std::vector<Row> measure_rows(DecodeBenchOptions& o, const torch::Device& device
     models.push_back(checkpoint::load_for_inference(o.checkpoint).model);
     cli::place_model(models.back(), precision, device);
   }
+  const bool ct2 = !o.ctranslate2.model_dir.empty();
+  Ct2DecodeOptions ct2_options = o.ctranslate2;
+  ct2_options.warmup = kCt2WarmupSentences;
   const size_t per_precision = o.thread_counts.size() * o.beams.size();
-  std::vector<Row> tandem(o.precisions.size() * per_precision), ct2(tandem.size());
+  std::vector<Row> tandem(o.precisions.size() * per_precision), ct2_rows(tandem.size());
   for (size_t t = 0; t < o.thread_counts.size(); ++t) {
     for (size_t b = 0; b < o.beams.size(); ++b) {
       o.decode.threads = o.thread_counts[t];
       o.decode.beam_size = o.beams[b];
-      auto medians = alternating_medians(o, models, vocab, in);
+      std::vector<std::function<Timing()>> runners;
+      for (size_t p = 0; p < models.size(); ++p) {
+        runners.push_back([&, p] {
+          return timed_once(vocab, [&] { return cached(models[p], in.sources, o.decode); });
+        });
+        if (!ct2) continue;
+        runners.push_back([&, p] {
+          return timed_ctranslate2(ct2_options, vocab, in.sources, o.precisions[p],
+                                   static_cast<int>(o.decode.threads), o.decode,
+                                   models[p]->options().max_positions, work.path());
+        });
+      }
+      auto medians = alternating_medians(o.repeat, runners);
+      const size_t per_run = ct2 ? 2 : 1;
       for (size_t p = 0; p < o.precisions.size(); ++p) {
         const size_t i = p * per_precision + t * o.beams.size() + b;
         Row& row = tandem[i];
         row.precision = o.precisions[p];
         row.threads = o.thread_counts[t];
         row.beam = o.beams[b];
-        row.timing = std::move(medians[p]);
+        row.timing = std::move(medians[p * per_run]);
         if (!in.refs.empty()) row.bleu = eval::corpus_bleu(row.timing.text, in.refs).score;
-        if (o.ctranslate2.model_dir.empty()) continue;
-        ct2[i] =
-            ctranslate2_row(o, row, vocab, in, models[p]->options().max_positions, work.path());
+        if (!ct2) continue;
+        ct2_rows[i] = row;
+        ct2_rows[i].engine = "ctranslate2";
+        ct2_rows[i].timing = std::move(medians[p * per_run + 1]);
+        if (!in.refs.empty()) {
+          ct2_rows[i].bleu = eval::corpus_bleu(ct2_rows[i].timing.text, in.refs).score;
+        }
       }
     }
   }
   std::vector<Row> rows;
   for (size_t i = 0; i < tandem.size(); ++i) {
     rows.push_back(std::move(tandem[i]));
-    if (!o.ctranslate2.model_dir.empty()) rows.push_back(std::move(ct2[i]));
+    if (ct2) rows.push_back(std::move(ct2_rows[i]));
   }
   return rows;
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -69,6 +70,19 @@ inline Timing median_run(std::vector<Timing> runs) {
   std::sort(runs.begin(), runs.end(),
             [](const Timing& a, const Timing& b) { return a.wall < b.wall; });
   return runs[runs.size() / 2];
+}
+
+// Each runner's median of `repeat` runs, the runners taking turns within each round (0, 1, ..,
+// 0, 1, ..) so that a machine that speeds up or slows down meanwhile moves them all alike.
+inline std::vector<Timing> alternating_medians(
+    int repeat, const std::vector<std::function<Timing()>>& runners) {
+  std::vector<std::vector<Timing>> runs(runners.size());
+  for (int r = 0; r < repeat; ++r) {
+    for (size_t i = 0; i < runners.size(); ++i) runs[i].push_back(runners[i]());
+  }
+  std::vector<Timing> medians;
+  for (auto& one : runs) medians.push_back(median_run(std::move(one)));
+  return medians;
 }
 
 // `repeat` runs of decode(); the one with the median wall time.

@@ -1,7 +1,7 @@
 #include "trainer/bench/variant_bench.h"
 
-#include <array>
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -81,48 +81,45 @@ struct Variant {
   std::shared_ptr<const data::Shortlist> shortlist;  // null: constraints
 };
 
-// `runs` of the plain decoding (0) and the variant (1), alternating so that drift moves both
-// alike: each one's median run, and its translations.
-std::array<Timing, 2> alternating_runs(const DecodeBenchOptions& o, const model::Transformer& model,
-                                       const data::Vocab& vocab, const Sentences& sources,
-                                       const Variant& variant, Sentences (&outputs)[2]) {
+// Sentences CTranslate2's script translates untimed before its one timed run a round.
+constexpr int64_t kCt2WarmupSentences = 100;
+
+// The plain decoding's (0) and the variant's (1) median of o.repeat runs, and with `vmap` a third:
+// CTranslate2 with the same list through its vocabulary map (o.ctranslate2's folder, exported
+// with it), on the same sentences and settings. The runs take turns a round at a time, so that a
+// machine that speeds up or slows down meanwhile moves them all alike; `outputs` gets Tandem's
+// translations.
+std::vector<Timing> alternating_runs(const DecodeBenchOptions& o, const model::Transformer& model,
+                                     const data::Vocab& vocab, const Sentences& sources,
+                                     const Variant& variant, const std::string& precision,
+                                     bool vmap, Sentences (&outputs)[2]) {
   decode::DecodeOptions options[2] = {o.decode, o.decode};
   options[1].shortlist = variant.shortlist;
   const std::vector<decode::Constraints> none;
-  std::vector<Timing> runs[2];
-  for (int r = 0; r < o.repeat; ++r) {
-    for (int c = 0; c < 2; ++c) {
-      runs[c].push_back(timed_once(vocab, [&] {
+  std::vector<std::function<Timing()>> runners;
+  for (int c = 0; c < 2; ++c) {
+    runners.push_back([&, c] {
+      return timed_once(vocab, [&] {
         outputs[c].clear();
         for (auto& h : decode::translate(model, sources, options[c], {}, 0,
                                          c == 0 ? none : variant.constraints)) {
           outputs[c].push_back(std::move(h.tokens));
         }
         return outputs[c];
-      }));
-    }
+      });
+    });
   }
-  return {median_run(std::move(runs[0])), median_run(std::move(runs[1]))};
-}
-
-// The same list through CTranslate2's vocabulary map (o.ctranslate2's folder, exported with it),
-// on the same sentences and settings, beside Tandem's shortlisted run `tandem`.
-void compare_with_vmap(const DecodeBenchOptions& o, const std::string& precision,
-                       int64_t max_positions, const data::Vocab& vocab, const Sentences& sources,
-                       const std::vector<std::string>& refs, const Timing& tandem) {
+  const TempDir work("bench-vmap");
   Ct2DecodeOptions ct2 = o.ctranslate2;
   ct2.use_vmap = true;
-  const TempDir work("bench-vmap");
-  const Ct2Run run = run_ctranslate2(ct2, vocab, sources, precision,
-                                     static_cast<int>(o.decode.threads), o.decode, max_positions,
-                                     o.repeat, work.path());
-  Timing timing;
-  timing.wall = run.wall;
-  count_outputs(timing, vocab, run.outputs);
-  std::printf("%s, beam %lld: CTranslate2 with the same list (vmap) %.2f s, BLEU %.2f: Tandem's "
-              "shortlist decodes %.2fx its lines/s\n",
-              precision.c_str(), static_cast<long long>(o.decode.beam_size), run.wall,
-              eval::corpus_bleu(timing.text, refs).score, run.wall / tandem.wall);
+  ct2.warmup = kCt2WarmupSentences;
+  if (vmap) {
+    runners.push_back([&] {
+      return timed_ctranslate2(ct2, vocab, sources, precision, static_cast<int>(o.decode.threads),
+                               o.decode, model->options().max_positions, work.path());
+    });
+  }
+  return alternating_medians(o.repeat, runners);
 }
 
 // One precision and beam's two rows, plain and the variant: printed, and returned as a JSON row.
@@ -131,7 +128,9 @@ nlohmann::json measure_pair(const DecodeBenchOptions& o, const std::string& prec
                             const Sentences& sources, const Variant& variant,
                             const std::vector<std::string>& refs) {
   Sentences outputs[2];
-  const auto medians = alternating_runs(o, model, vocab, sources, variant, outputs);
+  const bool vmap = variant.shortlist && !o.ctranslate2.model_dir.empty();
+  const auto medians =
+      alternating_runs(o, model, vocab, sources, variant, precision, vmap, outputs);
   Measured result[2];
   const int64_t beam = o.decode.beam_size;
   for (int c = 0; c < 2; ++c) {
@@ -150,9 +149,12 @@ nlohmann::json measure_pair(const DecodeBenchOptions& o, const std::string& prec
                 100.0 * result[0].held / result[0].phrases);
   }
   std::printf("\n");
-  if (variant.shortlist && !o.ctranslate2.model_dir.empty()) {
-    compare_with_vmap(o, precision, model->options().max_positions, vocab, sources, refs,
-                      result[1].timing);
+  if (vmap) {
+    const Timing& ct2 = medians[2];
+    std::printf("%s, beam %lld: CTranslate2 with the same list (vmap) %.2f s, BLEU %.2f: Tandem's "
+                "shortlist decodes %.2fx its lines/s\n",
+                precision.c_str(), static_cast<long long>(beam), ct2.wall,
+                eval::corpus_bleu(ct2.text, refs).score, ct2.wall / result[1].timing.wall);
   }
   return {{"precision", precision},
           {"beam", beam},
