@@ -12,6 +12,7 @@
 #include "trainer/decode/constrained_step.h"
 #include "trainer/decode/output_columns.h"
 #include "trainer/decode/top_log_probs.h"
+#include "trainer/kernels/cpu/denormals.h"
 
 namespace tandem::decode {
 namespace {
@@ -450,6 +451,7 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
   // Its tensors, the caches kept for later batches among them, are inference tensors: never
   // recorded by autograd, and only changed in place under this guard.
   c10::InferenceMode inference;
+  const kernels::FlushedDenormals flushed;
   const int64_t batch = src_in.size(0);
   std::vector<std::vector<Hypothesis>> finished(batch);
   if (batch == 0) return finished;

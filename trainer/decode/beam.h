@@ -78,7 +78,8 @@ void validate(const DecodeOptions& options, int64_t vocab_size);
 
 // src [batch, src_len] int64 (tokens + EOS, padded with kPadId) → for every row its `nbest`
 // hypotheses, best normalised score first. Runs under c10::InferenceMode (the caller sets eval
-// mode): no autograd bookkeeping on its tensors, which at one row a step was ~10 % of a step.
+// mode): no autograd bookkeeping on its tensors, which at one row a step was ~10 % of a step; and
+// on the calling thread with denormal floats flushed to zero (kernels/cpu/denormals.h).
 // An ensemble's models each keep their own decoder state; a candidate's log-probability is the
 // weighted sum of theirs (see Ensemble).
 //
