@@ -10,6 +10,7 @@
 #include "data/language_marks.h"
 #include "trainer/common/log.h"
 #include "trainer/common/token_ids.h"
+#include "trainer/kernels/cpu/denormals.h"
 #include "trainer/model/token_loss.h"
 
 namespace tandem::eval {
@@ -60,6 +61,7 @@ void for_each_forced_batch(const decode::Ensemble& ensemble,
                            const std::vector<data::SentencePair>& pairs, int64_t max_tokens,
                            Score score) {
   torch::NoGradGuard no_grad;
+  const kernels::FlushedDenormals flushed;  // as beam_search: attention's far keys cost nothing
   ensemble.eval();
   const torch::Device device = ensemble.device();
   for (const auto& indices : length_batches(pairs, max_tokens)) {
