@@ -15,6 +15,9 @@
 namespace tandem::bench {
 namespace {
 
+// Sentences the script translates untimed before its timed run.
+constexpr int64_t kWarmupSentences = 100;
+
 bool is_file(const std::string& path) {
   struct stat info;
   return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
@@ -71,11 +74,11 @@ void check_ctranslate2(const Ct2DecodeOptions& options) {
   }
 }
 
-Ct2Run run_ctranslate2(const Ct2DecodeOptions& options, const data::Vocab& vocab,
-                       const std::vector<std::vector<int32_t>>& sources,
-                       const std::string& precision, int threads,
-                       const decode::DecodeOptions& decode, int64_t max_positions, int repeat,
-                       const std::string& work_dir) {
+Timing timed_ctranslate2(const Ct2DecodeOptions& options, const data::Vocab& vocab,
+                         const std::vector<std::vector<int32_t>>& sources,
+                         const std::string& precision, int threads,
+                         const decode::DecodeOptions& decode, int64_t max_positions,
+                         const std::string& work_dir) {
   if (decode.max_len_a != 0) {
     throw std::invalid_argument("CTranslate2 decodes to a fixed length: max_len_a must be 0");
   }
@@ -89,7 +92,7 @@ Ct2Run run_ctranslate2(const Ct2DecodeOptions& options, const data::Vocab& vocab
       "--max-input-len", std::to_string(max_positions),
       "--compute-type", precision == "int8" ? "int8" : "float32",
       "--threads", std::to_string(threads), "--batch-tokens", std::to_string(decode.batch_tokens),
-      "--repeat", std::to_string(repeat), "--warmup", std::to_string(options.warmup)};
+      "--repeat", "1", "--warmup", std::to_string(kWarmupSentences)};
   if (options.use_vmap) command.push_back("--use-vmap");
   const int code = jobs::run_process(command, log);
   const nlohmann::json record = last_record(log);
@@ -98,26 +101,11 @@ Ct2Run run_ctranslate2(const Ct2DecodeOptions& options, const data::Vocab& vocab
                              std::to_string(code) + " without its JSON line (" + log +
                              " above; is ctranslate2 on PYTHONPATH? launch/ctranslate2.sh)");
   }
-  Ct2Run run;
-  run.wall = record.at("wall_s").get<double>();
-  run.user = record.at("user_s").get<double>();
-  run.sys = record.at("sys_s").get<double>();
-  run.outputs = read_pieces(output, vocab);
-  return run;
-}
-
-Timing timed_ctranslate2(const Ct2DecodeOptions& options, const data::Vocab& vocab,
-                         const std::vector<std::vector<int32_t>>& sources,
-                         const std::string& precision, int threads,
-                         const decode::DecodeOptions& decode, int64_t max_positions,
-                         const std::string& work_dir) {
-  const Ct2Run run = run_ctranslate2(options, vocab, sources, precision, threads, decode,
-                                     max_positions, 1, work_dir);
   Timing timing;
-  timing.wall = run.wall;
-  timing.user = run.user;
-  timing.sys = run.sys;
-  count_outputs(timing, vocab, run.outputs);
+  timing.wall = record.at("wall_s").get<double>();
+  timing.user = record.at("user_s").get<double>();
+  timing.sys = record.at("sys_s").get<double>();
+  count_outputs(timing, vocab, read_pieces(output, vocab));
   return timing;
 }
 

@@ -18,34 +18,21 @@ struct Ct2DecodeOptions {
   std::string python = "python3"; // with ctranslate2 importable (PYTHONPATH=$(launch/ctranslate2.sh))
   std::string script;             // launch/ctranslate2-decode.py
   bool use_vmap = false;          // translate_batch(use_vmap=True): the folder's vmap.txt
-  // Sentences the script translates once, untimed, before its timed runs: a fresh process's
-  // first batches pay for its allocations, which Tandem's runs in one process paid before.
-  int64_t warmup = 0;
-};
-
-struct Ct2Run {
-  double wall = 0, user = 0, sys = 0;          // the median run's, translate_batch alone
-  std::vector<std::vector<int32_t>> outputs;   // the translations as Tandem ids (no EOS)
 };
 
 // std::invalid_argument naming the folder or script when either is missing.
 void check_ctranslate2(const Ct2DecodeOptions& options);
 
-// Translates `sources` (Tandem ids) with CTranslate2 in a process of its own: "fp32" computes in
-// float32, "int8" in int8 (CTranslate2 quantizes at load as tandem-export --quantization int8
-// does); `threads` batches at once with one thread each; beam, length penalty, batch tokens and the
-// fixed length limit decode.max_len_b from `decode` (CTranslate2 has no per-sentence a·len+b:
-// decode.max_len_a must be 0); sources cut at the model's `max_positions` tokens. The median of
-// `repeat` runs. std::runtime_error when the script fails.
-Ct2Run run_ctranslate2(const Ct2DecodeOptions& options, const data::Vocab& vocab,
-                       const std::vector<std::vector<int32_t>>& sources,
-                       const std::string& precision, int threads,
-                       const decode::DecodeOptions& decode, int64_t max_positions, int repeat,
-                       const std::string& work_dir);
-
-// One run_ctranslate2 run as Tandem's runs are timed (decode_timing.h): its translate_batch's
-// wall, user and sys seconds, its translations counted. The benchmarks call it once a round, in
-// turn with Tandem's runs, so that the machine's drift moves both engines alike.
+// One timed run of CTranslate2 on `sources` (Tandem ids), in a process of its own, as Tandem's
+// runs are timed (decode_timing.h): translate_batch's wall, user and sys seconds, its
+// translations counted. "fp32" computes in float32, "int8" in int8 (CTranslate2 quantizes at
+// load as tandem-export --quantization int8 does); `threads` batches at once with one thread
+// each; beam, length penalty, batch tokens and the fixed length limit decode.max_len_b from
+// `decode` (CTranslate2 has no per-sentence a·len+b: decode.max_len_a must be 0); sources cut at
+// the model's `max_positions` tokens. The process first translates 100 of the sentences untimed:
+// its first batches pay for its allocations, which Tandem's runs, all in one process, paid
+// before. The benchmarks call it once a round, in turn with Tandem's runs, so that the machine's
+// drift moves both engines alike. std::runtime_error when the script fails.
 Timing timed_ctranslate2(const Ct2DecodeOptions& options, const data::Vocab& vocab,
                          const std::vector<std::vector<int32_t>>& sources,
                          const std::string& precision, int threads,

@@ -120,9 +120,6 @@ Inputs read_inputs(const DecodeBenchOptions& o, const data::Vocab& vocab) {
   return in;
 }
 
-// Sentences CTranslate2's script translates untimed before its one timed run a round.
-constexpr int64_t kCt2WarmupSentences = 100;
-
 // Every row: precision-major, then thread counts, then beams; with --ctranslate2 each Tandem row
 // is followed by CTranslate2's. For each thread count and beam the runs take turns, a round at a
 // time (fp32, CTranslate2 float32, int8, CTranslate2 int8, fp32, ...), so that a machine that
@@ -137,8 +134,6 @@ std::vector<Row> measure_rows(DecodeBenchOptions& o, const torch::Device& device
     cli::place_model(models.back(), precision, device);
   }
   const bool ct2 = !o.ctranslate2.model_dir.empty();
-  Ct2DecodeOptions ct2_options = o.ctranslate2;
-  ct2_options.warmup = kCt2WarmupSentences;
   const size_t per_precision = o.thread_counts.size() * o.beams.size();
   std::vector<Row> tandem(o.precisions.size() * per_precision), ct2_rows(tandem.size());
   for (size_t t = 0; t < o.thread_counts.size(); ++t) {
@@ -152,7 +147,7 @@ std::vector<Row> measure_rows(DecodeBenchOptions& o, const torch::Device& device
         });
         if (!ct2) continue;
         runners.push_back([&, p] {
-          return timed_ctranslate2(ct2_options, vocab, in.sources, o.precisions[p],
+          return timed_ctranslate2(o.ctranslate2, vocab, in.sources, o.precisions[p],
                                    static_cast<int>(o.decode.threads), o.decode,
                                    models[p]->options().max_positions, work.path());
         });

@@ -81,9 +81,6 @@ struct Variant {
   std::shared_ptr<const data::Shortlist> shortlist;  // null: constraints
 };
 
-// Sentences CTranslate2's script translates untimed before its one timed run a round.
-constexpr int64_t kCt2WarmupSentences = 100;
-
 // The plain decoding's (0) and the variant's (1) median of o.repeat runs, and with `vmap` a third:
 // CTranslate2 with the same list through its vocabulary map (o.ctranslate2's folder, exported
 // with it), on the same sentences and settings. The runs take turns a round at a time, so that a
@@ -112,7 +109,6 @@ std::vector<Timing> alternating_runs(const DecodeBenchOptions& o, const model::T
   const TempDir work("bench-vmap");
   Ct2DecodeOptions ct2 = o.ctranslate2;
   ct2.use_vmap = true;
-  ct2.warmup = kCt2WarmupSentences;
   if (vmap) {
     runners.push_back([&] {
       return timed_ctranslate2(ct2, vocab, sources, precision, static_cast<int>(o.decode.threads),

@@ -51,6 +51,13 @@ Beams start_beams(int64_t batch) {
   return beams;
 }
 
+// Whether a step's search takes the loops over rows' best tokens (log-probabilities, tokens or
+// columns): contiguous float and int64 on the CPU; elsewhere tensor ops, which a GPU keeps there.
+bool loops_apply(const torch::Tensor& logp, const torch::Tensor& tokens) {
+  return logp.is_cpu() && logp.scalar_type() == torch::kFloat && logp.is_contiguous() &&
+         tokens.is_contiguous();
+}
+
 // Each row's best tokens for a step: its 2K + `extra` best and as many more as are never taken
 // (<pad> and <s>, and EOS before the minimum length), those put out of reach (-inf); extra makes
 // room for tokens a row's avoid phrases ban. → (log-probabilities [rows, n] float, tokens
@@ -66,8 +73,7 @@ std::pair<torch::Tensor, torch::Tensor> row_tops(const std::vector<torch::Tensor
   const int64_t banned = ban_eos ? 3 : 2;
   const int64_t per_row = std::min<int64_t>(2 * beam + banned + extra, logits.front().size(1));
   auto [row_logp, row_column] = top_log_probs(logits, weights, per_row);
-  if (row_logp.is_cpu() && row_logp.scalar_type() == torch::kFloat && row_logp.is_contiguous() &&
-      row_column.is_contiguous()) {
+  if (loops_apply(row_logp, row_column)) {
     // The same as the tensor ops below in a loop: at one row a step those were a tenth of it.
     float* logp = row_logp.data_ptr<float>();
     int64_t* token = row_column.data_ptr<int64_t>();
@@ -123,8 +129,7 @@ std::vector<std::vector<Candidate>> candidates_of(const torch::Tensor& choice) {
 std::vector<std::vector<Candidate>> best_candidates(const torch::Tensor& row_logp,
                                                     const torch::Tensor& row_token,
                                                     const Beams& beams, int64_t beam) {
-  if (!row_logp.is_cpu() || row_logp.scalar_type() != torch::kFloat || !row_logp.is_contiguous() ||
-      !row_token.is_contiguous()) {
+  if (!loops_apply(row_logp, row_token)) {
     return candidates_of(best_of(row_logp, row_token, beams, beam));
   }
   const auto sentences = static_cast<int64_t>(beams.sentence.size());
