@@ -109,13 +109,10 @@ def main():
     translator = ctranslate2.Translator(args.model_dir, device=args.device,
                                         compute_type=args.compute_type,
                                         inter_threads=args.threads, intra_threads=1)
-    min_length = {} if args.min_len is None else {"min_decoding_length": args.min_len}
-    if args.target_prefix:
-        min_length["target_prefix"] = [[args.target_prefix]] * len(sources)
     def translate(batch):
-        options = dict(min_length)
-        if "target_prefix" in options:
-            options["target_prefix"] = options["target_prefix"][:len(batch)]
+        options = {} if args.min_len is None else {"min_decoding_length": args.min_len}
+        if args.target_prefix:
+            options["target_prefix"] = [[args.target_prefix]] * len(batch)
         return translator.translate_batch(
             batch, beam_size=args.beam, length_penalty=args.lenpen,
             max_decoding_length=args.max_len, max_input_length=args.max_input_len,
