@@ -1,13 +1,17 @@
 // Stopping a job without losing work, through the real tools: SIGTERM and SIGINT to the launcher
 // (tandem-train --ranks 2) save the current step before it returns, and the resumed run equals an
 // uninterrupted one bitwise; a second job on the same checkpoint.dir is refused and a dead job's
-// lock is taken over; a non-finite gradient on one rank makes every rank skip that step; a save
+// lock is taken over, a second command beside a running or a stopping job is refused at once and
+// one just after it ends resumes, and a job ending as the next starts leaves the next its records;
+// a non-finite gradient on one rank makes every rank skip that step; a save
 // into a full filesystem is one readable line and leaves the previous checkpoint loadable.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -189,6 +193,111 @@ TEST_F(StopE2E, ASecondJobOnTheSameDirectoryExitsTwoNamingTheFirst) {
   first.signal(SIGTERM);
   EXPECT_EQ(first.wait(), 128 + SIGTERM) << first.output();
   EXPECT_FALSE(fs::exists(run_dir("shared") + "/tandem.lock"));  // released on the way out
+}
+
+// A second command beside a running launcher's job is refused at once (exit 2 naming the holder,
+// before any rank of it trains) and changes nothing of the job: it finishes in the bytes of an
+// undisturbed run.
+TEST_F(StopE2E, ASecondCommandBesideARunningJobIsRefusedAndTheJobWritesTheBytesOfAnUndisturbedRun) {
+  const std::string steps = " --set train.max_steps=8";
+  const auto undisturbed = run_command(launcher(config("undisturbed")) + steps);
+  ASSERT_EQ(undisturbed.exit_code, 0) << undisturbed.output;
+  const std::string cfg = config("beside");
+  BackgroundCommand running("exec " + launcher(cfg) + steps);
+  ASSERT_TRUE(reached(running, "beside", 2)) << running.output();
+  // Its rank 0 held (SIGSTOP) while the second command runs, so that the job is still running
+  // however fast its steps are; holding it changes none of its numbers.
+  const int rank0 = running.rank_pid(0);
+  ASSERT_GT(rank0, 0);
+  ASSERT_EQ(kill(rank0, SIGSTOP), 0);
+  const auto started = std::chrono::steady_clock::now();
+  const auto refused = run_command(launcher(cfg) + steps);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+  ASSERT_EQ(kill(rank0, SIGCONT), 0);
+  std::printf("the second command was refused in %.1f s\n", took.count());
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("checkpoint.dir '" + run_dir("beside") +
+                                "' is in use by another job (host "),
+            std::string::npos)
+      << refused.output;
+  EXPECT_LT(took.count(), 60) << "refused at once, not after waiting for the running job";
+  ASSERT_EQ(running.wait(), 0) << running.output();
+  const auto a = checkpoint::load(run_dir("beside") + "/last.h5");
+  const auto b = checkpoint::load(run_dir("undisturbed") + "/last.h5");
+  EXPECT_EQ(a.step, 8);
+  EXPECT_TRUE(same_tensors(a.model, b.model));
+  for (const auto& [group, tensors] : b.optimizer) {
+    EXPECT_TRUE(same_tensors(a.optimizer.at(group), tensors)) << group;
+  }
+}
+
+// A stop as pkill sends it (SIGTERM to the launcher), the same command again while the first job
+// is still stopping (its rank 0, held with SIGSTOP, still holds checkpoint.dir), and again once the
+// first has exited: the second is refused (exit 2 naming the first) and changes nothing of it; the
+// third resumes from the saved step and finishes (exit 0: its ranks' records reached its
+// launcher intact).
+TEST_F(StopE2E, TheSameCommandWhileAStopIsUnderWayIsRefusedAndOnceItEndsResumes) {
+  const std::string cfg = config("again");
+  BackgroundCommand first("exec " + launcher(cfg));
+  ASSERT_TRUE(reached(first, "again", 3)) << first.output();
+  const int rank0 = first.rank_pid(0);
+  ASSERT_GT(rank0, 0);
+  ASSERT_EQ(kill(rank0, SIGSTOP), 0);
+  first.signal(SIGTERM);
+  ASSERT_TRUE(first.wait_for_line("every rank finishes its step and saves a checkpoint"))
+      << first.output();
+  const auto refused = run_command(launcher(cfg));
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("is in use by another job (host "), std::string::npos)
+      << refused.output;
+  ASSERT_EQ(kill(rank0, SIGCONT), 0);
+  EXPECT_EQ(first.wait(), 128 + SIGTERM) << first.output();
+  EXPECT_NE(first.output().find("the last step is saved"), std::string::npos) << first.output();
+  const int64_t stopped = records("again").back()["step"];
+  const auto resumed =
+      run_command(launcher(cfg) + " --set train.max_steps=" + std::to_string(stopped + 2));
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("saved " + run_dir("again") + "/" +
+                                checkpoint::step_file_name(stopped + 2)),
+            std::string::npos)
+      << resumed.output;
+  EXPECT_EQ(checkpoint::load(run_dir("again") + "/last.h5").step, stopped + 2);
+}
+
+// The race of a job ending just as the next command on its checkpoint.dir starts (seen when a
+// LoRA run was killed and another started 2 s later): the ending job's launcher is held (SIGSTOP)
+// once its ranks have saved their stop and gone, the next command starts and trains, then the held
+// launcher goes on to read its ranks' records and clean up while the next job's ranks still run
+// (its rank 0 held too). Each launch's state folder is its own:
+// the next job ends with its ranks' records intact (exit 0, not "mpirun exited with status 0
+// before rank 0 said the job finished").
+TEST_F(StopE2E, AJobEndingAsTheNextStartsOnItsDirectoryLeavesTheNextJobItsRecords) {
+  const std::string cfg = config("handover");
+  BackgroundCommand ending("exec " + launcher(cfg));
+  ASSERT_TRUE(reached(ending, "handover", 3)) << ending.output();
+  const std::vector<int> ranks = {ending.rank_pid(0), ending.rank_pid(1)};
+  ASSERT_GT(ranks[0], 0);
+  ASSERT_GT(ranks[1], 0);
+  ending.signal(SIGSTOP);  // held before it can read or remove anything
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  for (const int rank : ranks) kill(rank, SIGTERM);  // a scheduler's stop: save, then exit
+  for (const int rank : ranks) ASSERT_TRUE(wait_until_ended(rank, deadline)) << rank;
+  const int64_t stopped = records("handover").back()["step"];
+  ASSERT_EQ(checkpoint::find_latest(run_dir("handover")),
+            run_dir("handover") + "/" + checkpoint::step_file_name(stopped));
+  BackgroundCommand next("exec " + launcher(cfg) +
+                         " --set train.max_steps=" + std::to_string(stopped + 4));
+  ASSERT_TRUE(reached(next, "handover", stopped + 1)) << next.output();
+  // The next job's rank 0 held too, so that its ranks still run while the ending launcher goes on.
+  const int next_rank0 = next.rank_pid(0);
+  ASSERT_GT(next_rank0, 0);
+  ASSERT_EQ(kill(next_rank0, SIGSTOP), 0);
+  ending.signal(SIGCONT);
+  ending.wait();
+  ASSERT_EQ(kill(next_rank0, SIGCONT), 0);
+  EXPECT_EQ(next.wait(), 0) << next.output();
+  EXPECT_EQ(next.output().find("cannot write"), std::string::npos) << next.output();
+  EXPECT_EQ(checkpoint::load(run_dir("handover") + "/last.h5").step, stopped + 4);
 }
 
 TEST_F(StopE2E, ALockLeftByADeadJobIsTakenOver) {

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -12,6 +11,7 @@
 #include "trainer/common/timestamp.h"
 #include "trainer/jobs/job_supervisor.h"
 #include "trainer/jobs/mpirun_command.h"
+#include "trainer/jobs/state_folder.h"
 
 namespace tandem::jobs {
 namespace {
@@ -62,16 +62,9 @@ RestartRecord restart_record(int restart, const JobFailure& failure, const Saved
   return record;
 }
 
-// The folder named absolutely: a rank whose working directory is not the launcher's (another
-// host's, an mpirun -wdir) writes its record where the launcher reads it.
-std::string absolute_path(const std::string& path) {
-  std::error_code error;
-  const auto absolute = std::filesystem::absolute(path, error);
-  return error ? path : absolute.string();
-}
-
-// One run of the job: its ranks' state records are read from a folder made afresh for it (a
-// relaunched job's ranks must not find the last run's), removed afterwards.
+// One run of the job: its ranks' state records are read from a folder of the run's own (a
+// relaunched job's ranks must not find the last run's, nor a job that starts as this one ends
+// lose its folder to this one's clean-up), removed afterwards.
 struct JobRun {
   JobResult result;
   std::vector<RankState> ranks;
@@ -80,19 +73,11 @@ struct JobRun {
 JobRun run_once(const JobPlan& plan, const SavedProgress& progress, int restarts,
                 const std::vector<Host>& hosts, const std::string& hostfile, int ranks,
                 const std::string& tool) {
-  const std::string state_dir = absolute_path(progress.state_dir());
-  remove_tree(state_dir);
-  std::error_code error;
-  std::filesystem::create_directories(state_dir, error);
-  if (error) {
-    throw std::runtime_error("cannot create '" + state_dir + "' for the ranks' state records (" +
-                             error.message() + ")");
-  }
+  const StateFolder state(progress.state_prefix());
   JobRun run;
-  run.result = run_job(job_command(plan, restarts, hosts, hostfile, ranks, state_dir), tool,
+  run.result = run_job(job_command(plan, restarts, hosts, hostfile, ranks, state.path()), tool,
                        progress.stop_words());
-  run.ranks = read_rank_states(state_dir);
-  remove_tree(state_dir);
+  run.ranks = read_rank_states(state.path());
   return run;
 }
 

@@ -55,8 +55,9 @@ struct SavedPoint {
 class SavedProgress {
  public:
   virtual ~SavedProgress() = default;
-  // Where a run's ranks leave their state records (made afresh for each run, removed after it).
-  virtual std::string state_dir() const = 0;
+  // Where a run's ranks leave their state records: each run's launcher makes a folder of its own
+  // whose name starts with this (jobs/state_folder.h) and removes it after the run.
+  virtual std::string state_prefix() const = 0;
   // What the job has saved so far.
   virtual SavedPoint saved() const = 0;
   // What the job counts in: steps, chunks.

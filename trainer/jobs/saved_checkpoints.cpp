@@ -39,7 +39,7 @@ Checkpoint newest_checkpoint(const std::string& dir) {
 SavedCheckpoints::SavedCheckpoints(std::string checkpoint_dir, std::string tensorboard_dir)
     : checkpoint_dir_(std::move(checkpoint_dir)), tensorboard_dir_(std::move(tensorboard_dir)) {}
 
-std::string SavedCheckpoints::state_dir() const {
+std::string SavedCheckpoints::state_prefix() const {
   return checkpoint_dir_ + "/" + kRankStateFolder;
 }
 

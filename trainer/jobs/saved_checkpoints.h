@@ -15,7 +15,7 @@ class SavedCheckpoints : public SavedProgress {
   // `tensorboard_dir`: where restarts also go as TensorBoard events; empty: none.
   SavedCheckpoints(std::string checkpoint_dir, std::string tensorboard_dir);
 
-  std::string state_dir() const override;  // checkpoint.dir/.rank-state
+  std::string state_prefix() const override;  // checkpoint.dir/.rank-state
   SavedPoint saved() const override;       // the newest checkpoint's step and path
   JobUnit unit() const override { return JobUnit::kStep; }
   StopWords stop_words() const override {

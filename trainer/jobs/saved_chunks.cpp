@@ -14,7 +14,7 @@ namespace tandem::jobs {
 SavedChunks::SavedChunks(std::string output, int64_t chunks)
     : output_(std::move(output)), chunks_(chunks) {}
 
-std::string SavedChunks::state_dir() const {
+std::string SavedChunks::state_prefix() const {
   const std::filesystem::path path(output_);
   return (path.parent_path() / ("." + path.filename().string() + ".rank-state")).string();
 }

@@ -16,7 +16,7 @@ class SavedChunks : public SavedProgress {
   // The job writes `output`, in `chunks` chunks.
   SavedChunks(std::string output, int64_t chunks);
 
-  std::string state_dir() const override;  // .<output name>.rank-state beside the output
+  std::string state_prefix() const override;  // .<output name>.rank-state beside the output
   SavedPoint saved() const override;       // the chunks done
   JobUnit unit() const override { return JobUnit::kChunk; }
   StopWords stop_words() const override {
