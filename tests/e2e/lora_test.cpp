@@ -4,7 +4,8 @@
 // initial values, on the same batches (every step the whole train split: one batch on 1 rank, two
 // on 2), with Adam and dropout 0; each step's loss agrees within 1e-5 relative. Then the adapter
 // checkpoint decodes as its merge does (tandem-export --to tandem) and as CTranslate2 does on
-// its export, and bad input is refused with exit code 2, nothing written. A base held in int8 trains
+// its export, an adapter set with one misshapen matrix is refused, and bad input is refused with
+// exit code 2, nothing written. A base held in int8 trains
 // as peft does on the weights its int8 stands for.
 #include <gtest/gtest.h>
 
@@ -287,6 +288,36 @@ TEST_F(Lora, TheMergedExportDecodesAsTheAdapterCheckpoint) {
                   " --max-input-len 128 --source-prefix eng_Latn --target-prefix " + "spa_Latn");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(lines_of(read_text(dir() + "/ct2.hyp")), from_adapters);
+}
+
+// An adapter set with one matrix of the wrong shape, in the layer merged last (its path sorts
+// last, so every other adapter would be merged before it): tandem-export --to tandem refuses it
+// with exit code 2 and one line naming the adapter, and writes nothing. (That no weight changes
+// before the refusal is tests/model/lora_test.cpp's AMergeOfASetWithOneBadMatrixChangesNoWeight.)
+TEST_F(Lora, AnAdapterSetWithOneMisshapenMatrixIsRefusedAndNothingIsWritten) {
+  auto c = lora_config(dir() + "/misshapen", 1);
+  c.train.max_steps = 1;
+  ASSERT_EQ(train(c, 1).exit_code, 0);
+  auto data = checkpoint::load(c.checkpoint.dir + "/last.h5");
+  std::string last;
+  for (const auto& [name, tensor] : data.model) {
+    last = std::max(last, name.substr(0, name.rfind('.')));
+  }
+  for (auto* group : {&data.model, &data.ema}) {
+    for (auto& [name, tensor] : *group) {
+      if (name == last + ".lora_b") tensor = torch::zeros({tensor.size(0), tensor.size(1) + 1});
+    }
+  }
+  const std::string bad = dir() + "/misshapen.h5", out = dir() + "/misshapen-merged.h5";
+  checkpoint::save(bad, data);
+  const auto r = run_command(tool("tandem-export") + " --checkpoint " + bad +
+                             " --to tandem --out " + out);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(lines_of(r.output).size(), 1u) << r.output;
+  EXPECT_NE(r.output.find("adapter '" + last + "' does not fit its layer's weight"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(out));
 }
 
 // Each refused with exit code 2 and one line (a resume on a changed base: after the run's banner

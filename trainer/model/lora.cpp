@@ -20,8 +20,8 @@ bool matches(const std::string& path, const std::string& target) {
   return path == target || ends_with(path, "." + target);
 }
 
-// Calls adapt(path, projection) on each projection of `module` (a layer at `prefix`) whose path
-// a target matches, marking which targets matched.
+// Gives an adapter to each projection of `layer` (at `prefix`) whose path a target matches, adding
+// the path to `adapted` and marking which targets matched in `used`.
 template <typename Layer>
 void adapt_layer(Layer& layer, const std::string& prefix, const std::vector<std::string>& targets,
                  const AdapterOptions& options, std::vector<bool>& used,
@@ -36,6 +36,36 @@ void adapt_layer(Layer& layer, const std::string& prefix, const std::vector<std:
     layer.add_adapter(projection, options);
     adapted.push_back(path);
   }
+}
+
+// A layer's adapter: A [r, in] and B [out, r].
+struct AdapterPair {
+  torch::Tensor a, b;
+};
+
+// `adapters` by layer path (either half may be missing); std::invalid_argument naming one that is
+// not an adapter's parameter.
+std::map<std::string, AdapterPair> paired(
+    const std::vector<std::pair<std::string, torch::Tensor>>& adapters) {
+  std::map<std::string, AdapterPair> pairs;
+  for (const auto& [name, tensor] : adapters) {
+    const std::string layer = name.substr(0, name.rfind('.'));
+    if (ends_with(name, kA)) {
+      pairs[layer].a = tensor;
+    } else if (ends_with(name, kB)) {
+      pairs[layer].b = tensor;
+    } else {
+      throw std::invalid_argument("'" + name + "' is not an adapter's parameter");
+    }
+  }
+  return pairs;
+}
+
+// Whether B A has the weight's shape [out, in]: A [r, in], B [out, r].
+bool fits(const AdapterPair& pair, const torch::Tensor& weight) {
+  return pair.a.dim() == 2 && pair.b.dim() == 2 && weight.dim() == 2 &&
+         pair.b.size(1) == pair.a.size(0) && pair.b.size(0) == weight.size(0) &&
+         pair.a.size(1) == weight.size(1);
 }
 
 }  // namespace
@@ -81,36 +111,30 @@ bool is_adapter_parameter(const std::string& name) {
 void merge_adapters(Transformer& model,
                     const std::vector<std::pair<std::string, torch::Tensor>>& adapters,
                     double scale) {
-  std::map<std::string, torch::Tensor> a, b;
-  for (const auto& [name, tensor] : adapters) {
-    const std::string layer = name.substr(0, name.rfind('.'));
-    if (ends_with(name, kA)) {
-      a[layer] = tensor;
-    } else if (ends_with(name, kB)) {
-      b[layer] = tensor;
-    } else {
-      throw std::invalid_argument("'" + name + "' is not an adapter's parameter");
-    }
-  }
+  const std::map<std::string, AdapterPair> pairs = paired(adapters);
   auto params = model->named_parameters(/*recurse=*/true);
   torch::NoGradGuard no_grad;
-  for (const auto& [path, down] : a) {
-    const auto up = b.find(path);
+  // Every pair is checked before any weight changes (peft's safe_merge): a bad set leaves the
+  // model as it was. Then each weight in turn, so that no more than one merge is held at a time.
+  std::vector<std::pair<torch::Tensor, const AdapterPair*>> planned;  // (weight, its adapter)
+  for (const auto& [path, pair] : pairs) {
+    if (!pair.a.defined()) continue;  // said below, after the others
+    if (!pair.b.defined()) throw std::invalid_argument("adapter '" + path + "' has no lora_b");
     const auto* weight = params.find(path + ".weight");
-    if (up == b.end()) throw std::invalid_argument("adapter '" + path + "' has no lora_b");
     if (weight == nullptr) {
       throw std::invalid_argument("adapter '" + path + "' sits beside no layer of the model");
     }
-    const auto delta = torch::mm(up->second.to(torch::kFloat32), down.to(torch::kFloat32)) * scale;
-    if (delta.sizes() != weight->sizes()) {
+    if (!fits(pair, *weight)) {
       throw std::invalid_argument("adapter '" + path + "' does not fit its layer's weight");
     }
-    weight->copy_(weight->to(torch::kFloat32) + delta);
+    planned.emplace_back(*weight, &pair);
   }
-  if (b.size() != a.size()) {
-    for (const auto& [path, up] : b) {
-      if (!a.count(path)) throw std::invalid_argument("adapter '" + path + "' has no lora_a");
-    }
+  for (const auto& [path, pair] : pairs) {
+    if (!pair.a.defined()) throw std::invalid_argument("adapter '" + path + "' has no lora_a");
+  }
+  for (auto& [weight, pair] : planned) {
+    const auto delta = torch::mm(pair->b.to(torch::kFloat32), pair->a.to(torch::kFloat32)) * scale;
+    weight.copy_(weight.to(torch::kFloat32) + delta);
   }
 }
 

@@ -26,8 +26,9 @@ std::vector<std::string> add_adapters(Transformer& model, const std::vector<std:
 bool is_adapter_parameter(const std::string& name);
 
 // Adds scale · B A to <path>.weight for each <path>.lora_a (A) and <path>.lora_b (B) among
-// `adapters`, in float32 whatever the weight's type. std::invalid_argument naming an adapter
-// whose layer the model lacks, whose partner is missing, or whose shape does not fit.
+// `adapters`, in float32 whatever the weight's type. Every adapter is checked before any weight
+// changes: std::invalid_argument naming an adapter whose layer the model lacks, whose partner is
+// missing, or whose shape does not fit, and the model is then as it was.
 void merge_adapters(Transformer& model,
                     const std::vector<std::pair<std::string, torch::Tensor>>& adapters,
                     double scale);
