@@ -63,7 +63,7 @@ def arguments():
 
 
 def detokenize(sp, pieces):
-    """Tandem's detokenization of a paired vocabulary's pieces (data/vocab.cpp): the target model's
+    """Tandem's detokenization of a paired vocabulary's pieces (data/vocab/vocab.cpp): the target model's
     own, with any "▁" left a space and the ends trimmed."""
     return sp.decode_pieces(pieces).replace("\u2581", " ").strip()
 
@@ -73,7 +73,7 @@ def is_tag(piece):
 
 
 def tokenize(sp, line, tagged):
-    """Tandem's tokenization of a source line (data/vocab.cpp): with a tagged vocabulary, a span
+    """Tandem's tokenization of a source line (data/vocab/vocab.cpp): with a tagged vocabulary, a span
     from ">>" to the last "<<" is a piece of its own at the line's start and dropped elsewhere."""
     start, close = line.find(">>"), line.rfind("<<")
     if not tagged or start < 0 or close < start + 3:

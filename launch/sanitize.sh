@@ -36,7 +36,7 @@ CC=clang-16 CXX=clang++-16 TANDEM_BUILD_DIR=$build launch/build.sh -DTANDEM_CUDA
 
 supp=$PWD/launch/sanitizers
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-# alloc_dealloc_mismatch=0: the SentencePiece module is opened behind ASan (data/vocab.cpp,
+# alloc_dealloc_mismatch=0: the SentencePiece module is opened behind ASan (data/vocab/vocab.cpp,
 # dlopen_deepbind), and what its operator new allocates, Tandem deletes.
 export ASAN_OPTIONS=detect_leaks=1:alloc_dealloc_mismatch=0:suppressions=$supp/asan.supp
 export LSAN_OPTIONS=suppressions=$supp/lsan.supp:print_suppressions=0

@@ -105,16 +105,17 @@ TEST(ChunkJob, EveryChunkIsDoneOnceAndTheOutputIsInInputOrder) {
 
 TEST(ChunkJob, AResumedJobDoesOnlyTheMissingChunks) {
   const SharedDir dir;
-  const JobFiles files = job_files(dir, 40, 5);  // 8 chunks
+  JobFiles files = job_files(dir, 40, 5);  // 8 chunks
   auto& comm = process_group().cpu();
   if (comm.rank() == 0) {
     // A run that stopped with chunks 1, 3 and 4 written, 5 and 6 in hand.
-    ChunkStore store(files.output, files.record, 8);
+    ChunkStore store(files.output, files.record, OutputState::kNew, 8);
     for (const int64_t c : {1, 3, 4}) {
       Chunk chunk{c, c * 5, {read_chunk(files.inputs[0], c)}};
       store.write(c, stand_in(chunk));
     }
     store.set_in_flight({5, 6});
+    files.state = inspect_output(files.output, files.record);
   }
   int64_t count = 0;
   const JobOutcome outcome = run_job(files, count);

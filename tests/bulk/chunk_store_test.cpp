@@ -90,7 +90,7 @@ TEST(ChunkStore, AJobResumesWithItsPartsAndEndsInTheWholeOutput) {
   const JobRecord job = a_job();
   EXPECT_EQ(inspect_output(output, job), OutputState::kNew);
   {
-    ChunkStore store(output, job, 3);
+    ChunkStore store(output, job, inspect_output(output, job), 3);
     EXPECT_EQ(store.done_count(), 0);
     EXPECT_TRUE(exists(parts_folder(output) + "/job.json"));
     store.write(1, "b1\nb2\n");
@@ -100,7 +100,7 @@ TEST(ChunkStore, AJobResumesWithItsPartsAndEndsInTheWholeOutput) {
   EXPECT_EQ(chunks_done(output, 3), 1);
   std::ofstream(parts_folder(output) + "/00000000.part.tmp") << "half a part";
   {
-    ChunkStore store(output, job, 3);
+    ChunkStore store(output, job, inspect_output(output, job), 3);
     EXPECT_EQ(store.done_count(), 1);
     EXPECT_TRUE(store.done(1));
     EXPECT_FALSE(store.done(0));
@@ -110,7 +110,7 @@ TEST(ChunkStore, AJobResumesWithItsPartsAndEndsInTheWholeOutput) {
     store.write(0, "a1\n");
     store.set_in_flight({2});
   }
-  ChunkStore store(output, job, 3);
+  ChunkStore store(output, job, inspect_output(output, job), 3);
   EXPECT_EQ(store.redone(), (std::vector<int64_t>{2}));
   EXPECT_EQ(store.redone_total(), 3);
   store.write(2, "");
@@ -136,13 +136,13 @@ TEST(ChunkStore, WhatAnotherCommandLeftIsRefusedAndKept) {
                 .find("--output '" + output + "' exists and no " + output +
                       ".job.json says it is this command's output"),
             std::string::npos);
-  EXPECT_NE(refusal([&] { ChunkStore store(output, job, 3); }), "");
+  EXPECT_NE(refusal([&] { ChunkStore store(output, job, inspect_output(output, job), 3); }), "");
   EXPECT_EQ(read(output), "someone's file\n");
   EXPECT_FALSE(exists(parts_folder(output)));
 
   std::remove(output.c_str());
   {
-    ChunkStore store(output, job, 1);
+    ChunkStore store(output, job, inspect_output(output, job), 1);
     store.write(0, "x\n");
     store.complete({});
   }
@@ -154,16 +154,19 @@ TEST(ChunkStore, WhatAnotherCommandLeftIsRefusedAndKept) {
 
   const std::string second = dir.file("second.txt");
   {
-    ChunkStore store(second, job, 3);
+    ChunkStore store(second, job, inspect_output(second, job), 3);
     store.write(2, "z\n");
   }
-  const std::string why = refusal([&] { ChunkStore store(second, other, 3); });
+  const std::string why =
+      refusal([&] { ChunkStore store(second, other, inspect_output(second, other), 3); });
   EXPECT_NE(why.find("the resume record '" + parts_folder(second) +
                      "/job.json' does not match this command: --beam 1 (recorded: 4)"),
             std::string::npos)
       << why;
   EXPECT_EQ(read(parts_folder(second) + "/00000002.part"), "z\n");
-  EXPECT_NE(refusal([&] { ChunkStore store(second, job, 2); }).find("past the job's last chunk"),
+  EXPECT_NE(refusal([&] {
+              ChunkStore store(second, job, inspect_output(second, job), 2);
+            }).find("past the job's last chunk"),
             std::string::npos);
 
   const std::string third = dir.file("third.txt");

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "data/prep.h"
+#include "data/prep/prep.h"
 
 namespace tandem::test {
 namespace {

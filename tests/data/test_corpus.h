@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "data/prep.h"
+#include "data/prep/prep.h"
 #include "trainer/common/temp_dir.h"
 
 namespace tandem::data::testing {

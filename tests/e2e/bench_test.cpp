@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "tests/common/synthetic_corpus.h"
 #include "tests/e2e/run_command.h"
 

@@ -235,12 +235,13 @@ TEST_F(CheckpointE2E, KillDashNineDuringCheckpointWritesAlwaysLeavesAResumableCh
 TEST_F(CheckpointE2E, SigtermToMpirunSavesTheCurrentStepAndResumeContinuesFromIt) {
   const std::string cfg = config("sigterm");
   const std::string run = run_dir("sigterm");
-  // With the grace docs/multi-node.md asks of a plain mpirun (the launcher and train-hosts.sh set it):
-  // Open MPI 4.1 answers SIGTERM with SIGCONT to the ranks, SIGTERM one grace later and SIGKILL
-  // one grace after that, so a rank has the grace to finish its step and save, however slow the
-  // machine. mpirun reads none of the ranks' output meanwhile: this model logs steps of under a
+  // With the grace docs/multi-node.md asks of a plain mpirun (the launcher and train-hosts.sh set
+  // it): Open MPI 4.1 answers SIGTERM with SIGCONT to the ranks, SIGTERM one grace later and
+  // SIGKILL one grace after that, so a rank has the grace to finish its step and save, however slow
+  // the machine. mpirun reads none of the ranks' output meanwhile: this model logs steps of under a
   // millisecond, so rank 0 fills its pipe to mpirun well before its SIGTERM, and what it logs after
-  // it may be dropped (common/stop_handler.cpp); the checkpoint and the metrics file say what happened.
+  // it may be dropped (jobs/stop_handler.cpp); the checkpoint and the metrics file say what
+  // happened.
   BackgroundCommand job("exec " + mpirun(2) + "--mca odls_base_sigkill_timeout 10 " +
                         tool("tandem-train") + " --config " + cfg +
                         " --set checkpoint.every_steps=100000");

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "data/corpus.h"
-#include "data/vocab.h"
+#include "data/corpus/corpus.h"
+#include "data/vocab/vocab.h"
 #include "tests/e2e/bible_text.h"
 #include "tests/e2e/import_checks.h"
 #include "tests/e2e/run_command.h"

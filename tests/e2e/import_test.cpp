@@ -15,8 +15,8 @@
 #include <sstream>
 #include <tuple>
 
-#include "data/corpus.h"
-#include "data/vocab.h"
+#include "data/corpus/corpus.h"
+#include "data/vocab/vocab.h"
 #include "tests/common/synthetic_corpus.h"
 #include "tests/e2e/import_checks.h"
 #include "tests/e2e/run_command.h"

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "data/batch_plan.h"
-#include "data/corpus.h"
+#include "data/batching/batch_plan.h"
+#include "data/corpus/corpus.h"
 #include "tests/e2e/bible_text.h"
 #include "tests/e2e/import_checks.h"
 #include "tests/e2e/run_command.h"

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "tests/e2e/pipeline_fixture.h"
 #include "trainer/checkpoint/checkpoint.h"
 

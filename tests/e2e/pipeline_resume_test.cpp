@@ -7,7 +7,7 @@
 #include <fstream>
 #include <map>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "tests/e2e/pipeline_fixture.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"

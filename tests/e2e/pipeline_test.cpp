@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "tests/e2e/pipeline_fixture.h"
 #include "trainer/checkpoint/checkpoint.h"
 

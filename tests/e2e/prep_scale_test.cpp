@@ -6,7 +6,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "tests/e2e/run_command.h"
 #include "trainer/common/temp_dir.h"
 

@@ -22,7 +22,7 @@
 #include "tests/common/synthetic_corpus.h"
 #include "tests/e2e/run_command.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/common/rank_state.h"
+#include "trainer/jobs/rank_state.h"
 
 namespace tandem::test {
 namespace {
@@ -155,9 +155,9 @@ TEST_F(StopE2E, AStopFromAnotherProcessChangesNothingAndTheSameSenderTwiceStopsA
     const int64_t stopped = records("senders").back()["step"];
     EXPECT_EQ(checkpoint::find_latest(run_dir("senders")),
               run_dir("senders") + "/" + checkpoint::step_file_name(stopped));
-    const auto states = read_rank_states(run_dir("senders") + "-state");
+    const auto states = jobs::read_rank_states(run_dir("senders") + "-state");
     ASSERT_EQ(states.size(), 1u) << rank.output();
-    EXPECT_EQ(states[0].outcome, RankState::Outcome::kStopped);
+    EXPECT_EQ(states[0].outcome, jobs::RankState::Outcome::kStopped);
     EXPECT_EQ(states[0].signal, SIGTERM);
     EXPECT_EQ(states[0].exit_code, 128 + SIGTERM);
     EXPECT_EQ(states[0].at, stopped);
@@ -168,7 +168,7 @@ TEST_F(StopE2E, AStopFromAnotherProcessChangesNothingAndTheSameSenderTwiceStopsA
   rank.signal(SIGINT);
   const int code = rank.wait();
   EXPECT_TRUE(code == 128 + SIGTERM || code == 128 + SIGINT) << code << rank.output();
-  EXPECT_TRUE(read_rank_states(run_dir("insist") + "-state").empty()) << rank.output();
+  EXPECT_TRUE(jobs::read_rank_states(run_dir("insist") + "-state").empty()) << rank.output();
   EXPECT_EQ(checkpoint::find_latest(run_dir("insist")), "") << "nothing saved: no step was due";
 }
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "data/batch_plan.h"
-#include "data/corpus.h"
+#include "data/batching/batch_plan.h"
+#include "data/corpus/corpus.h"
 #include "tests/fuzz/fuzz_files.h"
 #include "tests/fuzz/fuzz_target.h"
 #include "tests/fuzz/hdf5_edit.h"

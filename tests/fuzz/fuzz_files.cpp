@@ -6,7 +6,7 @@
 #include <iterator>
 #include <memory>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "tests/common/synthetic_corpus.h"
 #include "tests/fuzz/fuzz_target.h"
 #include "trainer/checkpoint/checkpoint.h"

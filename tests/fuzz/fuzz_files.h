@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "data/vocab.h"
+#include "data/vocab/vocab.h"
 
 namespace tandem::fuzz {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "data/vocab.h"
+#include "data/vocab/vocab.h"
 #include "tests/fuzz/fuzz_files.h"
 #include "tests/fuzz/fuzz_target.h"
 #include "trainer/common/temp_dir.h"

@@ -1,10 +1,10 @@
-// tandem-prep's corpora manifest (data/manifest.h): YAML text, read into corpora or refused naming
-// the manifest, line and key. Whatever reads has a name, both languages and a train split for every
-// corpus, each split with files on both sides.
+// tandem-prep's corpora manifest (data/prep/manifest.h): YAML text, read into corpora or refused
+// naming the manifest, line and key. Whatever reads has a name, both languages and a train split
+// for every corpus, each split with files on both sides.
 #include <string>
 #include <vector>
 
-#include "data/manifest.h"
+#include "data/prep/manifest.h"
 #include "tests/fuzz/fuzz_files.h"
 #include "tests/fuzz/fuzz_target.h"
 

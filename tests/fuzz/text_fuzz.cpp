@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "data/text_input.h"
-#include "data/vocab.h"
+#include "data/prep/text_input.h"
+#include "data/vocab/vocab.h"
 #include "tests/fuzz/fuzz_files.h"
 #include "tests/fuzz/fuzz_target.h"
-#include "trainer/eval/bleu_chrf.h"
 #include "trainer/cli/tool_main.h"
+#include "trainer/eval/bleu_chrf.h"
 
 namespace tandem::fuzz {
 

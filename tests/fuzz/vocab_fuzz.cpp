@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "data/vocab.h"
+#include "data/vocab/vocab.h"
 #include "tests/fuzz/fuzz_files.h"
 #include "tests/fuzz/fuzz_target.h"
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -22,14 +23,21 @@ bool contains(const std::vector<std::string>& argv, const std::vector<std::strin
 TEST(MpirunCommand, MpirunPinsRanksThatFitPassesTheGraceAndForwardsWhatIsSet) {
   const ScopedEnv set("TANDEM_TEST_FORWARDED", "1");
   const ScopedEnv unset("TANDEM_TEST_UNSET", nullptr);
-  const auto fits = mpirun_command(1, 1, {"TANDEM_TEST_FORWARDED", "TANDEM_TEST_UNSET"}, 17);
+  const auto fits = mpirun_command(
+      1, 1, {"TANDEM_TEST_FORWARDED", "TANDEM_TEST_UNSET", "TANDEM_TEST_SET=a b"}, 17);
   EXPECT_EQ(fits.argv[0], find_on_path("mpirun"));
   EXPECT_TRUE(contains(fits.argv, {"--oversubscribe", "-np", "1", "--bind-to", "core"}));
   EXPECT_TRUE(contains(fits.argv, {"--mca", "odls_base_sigkill_timeout", "17"}));
   EXPECT_TRUE(contains(fits.argv, {"-x", "TANDEM_TEST_FORWARDED"}));
   EXPECT_FALSE(contains(fits.argv, {"-x", "TANDEM_TEST_UNSET"}));
+  EXPECT_TRUE(contains(fits.argv, {"-x", "TANDEM_TEST_SET=a b"}));
+  EXPECT_EQ(std::getenv("TANDEM_TEST_SET"), nullptr) << "set for mpirun's ranks, not here";
   if (geteuid() == 0) {
-    EXPECT_TRUE(contains(fits.argv, {"-x", "OMPI_ALLOW_RUN_AS_ROOT"}));
+    const ScopedEnv root("OMPI_ALLOW_RUN_AS_ROOT", nullptr);
+    const auto command = mpirun_command(1, 1, {});
+    EXPECT_TRUE(contains(command.argv, {"-x", "OMPI_ALLOW_RUN_AS_ROOT=1"}));
+    EXPECT_TRUE(contains(command.environment, {"OMPI_ALLOW_RUN_AS_ROOT=1"}));
+    EXPECT_EQ(std::getenv("OMPI_ALLOW_RUN_AS_ROOT"), nullptr) << "mpirun's, not this process's";
   }
   const int cores = usable_cores();
   const auto crowded = mpirun_command(cores + 1, 1, {});

@@ -49,7 +49,7 @@ const std::vector<std::string> kAborted = {
     "NOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.",
     "--------------------------------------------------------------------------"};
 
-// A rank's state record as common/rank_state.h writes it.
+// A rank's state record as jobs/rank_state.h writes it.
 RankState record(int rank, RankState::Outcome outcome, int64_t step, int exit_code,
                  const std::string& error = "", double time = 100) {
   RankState state;
@@ -94,7 +94,7 @@ TEST(JobFailure, ASignalNamesTheRankTheHostAndTheSignal) {
   EXPECT_EQ(f.host, "vm");
   EXPECT_EQ(f.how, "killed by signal 9 (Killed)");
   EXPECT_EQ(f.at, -1);
-  EXPECT_FALSE(f.stopped || f.usage_error || f.unreachable);
+  EXPECT_EQ(f.kind, FailureKind::kFailed);
   EXPECT_EQ(describe(f), "rank 1 on vm: killed by signal 9 (Killed)");
 }
 
@@ -102,16 +102,16 @@ TEST(JobFailure, AnExitCodeNamesTheRank) {
   const JobFailure f = parse_job_failure(kExited, 3, {});
   EXPECT_EQ(f.rank, 1);
   EXPECT_EQ(f.how, "exited with code 3");
-  EXPECT_FALSE(f.stopped || f.usage_error);
+  EXPECT_EQ(f.kind, FailureKind::kFailed);
   auto usage = kExited;
   usage[5] = "  Exit code:    2";
-  EXPECT_TRUE(parse_job_failure(usage, 2, {}).usage_error);
+  EXPECT_EQ(parse_job_failure(usage, 2, {}).kind, FailureKind::kUsage);
   for (int code : {129, 130, 138, 143}) {
     usage[5] = "  Exit code:    " + std::to_string(code);
-    EXPECT_TRUE(parse_job_failure(usage, code, {}).stopped) << code;
+    EXPECT_EQ(parse_job_failure(usage, code, {}).kind, FailureKind::kStopped) << code;
   }
   usage[5] = "  Exit code:    137";
-  EXPECT_FALSE(parse_job_failure(usage, 137, {}).stopped);
+  EXPECT_EQ(parse_job_failure(usage, 137, {}).kind, FailureKind::kFailed);
 }
 
 TEST(JobFailure, ARankThatThrowsNamesItsStepAndErrorNotAnotherRanks) {
@@ -159,18 +159,18 @@ TEST(JobFailure, AWatchdogExitIsTheWatchingRanksWithItsMessage) {
 // input (exit code 2), which a restart does not mend. A rank killed by a signal overrides both.
 TEST(JobFailure, TheRecordsSayAStopOrBadInput) {
   const auto stopped = record(0, RankState::Outcome::kStopped, 40, 143);
-  EXPECT_TRUE(parse_job_failure({}, 1, {stopped}).stopped);
-  EXPECT_FALSE(parse_job_failure(kKilled, 137, {stopped}).stopped);
+  EXPECT_EQ(parse_job_failure({}, 1, {stopped}).kind, FailureKind::kStopped);
+  EXPECT_EQ(parse_job_failure(kKilled, 137, {stopped}).kind, FailureKind::kFailed);
   const auto bad_input = record(1, RankState::Outcome::kFailed, -1, 2, "data.corpus: no such file");
   const JobFailure f = parse_job_failure(kAborted, 1, {bad_input});
-  EXPECT_TRUE(f.usage_error);
+  EXPECT_EQ(f.kind, FailureKind::kUsage);
   EXPECT_EQ(reason_not_to_restart(f, nullptr, 0, -1, 0, 3),
             "bad input (exit code 2), which a restart does not mend");
 }
 
 TEST(JobFailure, ALostDaemonIsAnUnreachableHost) {
   const JobFailure f = parse_job_failure(kLostHost, 1, {});
-  EXPECT_TRUE(f.unreachable);
+  EXPECT_EQ(f.kind, FailureKind::kUnreachable);
   EXPECT_EQ(f.host, "nodeB");
   EXPECT_EQ(describe(f), "host nodeB: host unreachable (mpirun lost contact with its daemon)");
 }
@@ -179,7 +179,7 @@ TEST(JobFailure, WithoutNoticesTheStatusSays) {
   const JobFailure f = parse_job_failure({"some output"}, 143, {});
   EXPECT_EQ(f.rank, -1);
   EXPECT_EQ(f.how, "mpirun exited with status 143");
-  EXPECT_TRUE(f.stopped);
+  EXPECT_EQ(f.kind, FailureKind::kStopped);
   EXPECT_EQ(describe(f), "the job: mpirun exited with status 143");
 }
 
@@ -194,8 +194,7 @@ TEST(JobFailure, StatusZeroWithoutRankZerosRecordIsAFailure) {
   EXPECT_FALSE(job_finished({failed(0, 37, "out of memory"), finished(1)}));
   const JobFailure f = parse_job_failure({}, 0, {finished(1)});
   EXPECT_EQ(f.how, "mpirun exited with status 0 before rank 0 said the job finished");
-  EXPECT_FALSE(f.stopped);
-  EXPECT_FALSE(f.usage_error);
+  EXPECT_EQ(f.kind, FailureKind::kFailed);
   EXPECT_EQ(reason_not_to_restart(f, nullptr, 30, -1, 0, 3), "");
   EXPECT_EQ(failure_exit_code(0), 1);
 }

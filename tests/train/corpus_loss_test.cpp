@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/batch.h"
+#include "data/batching/batch.h"
 #include "trainer/model/transformer.h"
 #include "trainer/train/forward_backward.h"
 

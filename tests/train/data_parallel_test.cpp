@@ -9,8 +9,8 @@
 #include <cmath>
 #include <memory>
 
-#include "data/corpus.h"
-#include "data/loader.h"
+#include "data/batching/loader.h"
+#include "data/corpus/corpus.h"
 #include "tests/common/mpi_test.h"
 #include "tests/common/synthetic_corpus.h"
 #include "trainer/checkpoint/model_io.h"

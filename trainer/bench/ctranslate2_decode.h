@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "data/vocab.h"
+#include "data/vocab/vocab.h"
 #include "trainer/bench/decode_timing.h"
 #include "trainer/decode/beam.h"
 

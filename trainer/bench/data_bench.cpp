@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "data/loader.h"
-#include "trainer/runtime/cpu_runtime.h"
+#include "data/batching/loader.h"
 #include "trainer/jobs/process.h"
+#include "trainer/runtime/cpu_runtime.h"
 
 namespace tandem::bench {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "data/batch_plan.h"
+#include "data/batching/batch_plan.h"
 
 namespace tandem::bench {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "data/vocab.h"
+#include "data/vocab/vocab.h"
 
 namespace tandem::bench {
 

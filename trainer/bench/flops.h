@@ -12,7 +12,7 @@
 namespace tandem::bench {
 
 // Token-weighted lengths of a split; sentences count their EOS (source) or BOS/EOS (target) token,
-// as in data/batch.h, and no padding.
+// as in data/batching/batch.h, and no padding.
 struct LengthStats {
   double src_per_tgt = 1;  // r: source tokens per target token
   double src_keys = 0;  // Ts: length of the source a source token attends over (sum Ls^2 / sum Ls)

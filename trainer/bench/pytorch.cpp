@@ -58,10 +58,11 @@ void set_env(const std::string& name, const std::string& value) {
   setenv(name.c_str(), value.c_str(), 1);
 }
 
-// The command line, with the script's settings in the environment (mpirun passes them on with -x).
-std::vector<std::string> yardstick_command(const YardstickOptions& options,
-                                           const config::Config& config, int64_t vocab_size,
-                                           const std::string& data_dir, const std::string& spm) {
+// The command line (with what mpirun itself needs in its environment), the script's settings in
+// this process's environment (mpirun passes them on with -x).
+jobs::MpirunCommand yardstick_command(const YardstickOptions& options, const config::Config& config,
+                                      int64_t vocab_size, const std::string& data_dir,
+                                      const std::string& spm) {
   const std::string threads = std::to_string(options.threads);
   set_env("OMP_NUM_THREADS", threads);
   set_env("OPENBLAS_NUM_THREADS", threads);
@@ -75,20 +76,19 @@ std::vector<std::string> yardstick_command(const YardstickOptions& options,
   set_env("MASTER_ADDR", "127.0.0.1");
   // A free port rather than the script's fixed default: others may run it on this machine too.
   set_env("MASTER_PORT", std::to_string(jobs::free_local_port()));
-  std::vector<std::string> argv;
+  jobs::MpirunCommand command;
   if (options.ranks > 1) {
-    argv = jobs::mpirun_command(
-               options.ranks, options.threads,
-               {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "REF_THREADS", "REF_TOKENS", "REF_VOCAB",
-                "REF_SHAPE", "REF_DEVICE", "REF_AMP", "REF_SDPA", "MASTER_ADDR", "MASTER_PORT"})
-               .argv;
+    command = jobs::mpirun_command(
+        options.ranks, options.threads,
+        {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "REF_THREADS", "REF_TOKENS", "REF_VOCAB",
+         "REF_SHAPE", "REF_DEVICE", "REF_AMP", "REF_SDPA", "MASTER_ADDR", "MASTER_PORT"});
   } else {
     unsetenv("OMPI_COMM_WORLD_RANK");  // alone: the script must see a world of one
     unsetenv("OMPI_COMM_WORLD_SIZE");
   }
-  argv.insert(argv.end(),
-              {options.python, options.script, data_dir, spm, std::to_string(options.steps)});
-  return argv;
+  command.argv.insert(command.argv.end(), {options.python, options.script, data_dir, spm,
+                                           std::to_string(options.steps)});
+  return command;
 }
 
 // Echoes what the script printed and parses its last JSON line (null when there is none).
@@ -162,9 +162,9 @@ YardstickResult run_yardstick(const YardstickOptions& options, const config::Con
     spm = work_dir + "/spm.model";
     std::ofstream(spm, std::ios::binary) << vocab.sentencepiece_bytes(data::Side::kSource);
   }
-  const auto argv = yardstick_command(options, config, vocab.size(), data_dir, spm);
+  const auto command = yardstick_command(options, config, vocab.size(), data_dir, spm);
   const std::string output = work_dir + "/yardstick.out";
-  const int code = jobs::run_process(argv, output);
+  const int code = jobs::run_process(command.argv, output, command.environment);
   result.record = read_record(output);
   if (code != 0)
     throw std::runtime_error("the PyTorch yardstick exited with code " + std::to_string(code));

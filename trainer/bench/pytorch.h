@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "trainer/config/config.h"
 
 namespace tandem::bench {

@@ -16,17 +16,17 @@
 #include <optional>
 #include <set>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
+#include "trainer/bench/flops.h"
+#include "trainer/bench/pytorch.h"
+#include "trainer/cli/tool_main.h"
 #include "trainer/common/error.h"
 #include "trainer/common/log.h"
 #include "trainer/common/temp_dir.h"
 #include "trainer/config/config.h"
-#include "trainer/parallel/process_group.h"
-#include "trainer/bench/flops.h"
-#include "trainer/bench/pytorch.h"
 #include "trainer/jobs/mpirun_command.h"
 #include "trainer/jobs/process.h"
-#include "trainer/cli/tool_main.h"
+#include "trainer/parallel/process_group.h"
 #include "trainer/train/trainer.h"
 
 #ifdef TANDEM_TORCH_CUDA
@@ -195,10 +195,8 @@ Measurement measure(const cfg::Config& config, tandem::parallel::ProcessGroup& g
 
 Measurement measure_under_mpirun(const TrainBenchFlags& f, const TempDir& scratch) {
   const std::string threads = std::to_string(f.threads);
-  setenv("OMP_NUM_THREADS", threads.c_str(), 1);
-  setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
-  auto command =
-      jobs::mpirun_command(f.ranks, f.threads, {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"});
+  auto command = jobs::mpirun_command(
+      f.ranks, f.threads, {"OMP_NUM_THREADS=" + threads, "OPENBLAS_NUM_THREADS=" + threads});
   std::printf("launch: %s -np %d %s (%s)\n", command.argv[0].c_str(), f.ranks,
               command.binding.c_str(), command.why.c_str());
   command.argv.insert(command.argv.end(),
@@ -209,7 +207,7 @@ Measurement measure_under_mpirun(const TrainBenchFlags& f, const TempDir& scratc
     command.argv.insert(command.argv.end(),
                         {"--profile", std::filesystem::absolute(f.profile).string()});
   }
-  const int code = jobs::run_process(command.argv);
+  const int code = jobs::run_process(command.argv, "", command.environment);
   if (code != 0)
     throw std::runtime_error("the benchmark's ranks failed (mpirun exit code " +
                              std::to_string(code) + ")");

@@ -1,7 +1,7 @@
 // tandem-bench-decode --constraints / --shortlist: what a decoding variant costs or saves, and
 // gives, against plain decoding. --constraints: each input line includes one or two phrases of
 // its reference (decode/constraints.h); --shortlist: the output layer on a lexical shortlist
-// (data/shortlist.h). For every precision and beam the line's plain and variant decoding
+// (data/shortlist/shortlist.h). For every precision and beam the line's plain and variant decoding
 // alternate, as tandem-decode decodes, and the table gives each one's speed and BLEU (and the
 // share of phrases its translations hold).
 #pragma once

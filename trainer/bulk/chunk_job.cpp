@@ -12,8 +12,8 @@
 #include "trainer/bulk/job_progress.h"
 #include "trainer/bulk/local_worker.h"
 #include "trainer/common/fault_injection.h"
-#include "trainer/common/stop_handler.h"
-#include "trainer/common/stop_signals.h"
+#include "trainer/jobs/stop_handler.h"
+#include "trainer/jobs/stop_signals.h"
 
 namespace tandem::bulk {
 namespace {
@@ -127,9 +127,9 @@ void report_resume(const std::string& tool, const std::string& output, const Chu
 void finish(const std::string& tool, const JobFiles& files, ChunkStore& store,
             const JobProgress& progress, int ranks, int stopped_by) {
   if (store.done_count() < store.chunks()) {
-    const std::string why = stopped_by == kLauncherStopSignal
+    const std::string why = stopped_by == jobs::kLauncherStopSignal
                                 ? std::string("the launcher's request")
-                                : signal_name(stopped_by);
+                                : jobs::signal_name(stopped_by);
     std::fprintf(stderr,
                  "%s: stopping on %s with %lld of %lld chunks of %s done (%s); the same command "
                  "resumes at the first unfinished chunk\n",
@@ -196,7 +196,7 @@ JobOutcome ChunkJob::run(const JobFiles& files, const std::function<ChunkFunctio
 JobOutcome ChunkJob::run_dispatcher(parallel::Mailbox& mailbox, const JobFiles& files,
                                     const std::function<ChunkFunction()>& load) {
   const LineChunks& first = files.inputs.front();
-  ChunkStore store(files.output, files.record, first.count());
+  ChunkStore store(files.output, files.record, files.state, first.count());
   // The models load on the worker's thread while this one hands out the other ranks' chunks.
   int64_t worked = 0;  // chunks the worker has begun (the fault injection's steps)
   LocalWorker worker(load, [this, &worked](int64_t chunk) {
@@ -213,7 +213,7 @@ JobOutcome ChunkJob::run_dispatcher(parallel::Mailbox& mailbox, const JobFiles& 
   bool worker_done = false;
   while (!worker_done || finished < others) {
     const uint64_t seen = worker.version();
-    if (const int sig = stop_signal(); sig != 0) dispatch.stop(sig);
+    if (const int sig = jobs::stop_signal(); sig != 0) dispatch.stop(sig);
     const bool local = serve_worker(worker, dispatch, worker_done);
     const bool remote = serve_others(mailbox, dispatch, finished);
     if (!local && !remote) worker.wait(seen, others > 0 ? kPollEvery : kAloneWait);
@@ -246,12 +246,12 @@ JobOutcome ChunkJob::run_worker(parallel::Mailbox& mailbox,
     const Chunk chunk = decode_chunk(message.bytes);
     current_ = chunk.index;
     inject_fault_if_requested(group_.rank(), outcome.chunks_done);
-    const ChunkResult result{chunk.index, work(chunk), stop_signal()};
+    const ChunkResult result{chunk.index, work(chunk), jobs::stop_signal()};
     current_ = -1;
     mailbox.send(0, kResult, encode_result(result));
     ++outcome.chunks_done;
   }
-  outcome.stop_signal = stop_signal();
+  outcome.stop_signal = jobs::stop_signal();
   return outcome;
 }
 

@@ -2,10 +2,11 @@
 // done to whichever rank asks, in order, a worker thread of its own among them, and writes each
 // result as a part as it arrives (ChunkStore), then the whole output; every rank translates (or
 // scores) what it is handed. A rank holds one chunk at a time, so a lost rank costs at most its
-// chunk. A stop signal (common/stop_handler.h) on any rank ends the job once the chunks in hand
+// chunk. A stop signal (jobs/stop_handler.h) on any rank ends the job once the chunks in hand
 // are written. A rank that holds its chunk far longer than chunks take, or a rank 0 that stops
 // answering, ends the job as dead or stuck (PeerTimeout, common/error.h), which a lost rank does
-// by itself (mpirun ends the job). Rank 0's main thread alone calls MPI; the ranks' work runs on LibTorch's side.
+// by itself (mpirun ends the job). Rank 0's main thread alone calls MPI; the ranks' work runs on
+// LibTorch's side.
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/bulk/chunk_store.h"
 #include "trainer/bulk/job_record.h"
 #include "trainer/bulk/line_chunks.h"
 #include "trainer/common/error.h"
@@ -38,6 +40,7 @@ struct JobFiles {
   std::vector<LineChunks> inputs;
   std::string output;
   JobRecord record;
+  OutputState state = OutputState::kNew;  // what is on disk for the output (inspect_output)
 };
 
 struct JobOutcome {

@@ -117,12 +117,12 @@ int64_t chunks_done(const std::string& output, int64_t chunks) {
   return exists(output) && exists(record_path(output)) ? chunks : 0;
 }
 
-ChunkStore::ChunkStore(const std::string& output, const JobRecord& asked, int64_t chunks)
+ChunkStore::ChunkStore(const std::string& output, const JobRecord& asked, OutputState state,
+                       int64_t chunks)
     : output_(output),
       folder_(parts_folder(output)),
       record_(asked),
       done_(static_cast<size_t>(chunks), false) {
-  const OutputState state = inspect_output(output, asked);
   if (state == OutputState::kComplete) {
     throw std::logic_error("ChunkStore: '" + output + "' is complete already");
   }

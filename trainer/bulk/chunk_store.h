@@ -42,10 +42,10 @@ int64_t chunks_done(const std::string& output, int64_t chunks);
 
 class ChunkStore {
  public:
-  // Opens the parts folder of `output` for `asked` (after inspect_output's checks, which it
-  // repeats), making it and writing job.json when it is new; `chunks` is the job's chunk count.
-  // Left-over temporary files of a killed run are removed.
-  ChunkStore(const std::string& output, const JobRecord& asked, int64_t chunks);
+  // Opens the parts folder of `output` for `asked`, whose state inspect_output found `state`
+  // (kNew or kResumable), making it and writing job.json when it is new; `chunks` is the job's
+  // chunk count. Left-over temporary files of a killed run are removed.
+  ChunkStore(const std::string& output, const JobRecord& asked, OutputState state, int64_t chunks);
 
   int64_t chunks() const { return static_cast<int64_t>(done_.size()); }
   bool done(int64_t chunk) const { return done_[static_cast<size_t>(chunk)]; }

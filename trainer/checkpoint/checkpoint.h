@@ -25,7 +25,7 @@ namespace tandem::checkpoint {
 //   /config                      the resolved YAML (string)
 //   /validation                  JSON (string): validation history and keep-best/early-stopping
 //                                state; absent when the run did not validate
-//   /vocab                       the vocabulary's bytes (uint8; data/vocab.h: a SentencePiece
+//   /vocab                       the vocabulary's bytes (uint8; data/vocab/vocab.h: a SentencePiece
 //                                model, or a paired vocabulary)
 //   root attributes              format "tandem-checkpoint", format_version, step, world_size,
 //                                torch_version, created (ISO 8601 UTC); averaged_from (the input

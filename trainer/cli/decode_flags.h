@@ -12,13 +12,13 @@
 #include <utility>
 #include <vector>
 
-#include "trainer/decode/beam.h"
+#include "trainer/checkpoint/model_io.h"
 #include "trainer/cli/language_flags.h"
 #include "trainer/cli/one_blas_thread.h"
+#include "trainer/decode/beam.h"
+#include "trainer/kernels/cpu/cpu_path.h"
 #include "trainer/runtime/cpu_runtime.h"
 #include "trainer/runtime/device.h"
-#include "trainer/checkpoint/model_io.h"
-#include "trainer/kernels/cpu/cpu_path.h"
 
 namespace tandem::cli {
 
@@ -88,7 +88,7 @@ struct ModelFlags {
   std::vector<std::string> checkpoints;
   std::vector<double> weights;
   checkpoint::Weights which = checkpoint::Weights::kAverage;
-  int threads = 0;  // --threads; 0 = one per core
+  int threads = 0;                 // --threads; 0 = one per CPU this process may use (cpu_count)
   std::string precision = "fp32";  // --precision: fp32 or int8
   std::string device = "cpu";      // --device
 };
@@ -107,9 +107,11 @@ inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags,
                  "to 1); equal by default")
       ->check(CLI::PositiveNumber);
   add_weights_flag(app, flags.which, task);
-  app.add_option("--threads", flags.threads,
-                 std::string("sentence batches ") + (score ? "scored" : "translated") +
-                     " at once, each on its own thread (0: one per core on the CPU, one on a GPU)")
+  app.add_option(
+         "--threads", flags.threads,
+         std::string("sentence batches ") + (score ? "scored" : "translated") +
+             " at once, each on its own thread (0: one per CPU this process may use, one on a "
+             "GPU)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option(

@@ -77,7 +77,7 @@ decode::Constraints line_constraints(const InputLine& line, const data::Vocab& v
   for (size_t i = 0; i < line.avoid.size(); ++i) {
     out.avoid.push_back(phrase_tokens(line.avoid[i], "avoid[" + std::to_string(i) + "]", vocab));
   }
-  decode::validate(out);
+  decode::check_phrases(out);
   return out;
 }
 

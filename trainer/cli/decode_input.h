@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "data/vocab.h"
+#include "data/vocab/vocab.h"
 #include "trainer/decode/constraints.h"
 
 namespace tandem::cli {

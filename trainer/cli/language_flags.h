@@ -1,6 +1,6 @@
 // --source-lang and --target-lang, which tandem-decode, tandem-score and tandem-eval share: the
 // languages a line to translate (or score) carries for the model at hand, checked against it
-// (data/language_marks.h decides how the line carries them).
+// (data/corpus/language_marks.h decides how the line carries them).
 //   - A model with language codes (an imported NLLB-200 or M2M-100: "eng_Latn", "en") reads
 //     [source code] pieces </s> and its translations start with the target's code: both options
 //     are needed.
@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "data/direction.h"
-#include "data/language_marks.h"
-#include "data/vocab.h"
+#include "data/corpus/direction.h"
+#include "data/corpus/language_marks.h"
+#include "data/vocab/vocab.h"
 
 namespace tandem::cli {
 

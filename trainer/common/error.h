@@ -14,7 +14,7 @@ constexpr int kExitUsage = 2;
 
 // A peer taken for dead or stuck: a rank that held its work past a timeout, or one that did not
 // answer within it (bulk/chunk_job.h). The failure is most likely the peer's, not this rank's: the
-// rank's state record says it timed out (common/rank_state.h).
+// rank's state record says it timed out (jobs/rank_state.h).
 class PeerTimeout : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

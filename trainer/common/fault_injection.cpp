@@ -8,6 +8,7 @@
 #include <string>
 
 #include "trainer/common/log.h"
+#include "trainer/common/whole_number.h"
 
 namespace tandem {
 namespace {
@@ -45,9 +46,8 @@ bool read_kind(const std::string& name, Fault& fault) {
 
 // A whole number >= 0, or -1 when `text` is not one.
 int64_t read_count(const char* text) {
-  char* end = nullptr;
-  const long long value = std::strtoll(text, &end, 10);
-  return end == text || *end != '\0' || value < 0 ? -1 : value;
+  const auto value = parse_whole_number(text);
+  return value && *value >= 0 ? *value : -1;
 }
 
 // The fields in any order; nothing when the variable is unset or empty.

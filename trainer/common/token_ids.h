@@ -1,5 +1,5 @@
 // The special token ids Tandem reserves at the start of every vocabulary (the SentencePiece model
-// is trained with them, data/vocab.cpp): one definition for data/, model/ and decode/.
+// is trained with them, data/vocab/vocab.cpp): one definition for data/, model/ and decode/.
 #pragma once
 
 #include <cstdint>

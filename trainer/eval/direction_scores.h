@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "data/corpus.h"
-#include "data/direction.h"
+#include "data/corpus/corpus.h"
+#include "data/corpus/direction.h"
 #include "trainer/decode/ensemble.h"
 #include "trainer/eval/evaluate.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "data/shortlist.h"
+#include "data/shortlist/shortlist.h"
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/export/ct2_model_file.h"
 
@@ -37,11 +37,11 @@ struct Ct2Provenance {
 void write_ct2_folder(const checkpoint::InferenceModel& model, Ct2Quantization quantization,
                       const Ct2Provenance& provenance, const std::string& dir);
 
-// CTranslate2's vocabulary map of `shortlist` (data/shortlist.h) at `path`, the vmap.txt that
-// translate_batch(use_vmap=True) reads from the model folder: a first line holding the frequent
-// target pieces under the empty source, then per source piece with a list "piece<TAB>targets",
-// every piece spelled as the vocabulary spells it. std::invalid_argument when the shortlist was
-// built on another vocabulary.
+// CTranslate2's vocabulary map of `shortlist` (data/shortlist/shortlist.h) at `path`, the vmap.txt
+// that translate_batch(use_vmap=True) reads from the model folder: a first line holding the
+// frequent target pieces under the empty source, then per source piece with a list
+// "piece<TAB>targets", every piece spelled as the vocabulary spells it. std::invalid_argument when
+// the shortlist was built on another vocabulary.
 void write_ct2_vmap(const data::Shortlist& shortlist, const data::Vocab& vocab,
                     const std::string& path);
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "data/vocab.h"
+#include "data/vocab/vocab.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
 #include "trainer/import/hf_folder.h"

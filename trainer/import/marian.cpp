@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/vocab.h"
+#include "data/vocab/vocab.h"
 #include "trainer/common/token_ids.h"
 #include "trainer/config/config.h"
 #include "trainer/import/hf_folder.h"

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "trainer/common/host_name.h"
+#include "trainer/common/whole_number.h"
 
 namespace tandem::jobs {
 namespace {
@@ -59,13 +60,12 @@ std::vector<Host> read_hostfile(const std::string& path) {
     if (!(fields >> host.name)) continue;
     for (std::string field; fields >> field;) {
       if (field.rfind("slots=", 0) != 0) continue;
-      char* end = nullptr;
-      const long slots = std::strtol(field.c_str() + 6, &end, 10);
-      if (*end != '\0' || end == field.c_str() + 6 || slots < 1 || slots > 100000) {
+      const auto slots = parse_whole_number(field.substr(6));
+      if (!slots || *slots < 1 || *slots > 100000) {
         throw std::invalid_argument("hostfile '" + path + "' line " + std::to_string(number) +
                                     ": '" + field + "': expected slots=N with N >= 1");
       }
-      host.slots = static_cast<int>(slots);
+      host.slots = static_cast<int>(*slots);
     }
     hosts.push_back(host);
   }

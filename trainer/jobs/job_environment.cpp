@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "trainer/common/whole_number.h"
 #include "trainer/jobs/process.h"
 
 namespace tandem::jobs {
@@ -11,13 +12,12 @@ namespace tandem::jobs {
 int stop_grace_s() {
   const char* text = std::getenv("TANDEM_STOP_GRACE");
   if (text == nullptr || *text == '\0') return kStopGraceS;
-  char* end = nullptr;
-  const long seconds = std::strtol(text, &end, 10);
-  if (*end != '\0' || seconds < 1 || seconds > 86400) {
+  const auto seconds = parse_whole_number(text);
+  if (!seconds || *seconds < 1 || *seconds > 86400) {
     throw std::invalid_argument(std::string("TANDEM_STOP_GRACE='") + text +
                                 "': expected whole seconds from 1 to 86400");
   }
-  return static_cast<int>(seconds);
+  return static_cast<int>(*seconds);
 }
 
 // SLURM sets SLURM_PROCID in a batch script too (0): only a task of a job step that srun started

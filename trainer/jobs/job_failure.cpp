@@ -1,8 +1,10 @@
 #include "trainer/jobs/job_failure.h"
 
+#include <climits>
 #include <regex>
 
-#include "trainer/common/stop_signals.h"
+#include "trainer/common/whole_number.h"
+#include "trainer/jobs/stop_signals.h"
 
 namespace tandem::jobs {
 namespace {
@@ -16,14 +18,21 @@ const std::regex kExitCode(R"(Process name: \[\[\d+,\d+\],(\d+)\]\s+Exit code: +
 const std::regex kNonZero(R"(Primary job  terminated normally, but \d+ process(?:es)? returned)");
 const std::regex kLostDaemon(R"(Remote daemon: \[\[\d+,\d+\],\d+\] on node (\S+))");
 
-// An exit code with which a rank says it stopped because it was asked to (common/stop_handler.h):
+// A number mpirun printed (a rank, an exit code); -1 for one out of an int's range.
+int number(const std::ssub_match& digits) {
+  const auto value = parse_whole_number(digits.str());
+  return value && *value >= INT_MIN && *value <= INT_MAX ? static_cast<int>(*value) : -1;
+}
+
+// An exit code with which a rank says it stopped because it was asked to (jobs/stop_handler.h):
 // 128 plus the stop signal that asked.
 bool stopped_on_request(int code) { return code > 128 && is_stop_signal(code - 128); }
 
 void take_exit_code(JobFailure& failure, int code, const std::string& what) {
   failure.how = what + std::to_string(code);
-  failure.usage_error = code == 2;
-  failure.stopped = stopped_on_request(code);
+  failure.kind = code == 2                  ? FailureKind::kUsage
+                 : stopped_on_request(code) ? FailureKind::kStopped
+                                            : FailureKind::kFailed;
 }
 
 // The record of the rank that failed: that of `rank` (the one mpirun named) when it failed or timed
@@ -46,7 +55,9 @@ const RankState* failed_record(const std::vector<RankState>& ranks, int rank) {
 // A rank killed by a signal, or a host lost, is no stop on request, whatever the others did.
 void take_records(JobFailure& failure, const std::vector<RankState>& ranks, bool killed) {
   for (const RankState& state : ranks) {
-    if (state.outcome == RankState::Outcome::kStopped && !killed) failure.stopped = true;
+    if (state.outcome == RankState::Outcome::kStopped && !killed) {
+      failure.kind = FailureKind::kStopped;
+    }
   }
   const RankState* failed = failed_record(ranks, failure.rank);
   if (failed == nullptr) return;
@@ -54,7 +65,9 @@ void take_records(JobFailure& failure, const std::vector<RankState>& ranks, bool
   if (failure.rank == failed->rank && failure.host.empty()) failure.host = failed->host;
   failure.at = failed->at;
   failure.message = failed->error;
-  failure.usage_error = failure.usage_error || (!killed && failed->exit_code == 2);
+  if (failure.kind == FailureKind::kFailed && !killed && failed->exit_code == 2) {
+    failure.kind = FailureKind::kUsage;
+  }
 }
 
 }  // namespace
@@ -73,28 +86,30 @@ JobFailure parse_job_failure(const std::vector<std::string>& lines, int status,
   JobFailure failure;
   std::smatch m;
   if (std::regex_search(text, m, kExitCode)) {
-    failure.rank = std::stoi(m[1].str());
-    take_exit_code(failure, std::stoi(m[2].str()), "exited with code ");
+    failure.rank = number(m[1]);
+    take_exit_code(failure, number(m[2]), "exited with code ");
   }
   bool killed = false;
   if (std::regex_search(text, m, kNoticedSignal)) {
-    failure.rank = std::stoi(m[1].str());
+    failure.rank = number(m[1]);
     failure.host = m[2].str();
     failure.how = "killed by signal " + m[3].str() + (m[4].matched ? " (" + m[4].str() + ")" : "");
-    failure.usage_error = failure.stopped = false;
+    failure.kind = FailureKind::kFailed;
     killed = true;
   }
   if (std::regex_search(text, m, kAbort)) {
-    failure.rank = std::stoi(m[1].str());
-    take_exit_code(failure, std::stoi(m[2].str()), "called MPI_Abort with error code ");
-    failure.stopped = false;  // a rank that stops on request exits; it does not abort
+    failure.rank = number(m[1]);
+    take_exit_code(failure, number(m[2]), "called MPI_Abort with error code ");
+    if (failure.kind == FailureKind::kStopped) {
+      failure.kind = FailureKind::kFailed;  // a rank that stops on request exits; it does not abort
+    }
     killed = false;
   }
   if (std::regex_search(text, m, kLostDaemon)) {
-    failure.unreachable = killed = true;
+    failure.kind = FailureKind::kUnreachable;
+    killed = true;
     failure.host = m[1].str();
     failure.how = "host unreachable (mpirun lost contact with its daemon)";
-    failure.usage_error = failure.stopped = false;
   }
   if (failure.how.empty() && std::regex_search(text, m, kNonZero)) {
     failure.how = "exited with a non-zero code";  // mpirun did not get as far as saying which
@@ -110,7 +125,7 @@ JobFailure parse_job_failure(const std::vector<std::string>& lines, int status,
 
 std::string describe(const JobFailure& failure, JobUnit unit) {
   std::string text;
-  if (failure.unreachable) {
+  if (failure.kind == FailureKind::kUnreachable) {
     text = "host " + failure.host;
   } else if (failure.rank >= 0) {
     text = "rank " + std::to_string(failure.rank);
@@ -132,7 +147,8 @@ bool same_failure(const JobFailure& before, const JobFailure& again) {
   if (before.at >= 0 || again.at >= 0) {
     return before.at == again.at && before.message == again.message;
   }
-  return before.how == again.how && before.unreachable == again.unreachable &&
+  const auto unreachable = [](const JobFailure& f) { return f.kind == FailureKind::kUnreachable; };
+  return before.how == again.how && unreachable(before) == unreachable(again) &&
          before.host == again.host;
 }
 

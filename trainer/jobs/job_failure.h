@@ -1,14 +1,15 @@
 // How an mpirun job ended, from what is made to say it: the ranks' state records
-// (common/rank_state.h: finished, stopped, or failed in step or chunk N and why), mpirun's exit status, and
-// mpirun's own notices of which rank or host it lost and how. The ranks' log lines are not read.
+// (jobs/rank_state.h: finished, stopped, or failed in step or chunk N and why), mpirun's exit
+// status, and mpirun's own notices of which rank or host it lost and how. The ranks' log lines are
+// not read.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "trainer/common/job_unit.h"
-#include "trainer/common/rank_state.h"
+#include "trainer/jobs/job_unit.h"
+#include "trainer/jobs/rank_state.h"
 
 namespace tandem::jobs {
 
@@ -17,15 +18,20 @@ namespace tandem::jobs {
 // [[J,1],R] / Exit code: C", "MPI_ABORT was invoked on rank R ... with errorcode C", "lost
 // communication with a remote daemon ... on node H"); a rank that failed on its own says in its
 // record in which step (or chunk) and why.
+enum class FailureKind {
+  kFailed,       // a rank failed, or was killed: a restart may mend it
+  kUsage,        // exit code 2: bad input, which a restart does not mend
+  kStopped,      // the ranks stopped on request (a stop signal, jobs/stop_signals.h)
+  kUnreachable,  // a host stopped answering mpirun
+};
+
 struct JobFailure {
-  int rank = -1;             // the rank that failed first; -1 when nothing named one
-  std::string host;          // its host, or the host that became unreachable; "" when not named
-  std::string how;           // "killed by signal 9 (Killed)", "exited with code 3", ...
-  int64_t at = -1;           // the step (or chunk) the rank said it failed in; -1: it could not say
-  std::string message;       // the rank's error, from its record
-  bool unreachable = false;  // a host stopped answering mpirun
-  bool usage_error = false;  // exit code 2: bad input, which a restart does not mend
-  bool stopped = false;      // the ranks stopped on request (a stop signal, common/stop_signals.h)
+  FailureKind kind = FailureKind::kFailed;
+  int rank = -1;        // the rank that failed first; -1 when nothing named one
+  std::string host;     // its host, or the host that became unreachable; "" when not named
+  std::string how;      // "killed by signal 9 (Killed)", "exited with code 3", ...
+  int64_t at = -1;      // the step (or chunk) the rank said it failed in; -1: it could not say
+  std::string message;  // the rank's error, from its record
 };
 
 // Whether the job finished: rank 0's record says so. It writes it once every rank has left the

@@ -15,10 +15,11 @@
 #include <deque>
 #include <stdexcept>
 
-#include "trainer/common/signal_sender.h"
-#include "trainer/common/stop_signals.h"
 #include "trainer/common/terminal.h"
 #include "trainer/jobs/job_environment.h"
+#include "trainer/jobs/process.h"
+#include "trainer/jobs/signal_sender.h"
+#include "trainer/jobs/stop_signals.h"
 
 namespace tandem::jobs {
 namespace {
@@ -58,18 +59,13 @@ void restore_default_handlers() {
 
 // The child: its own process group, no terminal input, standard error into `err`, default signal
 // dispositions (an ignored SIGPIPE would survive exec), then mpirun.
-[[noreturn]] void exec_job(const std::vector<std::string>& argv, int err) {
+[[noreturn]] void exec_job(const ExecArgs& command, int err) {
   setpgid(0, 0);
   const int null = open("/dev/null", O_RDONLY);
   if (null >= 0) dup2(null, STDIN_FILENO);
   dup2(err, STDERR_FILENO);
   signal(SIGPIPE, SIG_DFL);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  execvp(args[0], args.data());
-  std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
-  _exit(127);
+  command.exec();
 }
 
 // What a stop signal does, by how many came so far from the first one's sender (others are the
@@ -171,22 +167,29 @@ int poll_timeout_ms(Clock::time_point deadline) {
   return static_cast<int>(std::max<int64_t>(0, left.count()));
 }
 
-// Starts `argv` as a child in a process group of its own, its standard error into `err`, after
-// the signal pipe and handlers are in place; returns its pid.
-pid_t start_job(const std::vector<std::string>& argv, int err[2]) {
+// mpirun's environment: this process's, `environment`'s entries, and the terminal our standard
+// error is, if any (the ranks' output reaches it through us: they ask it for its width).
+std::vector<std::string> job_environment(std::vector<std::string> environment) {
+  const char* terminal = isatty(STDERR_FILENO) ? ttyname(STDERR_FILENO) : nullptr;
+  if (terminal == nullptr) return environment_with(environment, {log::kTerminalVariable});
+  environment.push_back(std::string(log::kTerminalVariable) + "=" + terminal);
+  return environment_with(environment);
+}
+
+// Starts `argv` with `environment` as a child in a process group of its own, its standard error
+// into `err`, after the signal pipe and handlers are in place; returns its pid.
+pid_t start_job(const std::vector<std::string>& argv, const std::vector<std::string>& environment,
+                int err[2]) {
   if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(err, O_CLOEXEC) != 0) {
     throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
   }
-  // The ranks' output reaches our terminal, if any, through us: they ask it for its width.
-  const char* terminal = isatty(STDERR_FILENO) ? ttyname(STDERR_FILENO) : nullptr;
-  terminal != nullptr ? setenv(log::kTerminalVariable, terminal, 1)
-                      : unsetenv(log::kTerminalVariable);
+  const ExecArgs command(argv, job_environment(environment));
   forward_signals_to_pipe();
   signal(SIGPIPE, SIG_IGN);  // a closed stderr of ours must not end the launcher mid-job
   std::fflush(nullptr);      // or the child would write our buffered output a second time
   const pid_t job = fork();
   if (job < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
-  if (job == 0) exec_job(argv, err[1]);
+  if (job == 0) exec_job(command, err[1]);
   close(err[1]);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
   setpgid(job, job);  // also here, so no signal is sent before the child has its group
@@ -219,10 +222,10 @@ void take_stop_signals(pid_t job, const std::string& tool, const StopWords& word
 
 }  // namespace
 
-JobResult run_job(const std::vector<std::string>& argv, const std::string& tool,
-                  const StopWords& words) {
+JobResult run_job(const std::vector<std::string>& argv, const std::vector<std::string>& environment,
+                  const std::string& tool, const StopWords& words) {
   int err[2];
-  const pid_t job = start_job(argv, err);
+  const pid_t job = start_job(argv, environment, err);
   ErrorRelay relay(err[0]);
   bool relaying = true;
   int status = 0;

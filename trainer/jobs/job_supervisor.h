@@ -11,7 +11,7 @@ namespace tandem::jobs {
 // How a job run_job ran ended.
 struct JobResult {
   int status = 0;       // mpirun's exit status (128 + signal when a signal ended it)
-  int stop_signal = 0;  // the first stop signal (common/stop_signals.h) passed on; 0: none came
+  int stop_signal = 0;  // the first stop signal (jobs/stop_signals.h) passed on; 0: none came
   std::vector<std::string> last_lines;  // the end of mpirun's standard error (ranks' included)
   // What the launcher exits with: 128 + the stop signal when one stopped the job, else status.
   int exit_code() const { return stop_signal != 0 ? 128 + stop_signal : status; }
@@ -35,7 +35,8 @@ constexpr int kTeardownS = 30;
 struct StopWords {
   std::string first, kept;
 };
-JobResult run_job(const std::vector<std::string>& argv, const std::string& tool,
-                  const StopWords& words);
+// `environment`: NAME=VALUE entries mpirun gets beside this process's environment.
+JobResult run_job(const std::vector<std::string>& argv, const std::vector<std::string>& environment,
+                  const std::string& tool, const StopWords& words);
 
 }  // namespace tandem::jobs

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "trainer/common/whole_number.h"
 #include "trainer/jobs/mpirun_command.h"
 
 namespace tandem::jobs {
@@ -36,23 +37,21 @@ void check_launch_flags(const LaunchFlags& flags) {
 
 int count_option(const std::string& name, const std::string& text, int least, int fallback) {
   if (text.empty()) return fallback;
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  if (*end != '\0' || value < least || value > 1000000) {
+  const auto value = parse_whole_number(text);
+  if (!value || *value < least || *value > 1000000) {
     throw std::invalid_argument(name + " '" + text +
                                 "': expected a whole number >= " + std::to_string(least));
   }
-  return static_cast<int>(value);
+  return static_cast<int>(*value);
 }
 
 int requested_ranks(const LaunchFlags& flags, int auto_ranks) {
   if (flags.ranks == "auto") return auto_ranks;
-  char* end = nullptr;
-  const long ranks = std::strtol(flags.ranks.c_str(), &end, 10);
-  if (flags.ranks.empty() || *end != '\0' || ranks < 1 || ranks > 1000000) {
+  const auto ranks = parse_whole_number(flags.ranks);
+  if (!ranks || *ranks < 1 || *ranks > 1000000) {
     throw std::invalid_argument("--ranks '" + flags.ranks + "': expected a count >= 1 or auto");
   }
-  return static_cast<int>(ranks);
+  return static_cast<int>(*ranks);
 }
 
 RestartOptions restart_options(const LaunchFlags& flags, int ranks) {

@@ -20,16 +20,21 @@ std::string mpirun_path() {
   return mpirun;
 }
 
-// "-x NAME" for each of `names` set here, and Open MPI's root variables when run as root (set in
-// this process's environment, which mpirun inherits).
-void forward_variables(std::vector<std::string> names, std::vector<std::string>& argv) {
+// "-x NAME=VALUE" for each such entry of `forward`, "-x NAME" for each name set here; as root,
+// Open MPI's root variables in mpirun's environment and passed on.
+void forward_variables(const std::vector<std::string>& forward, MpirunCommand& command) {
+  std::vector<std::string> entries = forward;
   if (geteuid() == 0) {
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-    names.insert(names.end(), {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
+    for (const char* name : {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"}) {
+      const char* value = std::getenv(name);
+      const std::string entry = std::string(name) + "=" + (value != nullptr ? value : "1");
+      command.environment.push_back(entry);
+      entries.push_back(entry);
+    }
   }
-  for (const auto& name : names) {
-    if (std::getenv(name.c_str()) != nullptr) argv.insert(argv.end(), {"-x", name});
+  for (const auto& entry : entries) {
+    const bool set_here = entry.find('=') != std::string::npos || std::getenv(entry.c_str());
+    if (set_here) command.argv.insert(command.argv.end(), {"-x", entry});
   }
 }
 
@@ -59,7 +64,7 @@ MpirunCommand mpirun_command(int ranks, int threads, const std::vector<std::stri
   }
   command.argv.insert(command.argv.end(),
                       {"--mca", "odls_base_sigkill_timeout", std::to_string(grace_s)});
-  forward_variables(forward_env, command.argv);
+  forward_variables(forward_env, command);
   return command;
 }
 
@@ -97,7 +102,7 @@ MpirunCommand mpirun_hosts_command(const std::string& hostfile, int ranks,
   }
   std::vector<std::string> forward = kHostsEnvironment;
   forward.insert(forward.end(), forward_env.begin(), forward_env.end());
-  forward_variables(forward, command.argv);
+  forward_variables(forward, command);
   return command;
 }
 

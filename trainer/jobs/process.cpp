@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -23,10 +24,39 @@ namespace tandem::jobs {
 
 namespace fs = std::filesystem;
 
-int run_process(const std::vector<std::string>& argv, const std::string& stdout_path) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+std::vector<std::string> environment_with(const std::vector<std::string>& added,
+                                          const std::vector<std::string>& removed) {
+  const auto name_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry(*e), name = name_of(entry);
+    const bool replaced = std::any_of(added.begin(), added.end(),
+                                      [&](const std::string& a) { return name_of(a) == name; });
+    if (!replaced && std::find(removed.begin(), removed.end(), name) == removed.end()) {
+      out.push_back(entry);
+    }
+  }
+  out.insert(out.end(), added.begin(), added.end());
+  return out;
+}
+
+ExecArgs::ExecArgs(std::vector<std::string> argv, std::vector<std::string> environment)
+    : argv_(std::move(argv)), environment_(std::move(environment)) {
+  for (auto& arg : argv_) args_.push_back(arg.data());
+  args_.push_back(nullptr);
+  for (auto& entry : environment_) envp_.push_back(entry.data());
+  envp_.push_back(nullptr);
+}
+
+void ExecArgs::exec() const {
+  execvpe(args_[0], args_.data(), envp_.data());
+  std::fprintf(stderr, "cannot run %s: %s\n", args_[0], std::strerror(errno));
+  _exit(127);
+}
+
+int run_process(const std::vector<std::string>& argv, const std::string& stdout_path,
+                const std::vector<std::string>& environment) {
+  const ExecArgs command(argv, environment_with(environment));
   std::fflush(nullptr);  // or the child would write our buffered output a second time
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
@@ -36,9 +66,7 @@ int run_process(const std::vector<std::string>& argv, const std::string& stdout_
       if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0) _exit(127);
       close(fd);
     }
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
+    command.exec();
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {

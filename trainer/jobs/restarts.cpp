@@ -1,16 +1,15 @@
 #include "trainer/jobs/restarts.h"
 
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <stdexcept>
 
+#include "trainer/common/atomic_file.h"
 #include "trainer/common/fault_injection.h"
-#include "trainer/common/rank_state.h"
 #include "trainer/common/temp_dir.h"
 #include "trainer/common/timestamp.h"
 #include "trainer/jobs/job_supervisor.h"
 #include "trainer/jobs/mpirun_command.h"
+#include "trainer/jobs/rank_state.h"
 #include "trainer/jobs/state_folder.h"
 
 namespace tandem::jobs {
@@ -24,26 +23,23 @@ RelaunchArguments relaunch_arguments(const JobPlan& plan, int ranks) {
 // The mpirun command of the job's run after `restarts` restarts (which its ranks find in
 // TANDEM_RESTART) on `hosts` (written to `hostfile`), or at plan.ranks on this machine, with what
 // plan.relaunch_arguments adds at `ranks`; its ranks leave their state records in `state_dir`
-// (TANDEM_STATE_DIR).
-std::vector<std::string> job_command(const JobPlan& plan, int restarts,
-                                     const std::vector<Host>& hosts, const std::string& hostfile,
-                                     int ranks, const std::string& state_dir) {
-  setenv(kRestartCountVariable, std::to_string(restarts).c_str(), 1);
-  setenv(kRankStateDirVariable, state_dir.c_str(), 1);
+// (TANDEM_STATE_DIR). The ranks' variables are set on mpirun's command line, not here.
+MpirunCommand job_command(const JobPlan& plan, int restarts, const std::vector<Host>& hosts,
+                          const std::string& hostfile, int ranks, const std::string& state_dir) {
   std::vector<std::string> forward = plan.forward_env;
-  forward.insert(forward.end(), {kRestartCountVariable, kRankStateDirVariable});
+  forward.push_back(std::string(kRestartCountVariable) + "=" + std::to_string(restarts));
+  forward.push_back(std::string(kRankStateDirVariable) + "=" + state_dir);
   MpirunCommand mpirun;
   if (hosts.empty()) {
     mpirun = mpirun_command(plan.ranks, plan.threads, forward);
   } else {
-    std::ofstream(hostfile) << hostfile_text(hosts);
+    write_file_atomically(hostfile, hostfile_text(hosts));
     mpirun = mpirun_hosts_command(hostfile, total_slots(hosts), forward);
   }
-  std::vector<std::string> argv = mpirun.argv;
-  argv.insert(argv.end(), plan.rank_command.begin(), plan.rank_command.end());
+  mpirun.argv.insert(mpirun.argv.end(), plan.rank_command.begin(), plan.rank_command.end());
   const std::vector<std::string> added = relaunch_arguments(plan, ranks).argv;
-  argv.insert(argv.end(), added.begin(), added.end());
-  return argv;
+  mpirun.argv.insert(mpirun.argv.end(), added.begin(), added.end());
+  return mpirun;
 }
 
 RestartRecord restart_record(int restart, const JobFailure& failure, const SavedPoint& from,
@@ -74,9 +70,9 @@ JobRun run_once(const JobPlan& plan, const SavedProgress& progress, int restarts
                 const std::vector<Host>& hosts, const std::string& hostfile, int ranks,
                 const std::string& tool) {
   const StateFolder state(progress.state_prefix());
+  const MpirunCommand command = job_command(plan, restarts, hosts, hostfile, ranks, state.path());
   JobRun run;
-  run.result = run_job(job_command(plan, restarts, hosts, hostfile, ranks, state.path()), tool,
-                       progress.stop_words());
+  run.result = run_job(command.argv, command.environment, tool, progress.stop_words());
   run.ranks = read_rank_states(state.path());
   return run;
 }
@@ -86,8 +82,10 @@ JobRun run_once(const JobPlan& plan, const SavedProgress& progress, int restarts
 std::string reason_not_to_restart(const JobFailure& failure, const JobFailure* previous,
                                   int64_t saved, int64_t previous_saved, int restarts_done,
                                   int max_restarts, JobUnit unit) {
-  if (failure.stopped) return "the ranks stopped on request";
-  if (failure.usage_error) return "bad input (exit code 2), which a restart does not mend";
+  if (failure.kind == FailureKind::kStopped) return "the ranks stopped on request";
+  if (failure.kind == FailureKind::kUsage) {
+    return "bad input (exit code 2), which a restart does not mend";
+  }
   if (previous != nullptr && same_failure(*previous, failure) &&
       (failure.at >= 0 || saved == previous_saved)) {
     const std::string name = unit_name(unit);

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "trainer/common/rank_state.h"
-#include "trainer/common/restart_record.h"
 #include "trainer/jobs/hosts.h"
 #include "trainer/jobs/job_failure.h"
 #include "trainer/jobs/job_supervisor.h"
+#include "trainer/jobs/rank_state.h"
+#include "trainer/jobs/restart_record.h"
 
 namespace tandem::jobs {
 
@@ -36,7 +36,9 @@ struct JobPlan {
   std::vector<Host> hosts;                // a hostfile's hosts; empty: this machine only
   int ranks = 1;                          // on this machine; with hosts, their slots
   int threads = 1;                        // per rank (train.threads, tandem-decode --threads)
-  std::vector<std::string> forward_env;   // variables passed on to every rank
+  // What every rank's environment gets, in mpirun's -x forms: "NAME" (this process's value) or
+  // "NAME=VALUE".
+  std::vector<std::string> forward_env;
   std::vector<std::string> rank_command;  // what each rank runs: this executable and its arguments
   // What a run at a rank count adds to rank_command; unset: nothing, at any count.
   std::function<RelaunchArguments(int ranks)> relaunch_arguments;
@@ -50,8 +52,8 @@ struct SavedPoint {
 };
 
 // What a job leaves on disk for a relaunch to resume from, as the launcher reads it between
-// runs: training's checkpoint.dir (jobs/saved_checkpoints.h), a chunked job's parts
-// (jobs/saved_chunks.h).
+// runs: training's checkpoint.dir (train/saved_checkpoints.h), a chunked job's parts
+// (bulk/saved_chunks.h).
 class SavedProgress {
  public:
   virtual ~SavedProgress() = default;

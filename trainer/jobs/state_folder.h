@@ -1,4 +1,4 @@
-// Where the ranks of one run of a job leave their state records (common/rank_state.h): a folder
+// Where the ranks of one run of a job leave their state records (jobs/rank_state.h): a folder
 // its launcher makes for that run alone and removes itself, so that a job ending in the same
 // checkpoint.dir (or beside the same output) as a new one starts cannot take the new one's.
 #pragma once

@@ -9,7 +9,7 @@
 
 #include "trainer/common/error.h"
 #include "trainer/common/log.h"
-#include "trainer/common/rank_state.h"
+#include "trainer/jobs/rank_state.h"
 
 namespace tandem::parallel {
 namespace {
@@ -166,7 +166,7 @@ void NcclWatchdog::run() {
 // does, log and end the process; mpirun then ends the other ranks.
 void NcclWatchdog::report_and_exit(const std::string& message) {
   log::error(message + "; aborting the NCCL communicator and this process");
-  rank_state::end(RankState::Outcome::kTimedOut, -1, kExitFailure, 0, message);
+  jobs::rank_state::end(jobs::RankState::Outcome::kTimedOut, -1, kExitFailure, 0, message);
   std::fflush(nullptr);  // before the abort, which might itself not return
   abort_communicator();
   std::_Exit(kExitFailure);

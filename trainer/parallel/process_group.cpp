@@ -133,4 +133,8 @@ uint64_t stable_hash(const std::vector<std::string>& items) {
   return hash;
 }
 
+jobs::RankSeat ProcessGroup::seat() {
+  return {rank_, size_, hostname(), [this](int code) { abort(code); }};
+}
+
 }  // namespace tandem::parallel

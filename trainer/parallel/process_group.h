@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "trainer/jobs/rank_main.h"
 #include "trainer/parallel/communicator.h"
 
 namespace tandem::parallel {
@@ -31,6 +32,9 @@ class ProcessGroup {
 
   // Ends every process of the job with `code` (MPI_Abort); never returns.
   [[noreturn]] void abort(int code);
+
+  // This rank's seat in its job, for jobs::run_rank.
+  jobs::RankSeat seat();
 
  private:
   int rank_ = 0;

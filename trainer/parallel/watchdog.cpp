@@ -7,7 +7,7 @@
 
 #include "trainer/common/error.h"
 #include "trainer/common/log.h"
-#include "trainer/common/rank_state.h"
+#include "trainer/jobs/rank_state.h"
 
 namespace tandem::parallel {
 namespace {
@@ -24,7 +24,7 @@ void check_timeout(double seconds) {
 // included). A non-zero exit without MPI_Finalize makes mpirun kill the other ranks and fail.
 [[noreturn]] void log_and_exit(const std::string& message) {
   log::error(message);
-  rank_state::end(RankState::Outcome::kTimedOut, -1, kExitFailure, 0, message);
+  jobs::rank_state::end(jobs::RankState::Outcome::kTimedOut, -1, kExitFailure, 0, message);
   std::fflush(nullptr);
   std::_Exit(kExitFailure);
 }

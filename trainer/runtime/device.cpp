@@ -13,6 +13,7 @@
 #endif
 
 #include "trainer/common/log.h"
+#include "trainer/common/whole_number.h"
 #include "trainer/parallel/process_group.h"
 
 namespace tandem::runtime {
@@ -138,7 +139,7 @@ torch::Device inference_device(const std::string& flag) {
         index.find_first_not_of("0123456789") != std::string::npos) {
       throw std::invalid_argument(key + ": expected cpu, cuda, cuda:N or auto");
     }
-    gpu = std::stoi(index);
+    gpu = static_cast<int>(parse_whole_number(index).value_or(0));
   }
   if (!have_cuda) throw no_gpu(key);
   const auto visible = static_cast<int>(torch::cuda::device_count());

@@ -3,12 +3,12 @@
 #include <iostream>
 #include <utility>
 
-#include "data/corpus.h"
-#include "data/manifest.h"
-#include "data/prep.h"
+#include "data/corpus/corpus.h"
+#include "data/prep/manifest.h"
+#include "data/prep/prep.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/common/error.h"
 #include "trainer/cli/tool_main.h"
+#include "trainer/common/error.h"
 
 namespace {
 
@@ -89,7 +89,7 @@ void add_options(CLI::App& app, std::vector<tandem::data::SplitFiles>& splits,
       app.add_option("--seed", options.vocab.seed, "seed of that sample")->capture_default_str();
   for (auto* training : {size, type, coverage, sample, seed}) from->excludes(training);
   app.add_option("--threads", options.threads,
-                 "encoding threads, 0 = one per core (the output is the same for any count)")
+                 "encoding threads, 0 = one per CPU (the output is the same for any count)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--out", options.out, "corpus file to write (via <out>.tmp, then a rename)")

@@ -8,14 +8,14 @@
 #include <iostream>
 #include <memory>
 
+#include "trainer/bulk/chunked_tool.h"
 #include "trainer/bulk/line_chunks.h"
 #include "trainer/checkpoint/model_io.h"
-#include "trainer/eval/evaluate.h"
-#include "trainer/runtime/cpu_runtime.h"
-#include "trainer/jobs/chunked_tool.h"
 #include "trainer/cli/decode_flags.h"
 #include "trainer/cli/language_flags.h"
 #include "trainer/cli/tool_main.h"
+#include "trainer/eval/evaluate.h"
+#include "trainer/runtime/cpu_runtime.h"
 
 namespace {
 
@@ -41,7 +41,7 @@ struct Args {
   tandem::cli::LanguageFlags languages;
   int64_t max_tokens = 4096;
   double length_penalty = 0.6;
-  tandem::jobs::ChunkedJob chunked;  // --chunk-lines, --progress-s, --timeout-s
+  tandem::bulk::ChunkedJob chunked;  // --chunk-lines, --progress-s, --timeout-s
   tandem::jobs::LaunchFlags launch;
 };
 
@@ -60,8 +60,9 @@ void declare_options(CLI::App& app, Args& args) {
   app.add_option("--lenpen", args.length_penalty,
                  "alpha of NORMALIZED = TOTAL / TOKENS^alpha (tandem-decode's --lenpen)")
       ->capture_default_str();
-  tandem::jobs::add_chunk_flags(
-      app, args.chunked, "pairs per chunk: what a rank scores at a time and a resume redoes at most");
+  tandem::bulk::add_chunk_flags(
+      app, args.chunked,
+      "pairs per chunk: what a rank scores at a time and a resume redoes at most");
   tandem::jobs::add_launch_flags(app, args.launch, "one per GPU, or per --threads cores",
                                   "its finished chunks");
   app.footer(kExamples);
@@ -105,8 +106,8 @@ tandem::bulk::ChunkFunction chunk_scorer(const Args& args, const std::string& de
   };
 }
 
-tandem::jobs::ChunkedJob chunked_job(const Args& args) {
-  tandem::jobs::ChunkedJob job = args.chunked;
+tandem::bulk::ChunkedJob chunked_job(const Args& args) {
+  tandem::bulk::ChunkedJob job = args.chunked;
   job.tool = "tandem-score";
   job.inputs = {{"--src", args.src}, {"--tgt", args.tgt}};
   job.output = args.output;
@@ -122,8 +123,8 @@ tandem::jobs::ChunkedJob chunked_job(const Args& args) {
 }
 
 // To standard output, a chunk of pairs at a time.
-int score_to_stdout(const Args& args, const tandem::jobs::ChunkedJob& job) {
-  const auto files = tandem::jobs::job_files(job);
+int score_to_stdout(const Args& args, const tandem::bulk::ChunkedJob& job) {
+  const auto files = tandem::bulk::job_files(job);
   const auto score = chunk_scorer(args, args.models.device);
   for (int64_t c = 0; c < files.inputs.front().count(); ++c) {
     tandem::bulk::Chunk chunk;
@@ -137,8 +138,8 @@ int score_to_stdout(const Args& args, const tandem::jobs::ChunkedJob& job) {
 }
 
 // The tool as its flags describe it; `args` must outlive it.
-tandem::jobs::FileTool file_tool(const Args& args) {
-  tandem::jobs::ChunkedJob job = chunked_job(args);
+tandem::bulk::FileTool file_tool(const Args& args) {
+  tandem::bulk::ChunkedJob job = chunked_job(args);
   const auto load = [&args](tandem::parallel::ProcessGroup& group) {
     return chunk_scorer(args, tandem::cli::rank_device(args.models.device, group.local_rank(),
                                                          group.local_size()));
@@ -162,9 +163,9 @@ int main(int argc, char** argv) {
   declare_options(app, args);
   if (const auto done = tandem::cli::parse_command_line(app, "tandem-score", argc, argv, [&] {
         tandem::jobs::check_launch_flags(args.launch);
-        tandem::jobs::check_file_tool(file_tool(args));
+        tandem::bulk::check_file_tool(file_tool(args));
       })) {
     return *done;
   }
-  return tandem::jobs::run_file_tool(argc, argv, file_tool(args));
+  return tandem::bulk::run_file_tool(argc, argv, file_tool(args));
 }

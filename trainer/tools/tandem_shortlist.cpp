@@ -1,10 +1,11 @@
 // tandem-shortlist: a lexical shortlist from a prepared corpus (IBM Model 1 on its train pairs;
-// data/shortlist.h), for tandem-decode --shortlist and tandem-export's CTranslate2 vocabulary map.
+// data/shortlist/shortlist.h), for tandem-decode --shortlist and tandem-export's CTranslate2
+// vocabulary map.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 
-#include "data/shortlist.h"
+#include "data/shortlist/ibm_model1.h"
 #include "trainer/cli/tool_main.h"
 
 namespace {
@@ -48,7 +49,7 @@ int main(int argc, char** argv) {
   return tandem::cli::run_tool("tandem-shortlist", [&] {
     const auto start = std::chrono::steady_clock::now();
     const tandem::data::Corpus corpus(corpus_path);
-    const auto shortlist = tandem::data::Shortlist::from_corpus(corpus, options);
+    const auto shortlist = tandem::data::shortlist_from_corpus(corpus, options);
     shortlist.save(out);
     int64_t listed = 0;
     for (int32_t s = 0; s < shortlist.vocab_size(); ++s) {

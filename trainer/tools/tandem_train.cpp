@@ -6,21 +6,21 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "trainer/checkpoint/dir_lock.h"
+#include "trainer/cli/tool_main.h"
 #include "trainer/common/log.h"
-#include "trainer/common/stop_handler.h"
 #include "trainer/config/config.h"
-#include "trainer/kernels/cpu/cpu_path.h"
-#include "trainer/parallel/process_group.h"
-#include "trainer/jobs/saved_checkpoints.h"
 #include "trainer/jobs/job_environment.h"
 #include "trainer/jobs/launcher_flags.h"
 #include "trainer/jobs/process.h"
 #include "trainer/jobs/rank_main.h"
-#include "trainer/cli/tool_main.h"
+#include "trainer/jobs/stop_handler.h"
+#include "trainer/kernels/cpu/cpu_path.h"
+#include "trainer/parallel/process_group.h"
 #include "trainer/train/global_batch.h"
 #include "trainer/train/metrics_log.h"
+#include "trainer/train/saved_checkpoints.h"
 #include "trainer/train/trainer.h"
 
 namespace {
@@ -87,19 +87,17 @@ int launch(int argc, char** argv, int ranks, const std::vector<jobs::Host>& host
   const auto metrics = tandem::train::metrics_outputs(config);
   tandem::train::require_writable(metrics);
   const std::string threads = std::to_string(config.train.threads);
-  setenv("OMP_NUM_THREADS", threads.c_str(), 1);
-  setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
   jobs::JobPlan plan;
   plan.hosts = hosts;
   plan.ranks = ranks;
   plan.threads = static_cast<int>(config.train.threads);
-  plan.forward_env = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
+  plan.forward_env = {"OMP_NUM_THREADS=" + threads, "OPENBLAS_NUM_THREADS=" + threads};
   plan.rank_command = {jobs::self_executable()};
   plan.rank_command.insert(plan.rank_command.end(), argv + 1, argv + argc);
   plan.relaunch_arguments = [&config, keep_global_batch_on, ranks](int now) {
     return keep_global_batch(config, keep_global_batch_on, ranks, now);
   };
-  const jobs::SavedCheckpoints progress(config.checkpoint.dir, metrics.tensorboard_dir);
+  const tandem::train::SavedCheckpoints progress(config.checkpoint.dir, metrics.tensorboard_dir);
   return jobs::launch_job(plan, restarts, progress, "tandem-train");
 }
 
@@ -123,7 +121,7 @@ jobs::RankEnd train(tandem::parallel::ProcessGroup& group, const Args& args, int
   tandem::train::Trainer trainer(std::move(config), group, args.resume);
   try {
     const int code = trainer.run();
-    return {code, trainer.step(), tandem::stop_signal()};
+    return {code, trainer.step(), jobs::stop_signal()};
   } catch (...) {
     step = trainer.current_step();
     throw;
@@ -177,7 +175,7 @@ int run(int argc, char** argv, const Args& args) {
     if (code != -1) return code;  // else: one rank, in this process
   }
   tandem::parallel::ProcessGroup group(&argc, &argv);
-  return jobs::run_rank(group, tandem::JobUnit::kStep,
+  return jobs::run_rank(group.seat(), jobs::JobUnit::kStep,
                         [&](int64_t& step) { return train(group, args, step); });
 }
 

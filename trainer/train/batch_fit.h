@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "trainer/model/transformer.h"
 #include "trainer/parallel/communicator.h"
 #include "trainer/runtime/device.h"

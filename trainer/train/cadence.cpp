@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "trainer/common/stop_handler.h"
+#include "trainer/jobs/stop_handler.h"
 
 namespace tandem::train {
 
@@ -31,7 +31,7 @@ double Cadence::seconds_since(Clock::time_point since) const {
 // ranks' clocks, read at other instants, could otherwise disagree about the same step.
 StepVotes Cadence::local_votes() const {
   StepVotes votes;
-  votes.stop = stop_signal() != 0 ||
+  votes.stop = jobs::stop_signal() != 0 ||
                (rank_ == 0 && max_minutes_ > 0 && seconds_since(started_) >= max_minutes_ * 60.0);
   votes.save = rank_ == 0 && save_every_minutes_ > 0 &&
                seconds_since(last_save_) >= save_every_minutes_ * 60.0;

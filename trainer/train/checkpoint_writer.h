@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "data/loader.h"
+#include "data/batching/loader.h"
 #include "trainer/checkpoint/dir_lock.h"
 #include "trainer/config/config.h"
 #include "trainer/model/transformer.h"

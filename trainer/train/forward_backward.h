@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "data/batch.h"
+#include "data/batching/batch.h"
 #include "trainer/model/transformer.h"
 #include "trainer/parallel/gradient_reducer.h"
 #include "trainer/runtime/device.h"

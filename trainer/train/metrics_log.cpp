@@ -7,8 +7,8 @@
 
 #include "trainer/common/atomic_file.h"
 #include "trainer/common/log.h"
+#include "trainer/jobs/restart_record.h"
 #include "trainer/train/event_file.h"
-#include "trainer/common/restart_record.h"
 
 namespace tandem::train {
 namespace {
@@ -116,7 +116,7 @@ void append_metrics_record(const MetricsOutputs& outputs, const nlohmann::json& 
     const int64_t step = record.value("step", int64_t{0});
     events.scalars(step, tensorboard_scalars(record));
     if (section_of(record) == "restart") {
-      const RestartRecord restart = RestartRecord::from_json(record);
+      const jobs::RestartRecord restart = jobs::RestartRecord::from_json(record);
       const int64_t accum_steps = restart.settings.value("accum_steps", int64_t{1});
       events.text(step, "restarts",
                   restart.text(", " + std::to_string(accum_steps) + " accumulation step(s)"));

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "data/corpus.h"
-#include "data/loader.h"
+#include "data/batching/loader.h"
+#include "data/corpus/corpus.h"
 #include "trainer/model/transformer.h"
 #include "trainer/optim/adam.h"
 #include "trainer/optim/ema.h"

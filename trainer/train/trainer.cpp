@@ -8,11 +8,12 @@
 #include <utility>
 #include <vector>
 
-#include "data/direction_sampling.h"
+#include "data/batching/direction_sampling.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/model_io.h"
 #include "trainer/common/fault_injection.h"
 #include "trainer/common/log.h"
+#include "trainer/jobs/stop_handler.h"
 #include "trainer/model/lora.h"
 #include "trainer/optim/shard_exchange.h"
 #include "trainer/runtime/cpu_runtime.h"
@@ -20,13 +21,12 @@
 #include "trainer/train/forward_backward.h"
 #include "trainer/train/rank_checks.h"
 #include "trainer/train/rng.h"
-#include "trainer/common/stop_handler.h"
 
 namespace tandem::train {
 namespace {
 
 // The batch plan's options; with data.temperature or data.weights, how many pairs an epoch draws
-// from each direction of the file (data/direction_sampling.h).
+// from each direction of the file (data/batching/direction_sampling.h).
 data::BatchPlanOptions plan_options(const config::DataConfig& data, const data::Corpus& corpus) {
   data::BatchPlanOptions options;
   options.max_tokens = data.max_tokens;
@@ -118,8 +118,8 @@ Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const Res
   if (path.empty() && group.rank() == 0) path = checkpoint::find_latest(config_.checkpoint.dir);
   path = group.cpu().broadcast_bytes(path, 0);
   open_data(path);
-  outputs_.checkpoints = std::make_unique<CheckpointWriter>(config_, corpus_.vocab().bytes(),
-                                                            lora_base_hash_, group.rank() == 0);
+  outputs_.checkpoints = std::make_unique<CheckpointWriter>(
+      config_, corpus_.vocab().bytes(), model_.lora_base_hash, group.rank() == 0);
   if (path.empty()) {
     start_fresh();
   } else {
@@ -150,12 +150,12 @@ void Trainer::build_model() {
       checkpoint::model_options(config_.model, corpus_.vocab().size());
   options.recompute_layers = config_.train.checkpoint_activations;
   if (config_.lora.base.empty()) {
-    model_ = model::Transformer(options);
+    model_.net = model::Transformer(options);
   } else {
-    model_ = lora_model(options);
+    model_.net = lora_model(options);
   }
-  model_->to(device_.device);
-  const auto named = checkpoint::trainable_parameters(model_);
+  model_.net->to(device_.device);
+  const auto named = checkpoint::trainable_parameters(model_.net);
   check_same_layout(named, ranks_.group.cpu());
   optimizer_.adam = std::make_unique<optim::Adam>(named, adam_options(config_.train),
                                                   shard_plan(config_.dist, named, ranks_.group));
@@ -183,7 +183,7 @@ model::Transformer Trainer::lora_model(model::TransformerOptions options) {
     throw std::invalid_argument("LoRA base '" + lora.base + "': its vocabulary differs from corpus '" +
                                 corpus_.path() + "' (token ids would mean other pieces)");
   }
-  lora_base_hash_ = base.hash;
+  model_.lora_base_hash = base.hash;
   const auto adapted = model::add_adapters(model, model::lora_targets(lora.targets),
                                            checkpoint::adapter_options(lora));
   if (ranks_.group.rank() == 0) {
@@ -199,7 +199,8 @@ model::Transformer Trainer::lora_model(model::TransformerOptions options) {
 void Trainer::open_data(const std::string& resume_path) {
   parallel::ProcessGroup& group = ranks_.group;
   if (config_.data.max_tokens == config::kAutoMaxTokens) {
-    config_.data.max_tokens = fit_max_tokens(model_, device_, corpus_, resume_path, group.cpu());
+    config_.data.max_tokens =
+        fit_max_tokens(model_.net, device_, corpus_, resume_path, group.cpu());
   }
   data::BatchPlanOptions plan = plan_options(config_.data, corpus_);
   if (group.rank() == 0 && !plan.directions.empty()) {
@@ -222,10 +223,11 @@ void Trainer::start_fresh() {
 }
 
 void Trainer::resume_from(const std::string& path, const ResumeOptions& options) {
-  const ResumePoint point = load_everywhere(
-      path, options,
-      ResumeTarget{model_, *optimizer_.adam, optimizer_.ema.get(), corpus_, lora_base_hash_},
-      ranks_.group.cpu(), ranks_.tensors());
+  const ResumePoint point =
+      load_everywhere(path, options,
+                      ResumeTarget{model_.net, *optimizer_.adam, optimizer_.ema.get(), corpus_,
+                                   model_.lora_base_hash},
+                      ranks_.group.cpu(), ranks_.tensors());
   step_ = point.step;
   cadence_.record_resume(step_);
   if (!options.reset_data) loader_->set_position(point.position);
@@ -250,7 +252,7 @@ StepStats Trainer::train_step() {
   clear_gradients();
   if (poison) poison_gradient(optimizer_.adam->parameters().front());
   // Forward and backward; gradient buckets are all-reduced while the last backward runs.
-  const RankStep local = forward_backward(model_, batches, *optimizer_.reducer, device_,
+  const RankStep local = forward_backward(model_.net, batches, *optimizer_.reducer, device_,
                                           config_.train.label_smoothing, loader_->directions());
   // Agree across ranks: the global target count, and every rank's votes to stop or to save.
   const Agreement agreed =
@@ -300,10 +302,10 @@ void Trainer::update(StepStats& stats) {
 }
 
 int Trainer::run() {
-  install_stop_signal_handlers();
+  jobs::install_stop_signal_handlers();
   cadence_.start();
   log::info(banner());
-  model_->train();
+  model_.net->train();
   // The loss figures of a log window are summed over ranks where they are, on the device.
   ProgressMeter meter(
       config_, step_, [this](torch::Tensor& t) { ranks_.tensors().all_reduce_sum(t); },
@@ -317,17 +319,17 @@ int Trainer::run() {
     log_skipped_updates(skips.count, skips.last, step_);
   }
   if (validation_->enabled() && validation_->keep_best().last_step() != step_ &&
-      stop_signal() == 0) {
+      jobs::stop_signal() == 0) {
     validate();
   }
   if (!cadence_.saved_at(step_)) save_checkpoint();
   ranks_.group.cpu().barrier();
-  const int sig = stop_signal();
-  const std::string why = sig == kLauncherStopSignal ? " (stopped at the launcher's request)"
+  const int sig = jobs::stop_signal();
+  const std::string why = sig == jobs::kLauncherStopSignal ? " (stopped at the launcher's request)"
                           : sig != 0 ? " (stopped by signal " + std::to_string(sig) + ")"
                                      : "";
   log::info(meter.summary(step_, epoch_progress()) + why);
-  return stopped_exit_status(sig);
+  return jobs::stopped_exit_status(sig);
 }
 
 void Trainer::after_step(ProgressMeter& meter) {
@@ -367,9 +369,9 @@ void Trainer::validate() {
     // What eval and decode will use (with sharded averages, every rank's pieces, shared).
     const optim::AveragedWeights averaged(optimizer_.ema.get(),
                                           [this] { share_updated_parameters(); });
-    outcome = validation_->run(model_, step_);
+    outcome = validation_->run(model_.net, step_);
   }
-  model_->train();
+  model_.net->train();
   if (outcome.verdict.improved && !cadence_.saved_at(step_)) save_checkpoint();
   if (ranks_.group.rank() != 0) return;
   if (outcome.verdict.improved) outputs_.checkpoints->link_best(step_);
@@ -381,7 +383,7 @@ void Trainer::validate() {
 
 void Trainer::save_checkpoint() {
   cadence_.record_save(step_);
-  outputs_.checkpoints->save(RunState{step_, model_, *optimizer_.adam, optimizer_.ema.get(),
+  outputs_.checkpoints->save(RunState{step_, model_.net, *optimizer_.adam, optimizer_.ema.get(),
                                       optim::learning_rate(optimizer_.schedule, step_),
                                       loader_->position(), validation_->keep_best().to_json()},
                              ranks_.group.cpu(), ranks_.tensors());
@@ -411,7 +413,7 @@ std::string Trainer::banner() {
       << (device_.bf16 ? "bf16 autocast" : "fp32") << "\n"
       << "corpus " << corpus_.path() << ": " << corpus_.size("train")
       << " training pairs, vocabulary " << corpus_.vocab().size() << "\n"
-      << "model: " << count << (lora_base_hash_.empty() ? "" : " trained") << " parameters\n"
+      << "model: " << count << (model_.lora_base_hash.empty() ? "" : " trained") << " parameters\n"
       << describe_sharding(optimizer_.adam->plan(), optimizer_.reducer->sharded())
       << "resolved config:\n"
       << config::to_yaml(config_);

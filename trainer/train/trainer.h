@@ -6,9 +6,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
 
-#include "data/corpus.h"
-#include "data/loader.h"
+#include "data/batching/loader.h"
+#include "data/corpus/corpus.h"
 #include "trainer/config/config.h"
 #include "trainer/model/transformer.h"
 #include "trainer/optim/adam.h"
@@ -56,6 +57,13 @@ struct TrainerOptimizer {
   optim::ScheduleOptions schedule;
 };
 
+// The model trained and, under LoRA, the content hash of the frozen base its adapters sit beside
+// (model_io.h; the checkpoints record it, a resume checks it); empty otherwise.
+struct TrainerModel {
+  model::Transformer net{nullptr};
+  std::string lora_base_hash;
+};
+
 // Where the run's records go: checkpoints (every rank takes part in a save) and, on rank 0, the
 // metrics log.
 struct TrainerOutputs {
@@ -80,7 +88,7 @@ class Trainer {
   // and saved).
   int64_t current_step() const { return std::max(step_, step_in_progress_); }
   const runtime::DeviceChoice& device() const { return device_; }
-  const model::Transformer& model() const { return model_; }
+  const model::Transformer& model() const { return model_.net; }
   // The run's config, data.max_tokens resolved (batch_fit.h) where it said auto.
   const config::Config& config() const { return config_; }
 
@@ -109,14 +117,13 @@ class Trainer {
   runtime::DeviceChoice device_;
   data::Corpus corpus_;
   std::unique_ptr<data::ShardedLoader> loader_;  // once data.max_tokens is a number
-  model::Transformer model_{nullptr};
+  TrainerModel model_;
   TrainerOptimizer optimizer_;
   std::unique_ptr<Validation> validation_;
   TrainerOutputs outputs_;
   Cadence cadence_;
   int64_t step_ = 0;
   int64_t step_in_progress_ = 0;
-  std::string lora_base_hash_;  // LoRA: the base's content hash (model_io.h); else empty
 };
 
 }  // namespace tandem::train

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "trainer/config/config.h"
 #include "trainer/model/transformer.h"
 #include "trainer/parallel/communicator.h"

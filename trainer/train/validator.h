@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "data/corpus.h"
-#include "data/vocab.h"
+#include "data/corpus/corpus.h"
+#include "data/vocab/vocab.h"
 #include "trainer/config/config.h"
 #include "trainer/eval/direction_scores.h"
 #include "trainer/model/transformer.h"

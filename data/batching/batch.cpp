@@ -1,0 +1,44 @@
+// make_batch: pads sentence pairs into the int64 tensors the model consumes.
+#include "data/batching/batch.h"
+
+#include <algorithm>
+
+namespace tandem::data {
+
+Batch make_batch(const std::vector<SentencePair>& pairs) {
+  size_t longest_src = 0, longest_tgt = 0;
+  for (const SentencePair& pair : pairs) {
+    longest_src = std::max(longest_src, pair.src.size());
+    longest_tgt = std::max(longest_tgt, pair.tgt.size());
+  }
+  const auto rows = static_cast<int64_t>(pairs.size());
+  // One extra column for EOS (src, tgt_out) or BOS (tgt_in); an empty batch is [0, 0].
+  const int64_t src_len = pairs.empty() ? 0 : static_cast<int64_t>(longest_src) + 1;
+  const int64_t tgt_len = pairs.empty() ? 0 : static_cast<int64_t>(longest_tgt) + 1;
+  Batch batch;
+  batch.src = torch::full({rows, src_len}, kPadId, torch::kInt64);
+  batch.tgt_in = torch::full({rows, tgt_len}, kPadId, torch::kInt64);
+  batch.tgt_out = torch::full({rows, tgt_len}, kPadId, torch::kInt64);
+  auto src = batch.src.accessor<int64_t, 2>();
+  auto tgt_in = batch.tgt_in.accessor<int64_t, 2>();
+  auto tgt_out = batch.tgt_out.accessor<int64_t, 2>();
+  for (int64_t row = 0; row < rows; ++row) {
+    const SentencePair& pair = pairs[row];
+    const auto n_src = static_cast<int64_t>(pair.src.size());
+    const auto n_tgt = static_cast<int64_t>(pair.tgt.size());
+    for (int64_t i = 0; i < n_src; ++i) src[row][i] = pair.src[i];
+    src[row][n_src] = kEosId;
+    tgt_in[row][0] = kBosId;
+    for (int64_t i = 0; i < n_tgt; ++i) {
+      tgt_in[row][i + 1] = pair.tgt[i];
+      tgt_out[row][i] = pair.tgt[i];
+    }
+    tgt_out[row][n_tgt] = kEosId;
+    batch.src_tokens += n_src + 1;
+    batch.tgt_tokens += n_tgt + 1;
+  }
+  batch.sentences = rows;
+  return batch;
+}
+
+}  // namespace tandem::data
