@@ -118,7 +118,7 @@ TEST(BeamSearch, AForcedFirstTokenStartsEveryHypothesisAndTheSearchGoesOnFromIt)
     for (const int64_t min_len : {0, 2}) {
       auto options = beam_options(beam, beam, 0.6);
       options.min_len = min_len;
-      auto lists = beam_search(model, source_batch(sentences), options, first);
+      auto lists = beam_search(model, source_batch(sentences), options, first_token_rows(first));
       for (size_t i = 0; i < sentences.size(); ++i) {
         const auto limit = step_limit(sentences[i].size(), options, model->options().max_positions);
         const auto expected = naive_beam(model, sentences[i], options, limit, first[i]);
@@ -134,8 +134,9 @@ TEST(BeamSearch, AForcedFirstTokenStartsEveryHypothesisAndTheSearchGoesOnFromIt)
       }
     }
   }
-  EXPECT_THROW(beam_search(model, source_batch(sentences), beam_options(2, 1, 0.6), {7}),
-               std::invalid_argument);
+  EXPECT_THROW(
+      beam_search(model, source_batch(sentences), beam_options(2, 1, 0.6), first_token_rows({7})),
+      std::invalid_argument);
 }
 
 TEST(BeamSearch, EqualsNaiveFullDecoderBeamSearchOnATrainedModel) {

@@ -26,23 +26,23 @@ TEST(ConstraintState, MeetsAPhraseTokenByTokenAndStartsOverWhenLeft) {
   ConstraintState s;
   EXPECT_EQ(needed_tokens(c, s), (std::vector<int32_t>{5, 9}));
   EXPECT_EQ(owed_tokens(c, s), 4);
-  s = advance(c, s, 5);
+  s = state_after(c, s, 5);
   EXPECT_EQ(s.phrase, 0);
   EXPECT_EQ(s.progress, 1);
   EXPECT_EQ(needed_tokens(c, s), (std::vector<int32_t>{6}));
-  s = advance(c, s, 8);  // left: starts over
+  s = state_after(c, s, 8);  // left: starts over
   EXPECT_EQ(s.phrase, -1);
   EXPECT_EQ(s.progress, 0);
-  s = advance(c, s, 5);
-  s = advance(c, s, 5);  // leaves phrase 0 and starts it again at once
+  s = state_after(c, s, 5);
+  s = state_after(c, s, 5);  // leaves phrase 0 and starts it again at once
   EXPECT_EQ(s.phrase, 0);
   EXPECT_EQ(s.matched, 1);
-  s = advance(c, s, 6);
-  s = advance(c, s, 7);
+  s = state_after(c, s, 6);
+  s = state_after(c, s, 7);
   EXPECT_EQ(s.met, 1U);
   EXPECT_EQ(s.progress, 3);
   EXPECT_EQ(needed_tokens(c, s), (std::vector<int32_t>{9}));
-  s = advance(c, s, 9);
+  s = state_after(c, s, 9);
   EXPECT_EQ(s.met, 3U);
   EXPECT_EQ(owed_tokens(c, s), 0);
   EXPECT_TRUE(needed_tokens(c, s).empty());
@@ -112,8 +112,8 @@ void expect_constraints_hold(const Ensemble& ensemble, const DecodeOptions& opti
   sentences[5].push_back(kFirstWord);  // at least 3 words each
   const auto constraints = some_constraints(sentences);
   const auto src = source_batch(sentences);
-  const auto got = beam_search(ensemble, src, options, first_tokens, {}, constraints);
-  const auto free = beam_search(ensemble, src, options, first_tokens);
+  const auto got = beam_search(ensemble, src, options, row_inputs(first_tokens, constraints));
+  const auto free = beam_search(ensemble, src, options, first_token_rows(first_tokens));
   const size_t first = first_tokens.empty() ? 0 : 1;
   for (size_t i = 0; i < sentences.size(); ++i) {
     const auto what = "beam " + std::to_string(options.beam_size) + ", sentence " +
@@ -165,10 +165,10 @@ TEST(ConstrainedSearch, ThroughTranslateInAnyBatchingTheSameTranslations) {
   const auto sentences = random_sentences({5, 3, 7, 4, 8, 3, 6, 5, 3, 7, 4, 6});
   const auto constraints = some_constraints(sentences);
   DecodeOptions options;
-  const auto whole = translate(trained_model(), sentences, options, {}, 0, constraints);
+  const auto whole = translate(trained_model(), sentences, options, row_inputs({}, constraints));
   options.batch_tokens = 8;  // one or two sentences a batch
   options.threads = 2;
-  const auto small = translate(trained_model(), sentences, options, {}, 0, constraints);
+  const auto small = translate(trained_model(), sentences, options, row_inputs({}, constraints));
   for (size_t i = 0; i < sentences.size(); ++i) {
     EXPECT_EQ(whole[i].tokens, small[i].tokens) << "sentence " << i;
     for (const auto& phrase : constraints[i].include) {
@@ -183,21 +183,22 @@ TEST(ConstrainedSearch, RefusesWhatCannotHold) {
   Constraints contradiction;
   contradiction.include = {{5, 6, 7}};
   contradiction.avoid = {{6}};
-  EXPECT_THROW(beam_search(trained_model(), src, options, {}, {}, {contradiction}),
+  EXPECT_THROW(beam_search(trained_model(), src, options, row_inputs({}, {contradiction})),
                std::invalid_argument);
   Constraints special;
   special.include = {{static_cast<int32_t>(kEosId)}};
-  EXPECT_THROW(beam_search(trained_model(), src, options, {}, {}, {special}),
+  EXPECT_THROW(beam_search(trained_model(), src, options, row_inputs({}, {special})),
                std::invalid_argument);
   Constraints too_long;
   too_long.include = {std::vector<int32_t>(64, 5)};
-  EXPECT_THROW(beam_search(trained_model(), src, options, {}, {}, {too_long}),
+  EXPECT_THROW(beam_search(trained_model(), src, options, row_inputs({}, {too_long})),
                std::invalid_argument);
   Constraints fine;
   fine.include = {{5}};
   options.beam_size = 1;
   options.sampling.kind = SamplingKind::kFull;
-  EXPECT_THROW(beam_search(trained_model(), src, options, {}, {}, {fine}), std::invalid_argument);
+  EXPECT_THROW(beam_search(trained_model(), src, options, row_inputs({}, {fine})),
+               std::invalid_argument);
 }
 
 }  // namespace

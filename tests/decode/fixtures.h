@@ -74,6 +74,16 @@ inline torch::Tensor source_batch(const std::vector<std::vector<int32_t>>& sente
   return batch;
 }
 
+// beam_search's rows with `first_tokens` (none: none) and `constraints` (none: none), one per
+// entry.
+inline std::vector<RowInput> row_inputs(const std::vector<int32_t>& first_tokens,
+                                        const std::vector<Constraints>& constraints) {
+  auto rows = first_token_rows(first_tokens);
+  rows.resize(std::max(rows.size(), constraints.size()));
+  for (size_t i = 0; i < constraints.size(); ++i) rows[i].constraints = constraints[i];
+  return rows;
+}
+
 // A model briefly trained (Adam, a few seconds) to write its source words in reverse order: good
 // enough that its translations are mostly right, unsure enough that beam search matters.
 inline model::Transformer reverse_model(int steps) {

@@ -133,7 +133,9 @@ TEST(Sampling, ASentencesDrawsDependOnTheSeedAndItsIndexAlone) {
     options.batch_tokens = 16;  // several batches
     const auto threaded = translate(model, sentences, options);
     for (size_t i = 0; i < sentences.size(); ++i) {
-      const auto alone = translate(model, {sentences[i]}, options, {}, static_cast<int64_t>(i));
+      RowInput row;
+      row.stream = static_cast<int64_t>(i);
+      const auto alone = translate(model, {sentences[i]}, options, {row});
       EXPECT_EQ(alone[0].tokens, whole[i].tokens) << "sentence " << i;
       EXPECT_EQ(threaded[i].tokens, whole[i].tokens) << "sentence " << i;
       // The same draws; the scores within the float rounding of another batch's padding.

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "data/shortlist.h"
+#include "data/shortlist/ibm_model1.h"
 #include "tests/decode/fixtures.h"
 #include "trainer/decode/beam.h"
 
@@ -34,7 +34,7 @@ std::shared_ptr<const data::Shortlist> tiny_shortlist(int64_t top_k, int64_t fre
   options.top_k = top_k;
   options.frequent = frequent;
   return std::make_shared<const data::Shortlist>(
-      data::Shortlist::build(pairs, kVocab, "tiny", options));
+      data::build_shortlist(pairs, kVocab, "tiny", options));
 }
 
 TEST(ShortlistDecode, EveryOutputTokenIsInItsBatchsCandidates) {
@@ -67,7 +67,8 @@ TEST(ShortlistDecode, EveryOutputTokenIsInItsBatchsCandidates) {
         options.shortlist = shortlist;
         if (sampled) options.sampling.kind = SamplingKind::kFull;
         const auto lists =
-            beam_search(*model, src, options, {}, {}, sampled ? std::vector<Constraints>{} : constraints);
+            beam_search(*model, src, options,
+                        row_inputs({}, sampled ? std::vector<Constraints>{} : constraints));
         for (size_t i = 0; i < lists.size(); ++i) {
           for (const auto& h : lists[i]) {
             EXPECT_TRUE(std::isfinite(h.score));
@@ -99,8 +100,8 @@ TEST(ShortlistDecode, AShortlistOfTheWholeVocabularyTranslatesAsNone) {
 
 TEST(ShortlistDecode, AShortlistOfAnotherVocabularySizeIsRefused) {
   DecodeOptions options;
-  options.shortlist = std::make_shared<const data::Shortlist>(
-      data::Shortlist::build({}, kVocab + 1, "other", {}));
+  options.shortlist =
+      std::make_shared<const data::Shortlist>(data::build_shortlist({}, kVocab + 1, "other", {}));
   EXPECT_THROW(beam_search(trained_model(), source_batch({{5, 6}}), options),
                std::invalid_argument);
 }

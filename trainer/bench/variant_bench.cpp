@@ -6,15 +6,15 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "data/shortlist/shortlist.h"
 #include "trainer/checkpoint/model_io.h"
-#include "trainer/common/temp_dir.h"
 #include "trainer/cli/decode_flags.h"
 #include "trainer/cli/decode_input.h"
 #include "trainer/cli/tool_main.h"
+#include "trainer/common/temp_dir.h"
 #include "trainer/eval/bleu_chrf.h"
 #include "trainer/runtime/cpu_runtime.h"
 #include "trainer/runtime/device.h"
-#include "data/shortlist.h"
 
 namespace tandem::bench {
 namespace {
@@ -92,14 +92,17 @@ std::vector<Timing> alternating_runs(const DecodeBenchOptions& o, const model::T
                                      bool vmap, Sentences (&outputs)[2]) {
   decode::DecodeOptions options[2] = {o.decode, o.decode};
   options[1].shortlist = variant.shortlist;
-  const std::vector<decode::Constraints> none;
+  std::vector<decode::RowInput> constrained(variant.constraints.size());
+  for (size_t i = 0; i < constrained.size(); ++i) {
+    constrained[i].constraints = variant.constraints[i];
+  }
   std::vector<std::function<Timing()>> runners;
   for (int c = 0; c < 2; ++c) {
     runners.push_back([&, c] {
       return timed_once(vocab, [&] {
         outputs[c].clear();
-        for (auto& h : decode::translate(model, sources, options[c], {}, 0,
-                                         c == 0 ? none : variant.constraints)) {
+        for (auto& h : decode::translate(model, sources, options[c],
+                                         c == 0 ? std::vector<decode::RowInput>{} : constrained)) {
           outputs[c].push_back(std::move(h.tokens));
         }
         return outputs[c];

@@ -8,10 +8,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "data/shortlist/shortlist.h"
 #include "trainer/decode/beams.h"
 #include "trainer/decode/constrained_step.h"
 #include "trainer/decode/output_columns.h"
-#include "trainer/decode/top_log_probs.h"
+#include "trainer/decode/step_candidates.h"
+#include "trainer/decode/token_rules.h"
 #include "trainer/kernels/cpu/denormals.h"
 
 namespace tandem::decode {
@@ -51,158 +53,37 @@ Beams start_beams(int64_t batch) {
   return beams;
 }
 
-// Whether a step's search takes the loops over rows' best tokens (log-probabilities, tokens or
-// columns): contiguous float and int64 on the CPU; elsewhere tensor ops, which a GPU keeps there.
-bool loops_apply(const torch::Tensor& logp, const torch::Tensor& tokens) {
-  return logp.is_cpu() && logp.scalar_type() == torch::kFloat && logp.is_contiguous() &&
-         tokens.is_contiguous();
-}
+// beam_search's rows as its steps use them, checked: per input row its first token, its
+// sampling stream and its constraints.
+struct BatchRows {
+  std::vector<int32_t> first_tokens;     // empty (no row has one), or one per row
+  std::vector<int64_t> streams;          // one per row
+  std::vector<Constraints> constraints;  // empty (no row has any), or one per row
+};
 
-// Each row's best tokens for a step: its 2K + `extra` best and as many more as are never taken
-// (<pad> and <s>, and EOS before the minimum length), those put out of reach (-inf); extra makes
-// room for tokens a row's avoid phrases ban. → (log-probabilities [rows, n] float, tokens
-// [rows, n]) on the logits' device.
-std::pair<torch::Tensor, torch::Tensor> row_tops(const std::vector<torch::Tensor>& logits,
-                                                 const std::vector<double>& weights,
-                                                 const OutputColumns& columns, int64_t beam,
-                                                 bool ban_eos, int64_t extra = 0) {
-  // Only a row's own 2K best tokens can be among its sentence's 2K best candidates, <pad> and <s>
-  // aside: never a continuation (as a MarianMT model's bad_words_ids bans its pad, which is an
-  // imported model's <s>), so two more are taken and those two put out of reach; and EOS too
-  // before the minimum length, with one more.
-  const int64_t banned = ban_eos ? 3 : 2;
-  const int64_t per_row = std::min<int64_t>(2 * beam + banned + extra, logits.front().size(1));
-  auto [row_logp, row_column] = top_log_probs(logits, weights, per_row);
-  if (loops_apply(row_logp, row_column)) {
-    // The same as the tensor ops below in a loop: at one row a step those were a tenth of it.
-    float* logp = row_logp.data_ptr<float>();
-    int64_t* token = row_column.data_ptr<int64_t>();
-    for (int64_t i = 0; i < row_column.numel(); ++i) {
-      token[i] = columns.id_of(token[i]);
-      if (token[i] == kPadId || token[i] == kBosId || (ban_eos && token[i] == kEosId)) {
-        logp[i] = -INFINITY;
-      }
-    }
-    return {row_logp, row_column};
+BatchRows batch_rows(const std::vector<RowInput>& rows, int64_t batch) {
+  if (!rows.empty() && static_cast<int64_t>(rows.size()) != batch) {
+    throw std::invalid_argument("beam_search: " + std::to_string(rows.size()) + " row inputs for " +
+                                std::to_string(batch) + " rows");
   }
-  auto row_token = columns.to_ids(row_column);
-  auto out_of_reach = row_token.eq(kPadId).logical_or(row_token.eq(kBosId));
-  if (ban_eos) out_of_reach.logical_or_(row_token.eq(kEosId));
-  row_logp.masked_fill_(out_of_reach, -INFINITY);
-  return {row_logp, row_token};
-}
-
-// One step's best continuations from the rows' best tokens: per active sentence the 2K best
-// (hypothesis, token) pairs by summed score, best first, as [sentences, 3, 2K] double on the CPU
-// holding (score, token, row of the parent within its sentence). One transfer, so the host waits
-// once per step.
-torch::Tensor best_of(const torch::Tensor& row_logp, const torch::Tensor& row_token,
-                      const Beams& beams, int64_t beam) {
-  const auto sentences = static_cast<int64_t>(beams.sentence.size());
-  const int64_t per_row = row_logp.size(1);
-  auto prior = torch::tensor(beams.scores, torch::kDouble).to(row_logp.device()).unsqueeze(1);
-  // Scores are sums of per-step float log-probabilities, added in double in step order.
-  auto total = (prior + row_logp.to(torch::kDouble)).view({sentences, -1});
-  auto [best, flat] = total.topk(std::min<int64_t>(2 * beam, total.size(1)), -1);
-  auto token = row_token.view({sentences, -1}).gather(1, flat);
-  auto parent = flat.div(per_row, "floor");
-  return torch::stack({best, token.to(torch::kDouble), parent.to(torch::kDouble)}, 1)
-      .to(torch::kCPU);
-}
-
-// Per active sentence its candidates from a step's [sentences, 3, n] choice, in that order.
-std::vector<std::vector<Candidate>> candidates_of(const torch::Tensor& choice) {
-  auto cell = choice.accessor<double, 3>();
-  std::vector<std::vector<Candidate>> out(choice.size(0));
-  for (int64_t i = 0; i < choice.size(0); ++i) {
-    for (int64_t r = 0; r < choice.size(2); ++r) {
-      out[i].push_back({cell[i][0][r], static_cast<int32_t>(cell[i][1][r]),
-                        static_cast<int64_t>(cell[i][2][r]), {}});
-    }
+  BatchRows out;
+  int64_t forced = 0;
+  bool constrained = false;
+  for (int64_t r = 0; r < batch; ++r) {
+    const int64_t stream = rows.empty() ? -1 : rows[r].stream;
+    out.streams.push_back(stream >= 0 ? stream : r);
+    forced += !rows.empty() && rows[r].first_token >= 0 ? 1 : 0;
+    constrained = constrained || (!rows.empty() && !rows[r].constraints.empty());
   }
+  if (forced != 0 && forced != batch) {
+    throw std::invalid_argument("beam_search: " + std::to_string(forced) + " of " +
+                                std::to_string(batch) +
+                                " rows have a first token: every row has one, or none does");
+  }
+  for (int64_t r = 0; forced != 0 && r < batch; ++r)
+    out.first_tokens.push_back(rows[r].first_token);
+  for (int64_t r = 0; constrained && r < batch; ++r) out.constraints.push_back(rows[r].constraints);
   return out;
-}
-
-// best_of's candidates, best first, from row_tops' tensors: on the CPU by a loop over them (the
-// same sums; equal scores keep their rows' order, where topk leaves it open), elsewhere by
-// best_of's tensor ops and one transfer.
-std::vector<std::vector<Candidate>> best_candidates(const torch::Tensor& row_logp,
-                                                    const torch::Tensor& row_token,
-                                                    const Beams& beams, int64_t beam) {
-  if (!loops_apply(row_logp, row_token)) {
-    return candidates_of(best_of(row_logp, row_token, beams, beam));
-  }
-  const auto sentences = static_cast<int64_t>(beams.sentence.size());
-  const int64_t per_row = row_logp.size(1), n = row_logp.numel() / sentences;
-  const int64_t kept = std::min<int64_t>(2 * beam, n);
-  const float* logp = row_logp.data_ptr<float>();
-  const int64_t* token = row_token.data_ptr<int64_t>();
-  std::vector<std::vector<Candidate>> out(sentences);
-  std::vector<double> total(n);
-  std::vector<int64_t> order(n);
-  for (int64_t i = 0; i < sentences; ++i) {
-    // Sentence i's n candidates start at row i n / per_row; each scores its row's prior plus its
-    // log-probability, added in double as best_of adds them.
-    const int64_t first = i * n;
-    for (int64_t f = 0; f < n; ++f) {
-      total[f] = beams.scores[(first + f) / per_row] + static_cast<double>(logp[first + f]);
-    }
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + kept, order.end(), [&](int64_t a, int64_t b) {
-      return total[a] > total[b] || (total[a] == total[b] && a < b);
-    });
-    for (int64_t r = 0; r < kept; ++r) {
-      const int64_t f = order[r];
-      out[i].push_back(
-          {total[f], static_cast<int32_t>(token[first + f]), f / per_row, ConstraintState{}});
-    }
-  }
-  return out;
-}
-
-// One step's draws when sampling (beam size 1): per active sentence its drawn token, in
-// best_candidates' form [sentences, 3, 1]: (score, token, parent 0).
-torch::Tensor sampled_candidates(const std::vector<torch::Tensor>& logits,
-                                 const std::vector<double>& weights, const OutputColumns& columns,
-                                 const Beams& beams, bool ban_eos, const DecodeOptions& options,
-                                 const std::vector<int64_t>& streams, int64_t step) {
-  const auto sentences = static_cast<int64_t>(beams.sentence.size());
-  auto log_probs =
-      torch::log_softmax(combine_log_probs(logits, weights).to(torch::kCPU, torch::kDouble), -1);
-  for (const int64_t never : {kPadId, kBosId, ban_eos ? kEosId : kPadId}) {
-    const int64_t column = columns.column_of(never);
-    if (column >= 0) log_probs.select(1, column).fill_(-INFINITY);
-  }
-  std::vector<double> u;
-  for (const int64_t sentence : beams.sentence) {
-    u.push_back(sampling_uniform(options.sampling.seed, streams[sentence], step));
-  }
-  const auto tokens = draw_tokens(log_probs, options.sampling, u);
-  auto out = torch::zeros({sentences, 3, 1}, torch::kDouble);
-  auto cell = out.accessor<double, 3>();
-  auto logp = log_probs.accessor<double, 2>();
-  for (int64_t i = 0; i < sentences; ++i) {
-    cell[i][0][0] = beams.scores[i] + logp[i][tokens[i]];
-    cell[i][1][0] = static_cast<double>(columns.id_of(tokens[i]));
-  }
-  return out;
-}
-
-// `given` (rows of beam_search's) is empty or one per row; std::invalid_argument otherwise.
-void check_row_count(size_t given, const char* what, int64_t rows) {
-  if (given != 0 && static_cast<int64_t>(given) != rows) {
-    throw std::invalid_argument("beam_search: " + std::to_string(given) + " " + what + " for " +
-                                std::to_string(rows) + " rows");
-  }
-}
-
-// Each row's sampling stream: the given ones, or the row's index.
-std::vector<int64_t> row_streams(const std::vector<int64_t>& given, int64_t rows) {
-  check_row_count(given.size(), "streams", rows);
-  if (!given.empty()) return given;
-  std::vector<int64_t> streams(rows);
-  std::iota(streams.begin(), streams.end(), 0);
-  return streams;
 }
 
 // The first step with each row's token forced (beam_search's first_tokens): the models read
@@ -288,10 +169,11 @@ void advance_sentence(const Beams& beams, int64_t index, const std::vector<Candi
 }
 
 // Applies one step to every active sentence; returns the state rows the next step keeps, in order.
-std::vector<int64_t> advance(Beams& beams, const std::vector<std::vector<Candidate>>& candidates,
-                             int64_t step, const std::vector<int64_t>& limits,
-                             const DecodeOptions& options,
-                             std::vector<std::vector<Hypothesis>>& finished) {
+std::vector<int64_t> advance_beams(Beams& beams,
+                                   const std::vector<std::vector<Candidate>>& candidates,
+                                   int64_t step, const std::vector<int64_t>& limits,
+                                   const DecodeOptions& options,
+                                   std::vector<std::vector<Hypothesis>>& finished) {
   Beams next;
   next.width = options.beam_size;
   std::vector<int64_t> rows;
@@ -313,60 +195,6 @@ void rank(std::vector<Hypothesis>& hyps, const DecodeOptions& options) {
   if (static_cast<int64_t>(hyps.size()) > options.nbest) hyps.resize(options.nbest);
 }
 
-// What every step of one beam_search call shares.
-struct Step {
-  const std::vector<double>& weights;
-  const DecodeOptions& options;
-  int64_t min_len;  // tokens before EOS may end a hypothesis, a forced first token included
-  const std::vector<int64_t>& streams;
-  const std::vector<Constraints>& constraints;  // empty, or one per input row
-  const std::vector<int64_t>& limits;           // per input row
-  const OutputColumns& columns;                 // what the logits' columns are
-};
-
-// A step of a batch whose sentences carry constraints (constrained_step.h): theirs chosen bank
-// by bank, the others' as best_of chooses them.
-std::vector<std::vector<Candidate>> with_constraints(const std::vector<torch::Tensor>& logits,
-                                                     const Beams& beams, int64_t step,
-                                                     const Step& how) {
-  const bool ban_eos = step <= how.min_len;
-  const int64_t beam = how.options.beam_size;
-  ConstrainedStep known;
-  known.banned = avoid_bans(beams, how.constraints);
-  size_t most_banned = 0;
-  for (const auto& banned : known.banned) most_banned = std::max(most_banned, banned.size());
-  auto [logp, token] =
-      row_tops(logits, how.weights, how.columns, beam, ban_eos, static_cast<int64_t>(most_banned));
-  auto out = best_candidates(logp, token, beams, beam);
-  known.logp = logp.to(torch::kCPU);
-  known.token = token.to(torch::kCPU);
-  known.needed = needed_log_probs(logits, how.weights, how.columns, beams, how.constraints);
-  for (size_t i = 0; i < beams.sentence.size(); ++i) {
-    const auto sentence = beams.sentence[i];
-    const auto& mine = how.constraints[sentence];
-    if (mine.empty()) continue;
-    out[i] = constrained_candidates(known, beams, static_cast<int64_t>(i), mine, beam, ban_eos,
-                                    how.limits[sentence] - step);
-  }
-  return out;
-}
-
-// One step's candidates for every active sentence, in the order advance() takes them.
-std::vector<std::vector<Candidate>> step_candidates(const std::vector<torch::Tensor>& logits,
-                                                    const Beams& beams, int64_t step,
-                                                    const Step& how) {
-  // Step s adds a hypothesis' s-th token: EOS may end it there once s - 1 >= min_len.
-  const bool ban_eos = step <= how.min_len;
-  if (how.options.sampling.kind != SamplingKind::kNone) {
-    return candidates_of(
-        sampled_candidates(logits, how.weights, how.columns, beams, ban_eos, how.options,
-                           how.streams, step));
-  }
-  if (!beams.standing.empty()) return with_constraints(logits, beams, step, how);
-  auto [logp, token] = row_tops(logits, how.weights, how.columns, how.options.beam_size, ban_eos);
-  return best_candidates(logp, token, beams, how.options.beam_size);
-}
-
 // Per row, the most decoding steps it may take: step_limits, at least 2 with a forced first
 // token (it and one after it), and room for the row's include phrases on top.
 std::vector<int64_t> sentence_limits(const torch::Tensor& src, const DecodeOptions& options,
@@ -382,11 +210,10 @@ std::vector<int64_t> sentence_limits(const torch::Tensor& src, const DecodeOptio
   return limits;
 }
 
-// beam_search's constraints checked (none, or one per row, each as check_constraints wants, and
-// not with sampling). → whether any row has any.
-bool constrained_rows(const std::vector<Constraints>& constraints, int64_t rows,
-                      const DecodeOptions& options, const Ensemble& ensemble, bool forced) {
-  check_row_count(constraints.size(), "constraint sets", rows);
+// beam_search's constraints checked (each as check_constraints wants, and not with sampling).
+// → whether any row has any.
+bool constrained_rows(const std::vector<Constraints>& constraints, const DecodeOptions& options,
+                      const Ensemble& ensemble, bool forced) {
   const bool any =
       check_constraints(constraints, ensemble.vocab_size(), ensemble.max_positions(), forced);
   if (any && options.sampling.kind != SamplingKind::kNone) {
@@ -412,7 +239,7 @@ std::vector<model::DecoderState> start_states(std::vector<model::Transformer>& m
 
 }  // namespace
 
-void validate(const DecodeOptions& options, int64_t vocab_size) {
+void check_options(const DecodeOptions& options, int64_t vocab_size) {
   require(options.max_len_a >= 0, "max_len_a", options.max_len_a, ">= 0");
   require(options.min_len >= 0, "min_len", options.min_len, ">= 0");
   require(options.batch_tokens > 0, "batch_tokens", options.batch_tokens, "> 0");
@@ -442,17 +269,20 @@ void validate(const DecodeOptions& options, int64_t vocab_size) {
   }
 }
 
+std::vector<RowInput> first_token_rows(const std::vector<int32_t>& first_tokens) {
+  std::vector<RowInput> rows(first_tokens.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].first_token = first_tokens[i];
+  return rows;
+}
+
 std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
                                                  const torch::Tensor& src_in,
                                                  const DecodeOptions& options,
-                                                 const std::vector<int32_t>& first_tokens,
-                                                 const std::vector<int64_t>& stream_ids,
-                                                 const std::vector<Constraints>& constraints) {
-  validate(options, ensemble.vocab_size());
-  const std::vector<int64_t> streams = row_streams(stream_ids, src_in.size(0));
-  check_row_count(first_tokens.size(), "first tokens", src_in.size(0));
-  const bool forced = !first_tokens.empty();
-  const bool constrained = constrained_rows(constraints, src_in.size(0), options, ensemble, forced);
+                                                 const std::vector<RowInput>& row_inputs) {
+  check_options(options, ensemble.vocab_size());
+  const BatchRows in = batch_rows(row_inputs, src_in.size(0));
+  const bool forced = !in.first_tokens.empty();
+  const bool constrained = constrained_rows(in.constraints, options, ensemble, forced);
   // Its tensors, the caches kept for later batches among them, are inference tensors: never
   // recorded by autograd, and only changed in place under this guard.
   c10::InferenceMode inference;
@@ -461,32 +291,36 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
   std::vector<std::vector<Hypothesis>> finished(batch);
   if (batch == 0) return finished;
   auto src = src_in.to(ensemble.device(), torch::kLong);
-  const auto limits = sentence_limits(src, options, ensemble.max_positions(), forced, constraints);
-  const int64_t longest = *std::max_element(limits.begin(), limits.end());
+  const auto limits =
+      sentence_limits(src, options, ensemble.max_positions(), forced, in.constraints);
   // Encoder output and its cross-attention keys/values: once per sentence, shared by its K beam
   // rows. The self-attention caches are allocated once, for the longest sentence's limit.
   auto models = ensemble.models();
-  const auto columns = options.shortlist
-                           ? shortlist_columns(*options.shortlist, src, constraints, src.device())
-                           : OutputColumns{};
-  auto states = start_states(models, src, batch * options.beam_size, longest, columns);
+  const auto columns =
+      options.shortlist ? shortlist_columns(*options.shortlist, src, in.constraints, src.device())
+                        : OutputColumns{};
+  auto states = start_states(models, src, batch * options.beam_size,
+                             *std::max_element(limits.begin(), limits.end()), columns);
   Beams beams = start_beams(batch);
   if (constrained) beams.standing.assign(batch, ConstraintState{});
   auto tokens = torch::full({batch}, kBosId, src.options());
   int64_t step = 1;
   if (forced) {
-    tokens = force_first_tokens(models, states, tokens, first_tokens, beams);
+    tokens = force_first_tokens(models, states, tokens, in.first_tokens, beams);
     step = 2;
   }
-  const Step how{ensemble.weights(), options, options.min_len + (forced ? 1 : 0), streams,
-                 constraints, limits, columns};
+  // A forced first token is one of a hypothesis' tokens; min_len counts those after it.
+  const TokenRules rules =
+      token_rules(options.min_len + (forced ? 1 : 0), in.constraints, constrained);
+  const StepContext how{ensemble.weights(), options, rules,  in.streams,
+                        in.constraints,     limits,  columns};
   for (; !beams.sentence.empty(); ++step) {
     std::vector<torch::Tensor> logits;
     for (size_t i = 0; i < models.size(); ++i) {
       logits.push_back(models[i]->decode_step(tokens, states[i]));
     }
-    auto rows = advance(beams, step_candidates(logits, beams, step, how), step, limits, options,
-                        finished);
+    auto rows = advance_beams(beams, step_candidates(logits, beams, step, how), step, limits,
+                              options, finished);
     if (beams.sentence.empty()) break;
     for (auto& state : states) state.select(rows, beams.width);
     std::vector<int64_t> last;

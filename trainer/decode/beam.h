@@ -10,10 +10,13 @@
 #include <memory>
 #include <vector>
 
-#include "data/shortlist.h"
 #include "trainer/decode/constraints.h"
 #include "trainer/decode/ensemble.h"
 #include "trainer/decode/sampling.h"
+
+namespace tandem::data {
+class Shortlist;  // data/shortlist/shortlist.h
+}  // namespace tandem::data
 
 namespace tandem::decode {
 
@@ -28,9 +31,8 @@ struct DecodeOptions {
   // min_decoding_length, both 1 by default): 1 forbids the empty translation, which could
   // otherwise take one of beam search's finished places; 0 lets EOS end one at its first step.
   int64_t min_len = 1;
-  // Source tokens per batch when translating many sentences. On one CPU core 2048 decoded the
-  // Bible test split ~6 % faster than 4096 at beam 4 (the batch's caches stay in cache); a GPU
-  // wants far larger batches (tandem-decode --batch-tokens).
+  // Source tokens per batch when translating many sentences: small keeps a CPU batch's caches in
+  // cache, a GPU wants far larger batches (tandem-decode --batch-tokens; docs/configs.md).
   int64_t batch_tokens = 2048;
   // Hypotheses kept per sentence at every step (Vaswani et al. used 4); 1 is greedy decoding.
   // At most (vocab_size - 2) / 2: each step looks at the 2 * beam_size best continuations, and
@@ -48,7 +50,8 @@ struct DecodeOptions {
   SamplingOptions sampling;
   // A lexical shortlist (tandem-decode --shortlist): each batch's output layer scores only the
   // target ids its sources' lists, the frequent ones, EOS and its constraints' tokens give
-  // (data/shortlist.h); null: the whole vocabulary. Its vocabulary size must be the model's.
+  // (data/shortlist/shortlist.h); null: the whole vocabulary. Its vocabulary size must be the
+  // model's.
   std::shared_ptr<const data::Shortlist> shortlist;
 };
 
@@ -74,46 +77,47 @@ inline double normalized_score(const Hypothesis& h, double alpha) {
 }
 
 // Throws std::invalid_argument naming the field at fault.
-void validate(const DecodeOptions& options, int64_t vocab_size);
+void check_options(const DecodeOptions& options, int64_t vocab_size);
 
-// src [batch, src_len] int64 (tokens + EOS, padded with kPadId) → for every row its `nbest`
-// hypotheses, best normalised score first. Runs under c10::InferenceMode (the caller sets eval
-// mode): no autograd bookkeeping on its tensors, which at one row a step was ~10 % of a step; and
-// on the calling thread with denormal floats flushed to zero (kernels/cpu/denormals.h).
-// An ensemble's models each keep their own decoder state; a candidate's log-probability is the
-// weighted sum of theirs (see Ensemble).
+// What one row of a batch brings besides its source tokens; each field's default decodes the row
+// as it would be without it.
+struct RowInput {
+  // The token its hypotheses start with (a target language's code, as transformers'
+  // forced_bos_token_id and CTranslate2's target_prefix make it); -1: none. The first step reads
+  // BOS as always and its choice is this token, adding 0 to the score; it is one of the
+  // hypothesis' tokens (it counts in its length), and options.min_len counts the tokens after it.
+  // Every row of a batch has one, or none does.
+  int32_t first_token = -1;
+  // The stream a row draws from when sampling (sampling.h): the sentence's index in the input, so
+  // that its translation depends on nothing else; -1: the row's index in the batch.
+  int64_t stream = -1;
+  // Its lexical constraints (constraints.h): every returned hypothesis contains each include
+  // phrase and no avoid phrase (dynamic beam allocation, constrained_step.h); its step limit grows
+  // by its include tokens, and a hypothesis cut at the limit has met them too. At beam size 1 each
+  // step takes the candidate that went furthest with the phrases. Not with sampling.
+  Constraints constraints;
+};
+
+// One RowInput per token of `first_tokens` (none: none), the other fields at their defaults.
+std::vector<RowInput> first_token_rows(const std::vector<int32_t>& first_tokens);
+
+// src [batch, src_len] int64 (tokens + EOS, padded with kPadId), `rows` none or one per row of
+// src → for every row its `nbest` hypotheses, best normalised score first. Under
+// c10::InferenceMode (the caller sets eval mode), with denormal floats flushed to zero on the
+// calling thread (kernels/cpu/denormals.h). An ensemble's models keep their own decoder states; a
+// candidate's log-probability is the weighted sum of theirs (ensemble.h).
 //
-// Each step expands every live hypothesis of a sentence, takes the 2K best (hypothesis, token)
-// candidates by summed log-probability; those ending in EOS among the first K are finished, the
-// first K others are the next live beam (so the beam stays full and finished hypotheses are never
-// fed to the decoder again). A sentence is done when it has K finished hypotheses (fairseq's
-// rule) or at its length limit, where the live hypotheses join the finished ones unterminated.
-// It stops sooner, with the same results, once no live hypothesis can still score among the
-// `nbest` best finished ones (its descendants' scores can only fall). With K = 1 this is exactly
-// greedy decoding.
-//
-// `first_tokens`, when given, holds per row the token its hypotheses start with (a target
-// language's code, as transformers' forced_bos_token_id and CTranslate2's target_prefix make it):
-// the first step feeds BOS as always, and its choice is that token, adding 0 to the score. It is
-// one of the hypothesis' tokens (so it counts in its length), and options.min_len counts the
-// tokens after it.
-//
-// With options.sampling, each step draws a row's next token instead (sampling.h) from the
-// ensemble's renormalised distribution, <pad> and <s> never and EOS not before min_len; the score
-// adds the drawn token's log-probability under that distribution (before temperature and cuts).
-// Row r draws from stream `streams[r]` (r when not given): the sentence's index in the input, so
-// that its translation depends on nothing else.
-//
-// `constraints`, when given, holds per row its lexical constraints (constraints.h; rows without
-// any decode as they would without): every returned hypothesis of a row contains each of its
-// include phrases and none of its avoid phrases, found by dynamic beam allocation
-// (constrained_step.h); its step limit grows by its include tokens, and a hypothesis cut at the
-// limit has met them too. Beam size 1 takes, at every step, the candidate that went furthest with
-// the phrases (the best of those). Not with sampling (std::invalid_argument).
+// Each step expands every live hypothesis of a sentence and takes its 2K best (hypothesis, token)
+// candidates by summed log-probability (step_candidates.h, after the token rules of
+// token_rules.h); those ending in EOS among the first K are finished, the first K others are the
+// next live beam. A sentence is done when it has K finished hypotheses (fairseq's rule) or at its
+// length limit, where the live ones join the finished unterminated; or sooner, with the same
+// results, once no live hypothesis can still score among the `nbest` best finished ones. K = 1 is
+// exactly greedy decoding. With options.sampling each step draws a row's next token instead, from
+// the ensemble's renormalised distribution; the score adds its log-probability before
+// temperature and cuts. std::invalid_argument for bad options or rows (naming the field or row).
 std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble, const torch::Tensor& src,
                                                  const DecodeOptions& options,
-                                                 const std::vector<int32_t>& first_tokens = {},
-                                                 const std::vector<int64_t>& streams = {},
-                                                 const std::vector<Constraints>& constraints = {});
+                                                 const std::vector<RowInput>& rows = {});
 
 }  // namespace tandem::decode

@@ -17,7 +17,7 @@ bool check_constraints(const std::vector<Constraints>& constraints, int64_t voca
     const auto& mine = constraints[row];
     const auto where = "beam_search: row " + std::to_string(row) + ": ";
     try {
-      validate(mine);
+      check_phrases(mine);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(where + e.what());
     }
@@ -119,7 +119,7 @@ void row_candidates(const ConstrainedStep& step, const Beams& beams, int64_t row
       if (!ban_eos && all_met) out.push_back({beams.scores[row] + logp, token, parent, standing});
       return;
     }
-    const auto next = advance(constraints, standing, token);
+    const auto next = state_after(constraints, standing, token);
     if (owed_tokens(constraints, next) > steps_left) return;  // no room left for the phrases
     out.push_back({beams.scores[row] + logp, token, parent, next});
   };

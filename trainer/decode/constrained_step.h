@@ -27,7 +27,7 @@ struct ConstrainedStep {
   std::vector<std::vector<std::pair<int32_t, float>>> needed;
 };
 
-// beam_search's constraints, one per row: each valid (validate()), of tokens a translation can
+// beam_search's constraints, one per row: each valid (check_phrases()), of tokens a translation can
 // hold (in the vocabulary of `vocab_size`, not <pad>, <s> or EOS), their include phrases within
 // a position table of `max_positions` (after a first token when `forced`).
 // std::invalid_argument naming the row otherwise. → whether any row has any.

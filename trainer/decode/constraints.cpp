@@ -12,7 +12,7 @@ int64_t Constraints::include_tokens() const {
   return tokens;
 }
 
-void validate(const Constraints& constraints) {
+void check_phrases(const Constraints& constraints) {
   if (static_cast<int64_t>(constraints.include.size()) > kMaxIncludePhrases) {
     throw std::invalid_argument(std::to_string(constraints.include.size()) +
                                 " phrases to include: at most " +
@@ -52,7 +52,7 @@ int32_t phrase_started_by(const Constraints& constraints, const ConstraintState&
 
 }  // namespace
 
-ConstraintState advance(const Constraints& constraints, ConstraintState state, int32_t token) {
+ConstraintState state_after(const Constraints& constraints, ConstraintState state, int32_t token) {
   if (state.phrase >= 0) {
     const auto& phrase = constraints.include[state.phrase];
     if (phrase[state.matched] == token) {
@@ -72,7 +72,7 @@ ConstraintState advance(const Constraints& constraints, ConstraintState state, i
   const int32_t started = phrase_started_by(constraints, state, token);
   if (started < 0) return state;
   state.phrase = started;
-  return advance(constraints, state, token);
+  return state_after(constraints, state, token);
 }
 
 std::vector<int32_t> needed_tokens(const Constraints& constraints, const ConstraintState& state) {

@@ -24,7 +24,7 @@ constexpr int64_t kMaxIncludePhrases = 64;  // ConstraintState::met is a bit set
 
 // Throws std::invalid_argument naming the phrase at fault: empty, too many, or an include phrase
 // that holds an avoid phrase.
-void validate(const Constraints& constraints);
+void check_phrases(const Constraints& constraints);
 
 // Where one hypothesis stands with its sentence's include phrases: which are met, and the one it
 // is in the middle of (its first `matched` tokens are the hypothesis' last ones). A phrase counts
@@ -41,7 +41,7 @@ struct ConstraintState {
 };
 
 // The state after `token`.
-ConstraintState advance(const Constraints& constraints, ConstraintState state, int32_t token);
+ConstraintState state_after(const Constraints& constraints, ConstraintState state, int32_t token);
 
 // Tokens that take the hypothesis one token further: the next of the phrase in progress, or
 // when none is, the first of every phrase not met. Empty once all are met.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "data/shortlist/shortlist.h"
 #include "trainer/common/token_ids.h"
 
 namespace tandem::decode {

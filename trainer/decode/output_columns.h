@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/shortlist.h"
 #include "trainer/decode/constraints.h"
+
+namespace tandem::data {
+class Shortlist;  // data/shortlist/shortlist.h
+}  // namespace tandem::data
 
 namespace tandem::decode {
 

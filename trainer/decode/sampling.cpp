@@ -7,6 +7,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "trainer/common/whole_number.h"
+
 namespace tandem::decode {
 namespace {
 
@@ -34,17 +36,15 @@ SamplingOptions parse_sampling(const std::string& text, SamplingOptions base) {
   const std::string kind = text.substr(0, colon),
                     value = colon == std::string::npos ? "" : text.substr(colon + 1);
   if (kind != "topk" && kind != "topp") refuse(text, "unknown kind");
-  // The whole value must be the number (strtoll/strtod stop at the first character that is not).
-  const char* begin = value.c_str();
-  char* end = nullptr;
-  errno = 0;
   if (kind == "topk") {
     base.kind = SamplingKind::kTopK;
-    base.k = std::strtoll(begin, &end, 10);
-    if (value.empty() || *end != '\0' || errno != 0 || base.k < 1) {
-      refuse(text, "K must be a whole number of at least 1");
-    }
+    const auto k = parse_whole_number(value);
+    if (!k || *k < 1) refuse(text, "K must be a whole number of at least 1");
+    base.k = *k;
   } else {
+    // The whole value must be the number (strtod stops at the first character that is not).
+    const char* begin = value.c_str();
+    char* end = nullptr;
     base.kind = SamplingKind::kTopP;
     base.p = std::strtod(begin, &end);
     if (value.empty() || *end != '\0' || !(base.p > 0.0 && base.p <= 1.0)) {

@@ -5,7 +5,7 @@
 #include <exception>
 #include <thread>
 
-#include "data/batch_plan.h"
+#include "data/batching/batch_plan.h"
 
 namespace tandem::decode {
 namespace {
@@ -26,23 +26,28 @@ torch::Tensor make_batch(const std::vector<std::vector<int32_t>>& sources,
   return batch;
 }
 
-// `given` values for `sentences` sentences: none or one each; std::invalid_argument otherwise.
-void check_per_sentence(size_t given, const char* what, size_t sentences) {
-  if (given != 0 && given != sentences) {
-    throw std::invalid_argument("translate: " + std::to_string(given) + " " + what + " for " +
-                                std::to_string(sentences) + " sentences");
+// The row inputs of the batch of `rows` (sentence indices): each sentence's, its stream its index
+// in the input unless given.
+std::vector<RowInput> batch_inputs(const std::vector<RowInput>& inputs,
+                                   const std::vector<int64_t>& rows) {
+  std::vector<RowInput> out(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!inputs.empty()) out[i] = inputs[rows[i]];
+    if (out[i].stream < 0) out[i].stream = rows[i];
   }
+  return out;
 }
 
 }  // namespace
 
 std::vector<std::vector<Hypothesis>> translate_nbest(
     const Ensemble& ensemble, const std::vector<std::vector<int32_t>>& sources,
-    const DecodeOptions& options, const std::vector<int32_t>& first_tokens, int64_t first_stream,
-    const std::vector<Constraints>& constraints) {
-  validate(options, ensemble.vocab_size());
-  check_per_sentence(first_tokens.size(), "first tokens", sources.size());
-  check_per_sentence(constraints.size(), "constraint sets", sources.size());
+    const DecodeOptions& options, const std::vector<RowInput>& inputs) {
+  check_options(options, ensemble.vocab_size());
+  if (!inputs.empty() && inputs.size() != sources.size()) {
+    throw std::invalid_argument("translate: " + std::to_string(inputs.size()) + " row inputs for " +
+                                std::to_string(sources.size()) + " sentences");
+  }
   // Similar lengths batch together, so little compute goes to padding: rows x padded width (EOS
   // included) stays within batch_tokens.
   std::vector<int64_t> padded(sources.size());
@@ -56,15 +61,8 @@ std::vector<std::vector<Hypothesis>> translate_nbest(
   auto work = [&] {
     for (size_t n; (n = taken.fetch_add(1)) < batches.size();) {
       const auto& rows = batches[batches.size() - 1 - n];
-      std::vector<int32_t> first;
-      std::vector<int64_t> streams;
-      std::vector<Constraints> mine;
-      for (const int64_t row : rows) {
-        if (!first_tokens.empty()) first.push_back(first_tokens[row]);
-        if (!constraints.empty()) mine.push_back(constraints[row]);
-        streams.push_back(first_stream + row);
-      }
-      auto hyps = beam_search(ensemble, make_batch(sources, rows), options, first, streams, mine);
+      auto hyps =
+          beam_search(ensemble, make_batch(sources, rows), options, batch_inputs(inputs, rows));
       for (size_t i = 0; i < rows.size(); ++i) results[rows[i]] = std::move(hyps[i]);
     }
   };
@@ -94,13 +92,11 @@ std::vector<std::vector<Hypothesis>> translate_nbest(
 
 std::vector<Hypothesis> translate(const Ensemble& ensemble,
                                   const std::vector<std::vector<int32_t>>& sources,
-                                  const DecodeOptions& options,
-                                  const std::vector<int32_t>& first_tokens, int64_t first_stream,
-                                  const std::vector<Constraints>& constraints) {
+                                  const DecodeOptions& options, const std::vector<RowInput>& rows) {
   DecodeOptions best = options;
   best.nbest = 1;
   std::vector<Hypothesis> out;
-  for (auto& hyps : translate_nbest(ensemble, sources, best, first_tokens, first_stream, constraints))
+  for (auto& hyps : translate_nbest(ensemble, sources, best, rows))
     out.push_back(std::move(hyps.front()));
   return out;
 }

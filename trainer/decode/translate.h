@@ -10,21 +10,17 @@
 
 namespace tandem::decode {
 
-// Sentences are token ids without EOS. → per sentence its options.nbest hypotheses, best first.
-// `first_tokens`: none, or per sentence the token its translations start with (beam_search's).
-// When sampling, sentence i draws from stream first_stream + i: its index in the whole input.
-// `constraints`: none, or per sentence its lexical constraints (beam_search's).
+// Sentences are token ids without EOS; `rows`: none, or one per sentence (beam_search's RowInput,
+// whose stream -1 is the sentence's index in `sources`). → per sentence its options.nbest
+// hypotheses, best first.
 std::vector<std::vector<Hypothesis>> translate_nbest(
     const Ensemble& ensemble, const std::vector<std::vector<int32_t>>& sources,
-    const DecodeOptions& options, const std::vector<int32_t>& first_tokens = {},
-    int64_t first_stream = 0, const std::vector<Constraints>& constraints = {});
+    const DecodeOptions& options, const std::vector<RowInput>& rows = {});
 
 // The best hypothesis of each sentence (options.nbest is ignored).
 std::vector<Hypothesis> translate(const Ensemble& ensemble,
                                   const std::vector<std::vector<int32_t>>& sources,
                                   const DecodeOptions& options,
-                                  const std::vector<int32_t>& first_tokens = {},
-                                  int64_t first_stream = 0,
-                                  const std::vector<Constraints>& constraints = {});
+                                  const std::vector<RowInput>& rows = {});
 
 }  // namespace tandem::decode

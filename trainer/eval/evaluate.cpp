@@ -5,9 +5,9 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "data/batch.h"
-#include "data/batch_plan.h"
-#include "data/language_marks.h"
+#include "data/batching/batch.h"
+#include "data/batching/batch_plan.h"
+#include "data/corpus/language_marks.h"
 #include "trainer/common/log.h"
 #include "trainer/common/token_ids.h"
 #include "trainer/kernels/cpu/denormals.h"
@@ -126,8 +126,7 @@ std::vector<SentenceScore> sentence_scores(const decode::Ensemble& ensemble,
 std::vector<std::vector<Translation>> translate_tokens_nbest(
     const decode::Ensemble& ensemble, const data::Vocab& vocab,
     std::vector<std::vector<int32_t>> sources, const decode::DecodeOptions& options,
-    const std::vector<int32_t>& first_tokens, int64_t first_stream,
-    const std::vector<decode::Constraints>& constraints) {
+    const std::vector<decode::RowInput>& rows) {
   ensemble.eval();
   const size_t limit = position_limit(ensemble);
   int64_t truncated = 0;
@@ -135,9 +134,7 @@ std::vector<std::vector<Translation>> translate_tokens_nbest(
   warn_truncated(truncated, limit);
   std::vector<std::vector<Translation>> out;
   out.reserve(sources.size());
-  for (const auto& hypotheses :
-       decode::translate_nbest(ensemble, sources, options, first_tokens, first_stream,
-                               constraints)) {
+  for (const auto& hypotheses : decode::translate_nbest(ensemble, sources, options, rows)) {
     out.emplace_back();
     for (const auto& h : hypotheses) {
       out.back().push_back(
@@ -151,13 +148,13 @@ std::vector<std::string> translate_tokens(const decode::Ensemble& ensemble,
                                           const data::Vocab& vocab,
                                           std::vector<std::vector<int32_t>> sources,
                                           const decode::DecodeOptions& options,
-                                          const std::vector<int32_t>& first_tokens) {
+                                          const std::vector<decode::RowInput>& rows) {
   decode::DecodeOptions best = options;
   best.nbest = 1;
   std::vector<std::string> out;
   out.reserve(sources.size());
   for (auto& translations :
-       translate_tokens_nbest(ensemble, vocab, std::move(sources), best, first_tokens)) {
+       translate_tokens_nbest(ensemble, vocab, std::move(sources), best, rows)) {
     out.push_back(std::move(translations.front().text));
   }
   return out;
@@ -173,7 +170,7 @@ Evaluation evaluate(const decode::Ensemble& ensemble, const data::Vocab& vocab,
   sources.reserve(pairs.size());
   for (const auto& pair : pairs) sources.push_back(pair.src);
   out.hypotheses = translate_tokens(ensemble, vocab, sources, options,
-                                    data::target_codes(vocab, pairs));
+                                    decode::first_token_rows(data::target_codes(vocab, pairs)));
   out.bleu = corpus_bleu(out.hypotheses, references);
   out.chrf = corpus_chrf(out.hypotheses, references);
   return out;

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "data/corpus.h"
-#include "data/vocab.h"
+#include "data/corpus/corpus.h"
+#include "data/vocab/vocab.h"
 #include "trainer/decode/translate.h"
 #include "trainer/eval/bleu_chrf.h"
 
@@ -54,22 +54,20 @@ struct Translation {
 };
 
 // The options.nbest best translations of each token sequence, best first, in input order. Sources
-// longer than the model's position table are truncated, with a warning. `first_tokens`: none, or
-// per sentence the token its translations start with (a model with language codes: the target
-// language's; see decode::beam_search). When sampling, sentence i is the input's first_stream + i
-// (decode::translate_nbest). `constraints`: none, or per sentence its lexical constraints.
+// longer than the model's position table are truncated, with a warning. `rows`: none, or per
+// sentence what it brings besides its tokens (decode::RowInput: the first token of a model with
+// language codes, its sampling stream, its lexical constraints).
 std::vector<std::vector<Translation>> translate_tokens_nbest(
     const decode::Ensemble& ensemble, const data::Vocab& vocab,
     std::vector<std::vector<int32_t>> sources, const decode::DecodeOptions& options,
-    const std::vector<int32_t>& first_tokens = {}, int64_t first_stream = 0,
-    const std::vector<decode::Constraints>& constraints = {});
+    const std::vector<decode::RowInput>& rows = {});
 
 // The best translation of each token sequence, detokenized (translate_tokens_nbest with nbest 1).
 std::vector<std::string> translate_tokens(const decode::Ensemble& ensemble,
                                           const data::Vocab& vocab,
                                           std::vector<std::vector<int32_t>> sources,
                                           const decode::DecodeOptions& options,
-                                          const std::vector<int32_t>& first_tokens = {});
+                                          const std::vector<decode::RowInput>& rows = {});
 
 // Everything at once; `references` are the detokenized reference sentences of `pairs`. With a
 // vocabulary with language codes, each translation starts with its pair's (data::target_codes).

@@ -6,16 +6,17 @@
 #include <iostream>
 #include <sstream>
 
+#include "data/shortlist/shortlist.h"
+#include "trainer/bulk/chunked_tool.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/model_io.h"
-#include "trainer/cli/decode_input.h"
-#include "trainer/common/fnv_hash.h"
-#include "trainer/eval/evaluate.h"
-#include "trainer/jobs/chunked_tool.h"
-#include "trainer/jobs/job_environment.h"
 #include "trainer/cli/decode_flags.h"
+#include "trainer/cli/decode_input.h"
 #include "trainer/cli/language_flags.h"
 #include "trainer/cli/tool_main.h"
+#include "trainer/common/fnv_hash.h"
+#include "trainer/eval/evaluate.h"
+#include "trainer/jobs/job_environment.h"
 
 namespace {
 
@@ -81,12 +82,17 @@ std::string translate_lines(const tandem::checkpoint::InferenceEnsemble& models,
   sources.reserve(lines.size());
   for (const auto& text : input.texts) sources.push_back(format.marks.source(vocab, text));
   // When sampling, each line draws from the stream of its index in the input.
+  auto rows = tandem::decode::first_token_rows(format.marks.first_tokens(sources.size()));
+  rows.resize(sources.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i].stream = first_index + static_cast<int64_t>(i);
+    if (!input.constraints.empty()) rows[i].constraints = input.constraints[i];
+  }
   std::ostringstream out;
   int64_t index = first_index;
   const bool nbest = format.nbest;
-  for (const auto& list : tandem::eval::translate_tokens_nbest(
-           models.ensemble, vocab, sources, options, format.marks.first_tokens(sources.size()),
-           first_index, input.constraints)) {
+  for (const auto& list :
+       tandem::eval::translate_tokens_nbest(models.ensemble, vocab, sources, options, rows)) {
     if (!nbest) out << list.front().text << '\n';
     for (size_t i = 0; nbest && i < list.size(); ++i) {
       char score[32];
@@ -133,7 +139,7 @@ void apply_sampling(const CLI::App& app, const std::string& sampling,
 struct Args {
   tandem::cli::ModelFlags models;
   tandem::decode::DecodeOptions options;
-  tandem::jobs::ChunkedJob chunked;  // --chunk-lines, --progress-s, --timeout-s
+  tandem::bulk::ChunkedJob chunked;          // --chunk-lines, --progress-s, --timeout-s
   const CLI::Option* chunk_lines = nullptr;  // whether --chunk-lines was given
   tandem::cli::LanguageFlags languages;
   std::string sampling;  // --sampling as given
@@ -154,7 +160,7 @@ void add_file_flags(CLI::App& app, Args& args) {
                                 "finished chunks until it is whole");
   input->needs(output);
   output->needs(input);
-  args.chunk_lines = tandem::jobs::add_chunk_flags(
+  args.chunk_lines = tandem::bulk::add_chunk_flags(
       app, args.chunked,
       "lines per chunk: with --input, what a rank translates at a time and a resume redoes at most",
       "from standard input, lines read before translating and writing them (default 500 per "
@@ -275,8 +281,8 @@ int decode_stream(Args& args) {
   return 0;
 }
 
-tandem::jobs::ChunkedJob chunked_job(const Args& args) {
-  tandem::jobs::ChunkedJob job = args.chunked;
+tandem::bulk::ChunkedJob chunked_job(const Args& args) {
+  tandem::bulk::ChunkedJob job = args.chunked;
   job.tool = "tandem-decode";
   job.inputs = {{"--input", args.input}};
   job.output = args.output;
@@ -286,7 +292,7 @@ tandem::jobs::ChunkedJob chunked_job(const Args& args) {
 }
 
 // The tool as its flags describe it; `args` must outlive it.
-tandem::jobs::FileTool file_tool(Args& args) {
+tandem::bulk::FileTool file_tool(Args& args) {
   return {chunked_job(args),
           args.launch,
           args.models.threads,
@@ -324,7 +330,7 @@ int main(int argc, char** argv) {
   app.footer(kExamples);
   if (const auto done = tandem::cli::parse_command_line(app, "tandem-decode", argc, argv, [&] {
         tandem::jobs::check_launch_flags(args.launch);
-        tandem::jobs::check_file_tool(file_tool(args));
+        tandem::bulk::check_file_tool(file_tool(args));
       })) {
     return *done;
   }
@@ -334,5 +340,5 @@ int main(int argc, char** argv) {
     return 0;
   });
   if (checked != 0) return checked;
-  return tandem::jobs::run_file_tool(argc, argv, file_tool(args));
+  return tandem::bulk::run_file_tool(argc, argv, file_tool(args));
 }

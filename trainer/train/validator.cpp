@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "data/language_marks.h"
+#include "data/corpus/language_marks.h"
 #include "trainer/eval/bleu_chrf.h"
 #include "trainer/eval/evaluate.h"
 
@@ -131,8 +131,9 @@ void Validator::score_translations(model::Transformer& model, ValidationResult& 
   options.beam_size = config_.beam;
   std::vector<std::vector<int32_t>> sources;
   for (const auto& pair : pairs_) sources.push_back(pair.src);
-  const nlohmann::json mine = eval::translate_tokens(model, vocab_, std::move(sources), options,
-                                                     data::target_codes(vocab_, pairs_));
+  const nlohmann::json mine =
+      eval::translate_tokens(model, vocab_, std::move(sources), options,
+                             decode::first_token_rows(data::target_codes(vocab_, pairs_)));
   const auto gathered = comm_.gather_bytes(mine.dump(), 0);
   // BLEU and chrF2 of the whole set, then of each direction.
   auto scores = torch::zeros({2 * static_cast<int64_t>(1 + slices_.size())}, torch::kFloat64);
