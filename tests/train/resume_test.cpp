@@ -130,8 +130,8 @@ TEST(Resume, EveryRankGetsRankZerosCheckpoint) {
                              checkpoint::named_parameters(saved.model)));
   ASSERT_FALSE(equal_tensors(resumed.ema->averages(), saved.ema->averages()));
   const auto point = load_everywhere(
-      writer.step_path(7), {}, {resumed.model, *resumed.adam, resumed.ema.get(), shared.corpus()},
-      comm, comm);
+      writer.step_path(7), {},
+      {resumed.model, *resumed.adam, resumed.ema.get(), shared.corpus(), ""}, comm, comm);
   EXPECT_TRUE(equal_tensors(checkpoint::named_parameters(resumed.model),
                             checkpoint::named_parameters(saved.model)));
   EXPECT_TRUE(equal_state(*resumed.adam, *saved.adam));
@@ -171,7 +171,7 @@ TEST(Resume, ResetOptimizerKeepsTheFreshMomentsAndAnotherWorldReseedsDropout) {
   options.reset_optimizer = true;
   auto point =
       load_everywhere(config.checkpoint.dir + "/last.h5", options,
-                      {fresh.model, *fresh.adam, fresh.ema.get(), shared.corpus()}, comm, comm);
+                      {fresh.model, *fresh.adam, fresh.ema.get(), shared.corpus(), ""}, comm, comm);
   EXPECT_TRUE(equal_tensors(checkpoint::named_parameters(fresh.model),
                             checkpoint::named_parameters(saved.model)));
   // Fine-tuning: the average restarts from the weights it starts from.
@@ -212,7 +212,8 @@ TEST(Resume, AShardedStateSavesWholeAndResumesShardedOrNot) {
   for (const bool shard : {true, false}) {
     SmallRun resumed(vocab.size(), 60 + comm.rank(), 1, shard);
     load_everywhere(writer.step_path(3), {},
-                    {resumed.model, *resumed.adam, resumed.ema.get(), shared.corpus()}, comm, comm);
+                    {resumed.model, *resumed.adam, resumed.ema.get(), shared.corpus(), ""}, comm,
+                    comm);
     EXPECT_TRUE(equal_tensors(checkpoint::named_parameters(resumed.model),
                               checkpoint::named_parameters(whole.model)));
     const auto expected_ema = resumed.adam->plan().owned_slices(whole.ema->averages());
@@ -250,7 +251,7 @@ TEST(Resume, RefusesAnotherVocabularyAMissingOptimizerStateAndAMisfitAverage) {
   data.vocab = "another vocabulary";
   const std::string other = shared.run_dir() + "/other.h5";
   checkpoint::save(other, data);
-  const ResumeTarget target{run.model, *run.adam, nullptr, shared.corpus()};
+  const ResumeTarget target{run.model, *run.adam, nullptr, shared.corpus(), ""};
   try {
     load_everywhere(averaged, {}, target, comm, comm);
     ADD_FAILURE() << "resumed without optimizer state";
@@ -258,7 +259,8 @@ TEST(Resume, RefusesAnotherVocabularyAMissingOptimizerStateAndAMisfitAverage) {
     EXPECT_NE(std::string(e.what()).find("--reset-optimizer"), std::string::npos) << e.what();
   }
   try {
-    load_everywhere(misfit, {}, {run.model, *run.adam, run.ema.get(), shared.corpus()}, comm, comm);
+    load_everywhere(misfit, {}, {run.model, *run.adam, run.ema.get(), shared.corpus(), ""}, comm,
+                    comm);
     ADD_FAILURE() << "resumed with an average that does not fit the model";
   } catch (const std::invalid_argument& e) {
     const std::string message = e.what();

@@ -13,8 +13,7 @@ namespace tandem::cli::preinit {
 // one thread per decoding worker (load_models → configure_cpu_runtime), but OpenBLAS starts its
 // thread pool while it is loaded, before main: one thread per CPU the process may run on, unless
 // OPENBLAS_NUM_THREADS (or GOTO_/OMP_NUM_THREADS) says otherwise, and each idle worker then spins
-// in sched_yield for ~0.1 s. On the 2-core machine that was 0.08-0.10 s of system time per run, a
-// third of a 5-second greedy decode's; on a 32-core machine, 31 such workers.
+// in sched_yield for a while (what that costs: docs/benchmarks.md).
 // The environment cannot be changed in time (libc takes its copy after an executable's
 // preinit_array runs, and the libraries' initialisers run after that), so the process runs on
 // one CPU while the libraries initialise: preinit_array, which runs before any shared library's
@@ -76,7 +75,8 @@ inline void narrow_cpus(int /*argc*/, char** /*argv*/, char** envp) {
 
 namespace tandem::cli {
 
-// The CPUs this process may run on (its affinity), at least 1.
+// The CPUs (logical: hardware threads) this process may run on, its affinity, at least 1; what the
+// decoding tools' --threads 0 means. (jobs::usable_cores counts physical cores, for pinning ranks.)
 inline int cpu_count() {
   cpu_set_t cpus;
   if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) return 1;

@@ -18,7 +18,9 @@ using LayerFunction =
 // (with the CPU generator and, for tensors on a GPU, its generator set back to where they were, and
 // autocast as it was) and its own backward follows, which accumulates its parameters' gradients as
 // the layer run once would (their hooks included) and passes on those of x and memory. Outside
-// gradient mode, or when neither input nor any parameter wants a gradient, it is layer(x, memory).
+// gradient mode it is layer(x, memory). When neither x nor memory wants a gradient (below a frozen
+// embedding, as LoRA's base), x stands in as a leaf that does, so that the layer's parameters
+// still get theirs; its own gradient is made and let go.
 torch::Tensor recomputed(const LayerFunction& layer, const torch::Tensor& x,
                          const torch::Tensor& memory);
 

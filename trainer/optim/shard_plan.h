@@ -30,10 +30,9 @@ inline constexpr int kEveryRank = -1;
 // elements from its start. The alignment is a precaution for bit-exactness: a vectorised CPU kernel
 // (the moving average's lerp, say) may treat a tensor's last few elements with scalar code that
 // rounds differently, and an aligned piece leaves to that tail exactly the elements an unsharded
-// update leaves to it. (Debian's LibTorch 1.13 and PyPI's 2.11 round alike either way on the
-// development machine's CPU; nothing promises it on others.) Aligned pieces also start on 256-byte
-// boundaries, as vectorised loads like. Shards differ from 1/N by less than kPieceAlignment
-// elements per cut parameter.
+// update leaves to it (docs/configs.md says where it was seen to matter). Aligned pieces also
+// start on 256-byte boundaries, as vectorised loads like. Shards differ from 1/N by less than
+// kPieceAlignment elements per cut parameter.
 class ShardPlan {
  public:
   static constexpr int64_t kPieceAlignment = 64;
