@@ -69,11 +69,13 @@ TEST(TokenRules, ASearchsRulesApplyInOrderAndAddUp) {
   constraints[1].avoid = {{6, 12}};
   const TokenRules free = token_rules(1, constraints, /*constrained=*/false);
   EXPECT_EQ(free.size(), 2u);
-  const StepBans first = step_bans(free, StepView{1, beams});
+  StepBans first;
+  step_bans(free, StepView{1, beams}, first);
   EXPECT_EQ(first.everywhere, (std::vector<int64_t>{kPadId, kBosId, kEosId}));
   EXPECT_EQ(first.most(), 3);
   const TokenRules rules = token_rules(1, constraints, /*constrained=*/true);
-  const StepBans later = step_bans(rules, StepView{2, beams});
+  StepBans later = first;  // cleared, then filled afresh
+  step_bans(rules, StepView{2, beams}, later);
   EXPECT_EQ(later.everywhere, (std::vector<int64_t>{kPadId, kBosId}));
   EXPECT_EQ(later.per_row[3], (std::vector<int32_t>{12}));
   EXPECT_EQ(later.most(), 3);

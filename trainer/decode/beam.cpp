@@ -314,12 +314,13 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
       token_rules(options.min_len + (forced ? 1 : 0), in.constraints, constrained);
   const StepContext how{ensemble.weights(), options, rules,  in.streams,
                         in.constraints,     limits,  columns};
+  StepBans bans;  // the step's, its storage kept from step to step
   for (; !beams.sentence.empty(); ++step) {
     std::vector<torch::Tensor> logits;
     for (size_t i = 0; i < models.size(); ++i) {
       logits.push_back(models[i]->decode_step(tokens, states[i]));
     }
-    auto rows = advance_beams(beams, step_candidates(logits, beams, step, how), step, limits,
+    auto rows = advance_beams(beams, step_candidates(logits, beams, step, how, bans), step, limits,
                               options, finished);
     if (beams.sentence.empty()) break;
     for (auto& state : states) state.select(rows, beams.width);

@@ -159,8 +159,8 @@ std::vector<std::vector<Candidate>> with_constraints(const std::vector<torch::Te
 
 std::vector<std::vector<Candidate>> step_candidates(const std::vector<torch::Tensor>& logits,
                                                     const Beams& beams, int64_t step,
-                                                    const StepContext& how) {
-  const StepBans bans = step_bans(how.rules, StepView{step, beams});
+                                                    const StepContext& how, StepBans& bans) {
+  step_bans(how.rules, StepView{step, beams}, bans);
   if (how.options.sampling.kind != SamplingKind::kNone) {
     return candidates_of(sampled_candidates(logits, beams, bans, step, how));
   }

@@ -29,9 +29,10 @@ struct StepContext {
 
 // Per active sentence of `beams` its candidates at `step` (logits: each model's [rows, columns]),
 // in the order beam search takes them: best score first, EOS among the first K ending a
-// hypothesis and the first K others the next beam.
+// hypothesis and the first K others the next beam. `bans`: the search's, kept from step to step
+// (token_rules.h's step_bans).
 std::vector<std::vector<Candidate>> step_candidates(const std::vector<torch::Tensor>& logits,
                                                     const Beams& beams, int64_t step,
-                                                    const StepContext& how);
+                                                    const StepContext& how, StepBans& bans);
 
 }  // namespace tandem::decode

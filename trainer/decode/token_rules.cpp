@@ -46,10 +46,10 @@ TokenRules token_rules(int64_t min_len, const std::vector<Constraints>& constrai
   return rules;
 }
 
-StepBans step_bans(const TokenRules& rules, const StepView& step) {
-  StepBans bans;
+void step_bans(const TokenRules& rules, const StepView& step, StepBans& bans) {
+  bans.everywhere.clear();
+  bans.per_row.clear();
   for (const auto& rule : rules) rule->ban(step, bans);
-  return bans;
 }
 
 void ban_tokens(const StepBans& bans, torch::Tensor& logp, const torch::Tensor& tokens) {

@@ -79,8 +79,10 @@ using TokenRules = std::vector<std::unique_ptr<TokenRule>>;
 TokenRules token_rules(int64_t min_len, const std::vector<Constraints>& constraints,
                        bool constrained);
 
-// What `rules` ban at `step`, each rule in turn.
-StepBans step_bans(const TokenRules& rules, const StepView& step);
+// What `rules` ban at `step`, each rule in turn, into `bans`, cleared first. The search keeps one
+// StepBans for all its steps, so that a step allocates nothing for it (docs/benchmarks.md: what a
+// step's small allocations cost fp32 decoding).
+void step_bans(const TokenRules& rules, const StepView& step, StepBans& bans);
 
 // Sets to -inf the entries of `logp` [rows, n] (float) whose tokens [rows, n] (ids) `bans` bans:
 // in a loop over contiguous CPU tensors, by tensor ops on the tensors' device otherwise.
