@@ -4,10 +4,12 @@
 // sampling (whose lines depend on the seed alone: not the ranks nor the chunk size); a rank killed
 // with SIGKILL is relaunched, a rank frozen with SIGSTOP ends the job after --timeout-s and is
 // relaunched, and a SIGTERM to the launcher stops the job: each time the job finishes in the same
-// bytes with at most one chunk redone per rank; what cannot be done is exit
-// 2 with one line and no output written. tandem-score's totals over the test split are minus
-// tandem-eval's loss times its tokens, alone and as an ensemble, at one rank and two.
+// bytes with at most one chunk redone per rank; a second command beside a running job is refused;
+// what cannot be done is exit 2 with one line and no output written. tandem-score's totals over the
+// test split are minus tandem-eval's loss times its tokens, alone and as an ensemble, at one rank
+// and two.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cmath>
 #include <csignal>
@@ -222,6 +224,32 @@ TEST_F(DecodeAtScale, ASigtermToTheLauncherStopsTheJobAndTheSameCommandResumesIt
   const auto again = run_command(command);
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find(output + " is complete"), std::string::npos) << again.output;
+  EXPECT_EQ(read_text(output), reference.output);
+}
+
+// A second command on the output of a running file job is refused at once, exit 2 and one line
+// naming it (the job's rank 0, held with SIGSTOP, still holds the output's lock), and changes
+// nothing of it: the job ends in the bytes of the streaming decode.
+TEST_F(DecodeAtScale, ASecondCommandBesideARunningFileJobIsRefusedAndTheJobEndsInItsBytes) {
+  const std::string flags = " --beam 2 --chunk-lines 40 --threads 1";
+  const auto reference = run_command(decode(flags + " < " + file("large.txt")));
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  const std::string output = file("beside.txt");
+  const std::string command =
+      decode("--input " + file("large.txt") + " --output " + output + flags + " --ranks 2");
+  BackgroundCommand job("exec " + command);
+  ASSERT_TRUE(job.wait_until([&] { return parts_in(output + ".parts") >= 1; })) << job.output();
+  const int rank0 = job.rank_pid(0);
+  ASSERT_GT(rank0, 0);
+  ASSERT_EQ(kill(rank0, SIGSTOP), 0);
+  const auto refused = run_command(command);
+  ASSERT_EQ(kill(rank0, SIGCONT), 0);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_EQ(lines_of(refused.output).size(), 1u) << refused.output;
+  EXPECT_NE(refused.output.find("--output '" + output + "' is in use by another job (host "),
+            std::string::npos)
+      << refused.output;
+  EXPECT_EQ(job.wait(), 0) << job.output();
   EXPECT_EQ(read_text(output), reference.output);
 }
 

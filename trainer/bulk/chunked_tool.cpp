@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 
 #include "trainer/bulk/chunk_store.h"
 #include "trainer/bulk/saved_chunks.h"
 #include "trainer/cli/tool_main.h"
 #include "trainer/jobs/hosts.h"
 #include "trainer/jobs/job_environment.h"
+#include "trainer/jobs/job_lock.h"
 #include "trainer/jobs/process.h"
 #include "trainer/jobs/rank_main.h"
 #include "trainer/jobs/stop_handler.h"
@@ -90,6 +92,7 @@ int launch_chunked(int argc, char** argv, const ChunkedJob& job, const jobs::Lau
                    int threads, int gpus) {
   const JobFiles files = job_files(job);
   if (already_complete(job, files)) return 0;
+  { const jobs::JobLock free_now(jobs::output_target(job.output)); }  // no job on it now
   jobs::JobPlan plan;
   if (!launch.hostfile.empty()) plan.hosts = jobs::read_hostfile(launch.hostfile);
   const int auto_count = gpus > 0 ? gpus : jobs::auto_ranks(0, std::max(1, threads));
@@ -115,7 +118,9 @@ int run_chunked_rank(int* argc, char*** argv, const ChunkedJob& job,
     try {
       JobFiles files;
       uint64_t complete = 0;
+      std::unique_ptr<jobs::JobLock> lock;  // rank 0's, for as long as the job runs
       if (group.rank() == 0) {
+        lock = std::make_unique<jobs::JobLock>(jobs::output_target(job.output));
         files = job_files(job);
         complete = already_complete(job, files) ? 1 : 0;
       }

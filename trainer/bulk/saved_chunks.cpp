@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "trainer/bulk/chunk_store.h"
+#include "trainer/jobs/job_lock.h"
 #include "trainer/jobs/stop_signals.h"
 
 namespace tandem::bulk {
@@ -34,6 +35,8 @@ std::string SavedChunks::stop_report(const jobs::JobResult& result,
          " chunks are done (" + bulk::parts_folder(output_) +
          "): the same command resumes at the first unfinished chunk";
 }
+
+void SavedChunks::wait_until_free() const { jobs::wait_until_free(jobs::output_target(output_)); }
 
 void SavedChunks::record_restart(const jobs::RestartRecord& record) const {
   std::ofstream out(bulk::restarts_log(output_), std::ios::app);

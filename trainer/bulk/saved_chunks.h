@@ -24,6 +24,8 @@ class SavedChunks : public jobs::SavedProgress {
   }
   std::string stop_report(const jobs::JobResult& result,
                           const std::vector<jobs::RankState>& ranks) const override;
+  // The output's lock, which the kernel releases when the failed run's rank 0 is gone.
+  void wait_until_free() const override;
   void record_restart(const jobs::RestartRecord& record) const override;  // restarts.jsonl
 
  private:

@@ -7,7 +7,6 @@
 #include <iostream>
 
 #include "data/corpus/corpus.h"
-#include "trainer/checkpoint/dir_lock.h"
 #include "trainer/cli/tool_main.h"
 #include "trainer/common/log.h"
 #include "trainer/config/config.h"
@@ -83,7 +82,7 @@ int launch(int argc, char** argv, int ranks, const std::vector<jobs::Host>& host
            const tandem::config::Config& config, const jobs::RestartOptions& restarts,
            bool keep_global_batch_on) {
   { const tandem::data::Corpus corpus(config.data.corpus); }
-  { const tandem::checkpoint::DirLock free_now(config.checkpoint.dir); }
+  { const jobs::JobLock free_now(jobs::checkpoint_dir_target(config.checkpoint.dir)); }
   const auto metrics = tandem::train::metrics_outputs(config);
   tandem::train::require_writable(metrics);
   const std::string threads = std::to_string(config.train.threads);

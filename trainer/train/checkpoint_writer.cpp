@@ -72,7 +72,7 @@ CheckpointWriter::CheckpointWriter(const config::Config& config, std::string voc
       config_yaml_(config::to_yaml(config)),
       vocab_bytes_(std::move(vocab_bytes)),
       lora_base_hash_(std::move(lora_base_hash)) {
-  if (owner) lock_ = std::make_unique<checkpoint::DirLock>(dir_);
+  if (owner) lock_ = std::make_unique<jobs::JobLock>(jobs::checkpoint_dir_target(dir_));
 }
 
 std::string CheckpointWriter::step_path(int64_t step) const {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "data/batching/loader.h"
-#include "trainer/checkpoint/dir_lock.h"
 #include "trainer/config/config.h"
+#include "trainer/jobs/job_lock.h"
 #include "trainer/model/transformer.h"
 #include "trainer/optim/adam.h"
 #include "trainer/optim/ema.h"
@@ -21,7 +21,7 @@ namespace tandem::train {
 // learning rate, data position, every rank's RNG state, the resolved config, the keep-best state,
 // the vocabulary), written by rank 0 as step-<step>.h5 with last.h5 pointing at it and older step
 // files pruned; and best.h5, pointed at the best validated step's file. Rank 0's writer owns the
-// directory for the job's lifetime (checkpoint::DirLock): a second job on it is refused.
+// directory for the job's lifetime (jobs::JobLock): a second job on it is refused.
 
 // The run at the step being saved, as the trainer holds it.
 struct RunState {
@@ -58,7 +58,7 @@ class CheckpointWriter {
   std::string config_yaml_;
   std::string vocab_bytes_;
   std::string lora_base_hash_;
-  std::unique_ptr<checkpoint::DirLock> lock_;  // owner only
+  std::unique_ptr<jobs::JobLock> lock_;  // owner only
 };
 
 }  // namespace tandem::train

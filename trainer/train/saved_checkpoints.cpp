@@ -1,13 +1,10 @@
 #include "trainer/train/saved_checkpoints.h"
 
 #include <algorithm>
-#include <chrono>
-#include <stdexcept>
-#include <thread>
 #include <utility>
 
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/checkpoint/dir_lock.h"
+#include "trainer/jobs/job_lock.h"
 #include "trainer/jobs/stop_signals.h"
 #include "trainer/train/metrics_log.h"
 
@@ -16,11 +13,6 @@ namespace {
 
 // The folder of checkpoint.dir where a run's ranks leave their state records (jobs/rank_state.h).
 constexpr const char* kRankStateFolder = ".rank-state";
-
-// How long a relaunch waits for the failed job's rank 0 to let go of checkpoint.dir's lock: the
-// kernel releases it when the process is gone, which can take a moment after mpirun has exited.
-constexpr auto kLockWait = std::chrono::seconds(60);
-constexpr auto kLockPoll = std::chrono::milliseconds(100);
 
 struct Checkpoint {
   int64_t step = 0;  // 0: none yet, the job starts from scratch
@@ -68,19 +60,7 @@ std::string SavedCheckpoints::stop_report(const jobs::JobResult& result,
 }
 
 void SavedCheckpoints::wait_until_free() const {
-  const auto deadline = std::chrono::steady_clock::now() + kLockWait;
-  for (;;) {
-    try {
-      const checkpoint::DirLock free_now(checkpoint_dir_);
-      return;
-    } catch (const std::invalid_argument& e) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        throw std::runtime_error(std::string(e.what()) +
-                                 ", still 60 s after the failed job ended; not restarting");
-      }
-      std::this_thread::sleep_for(kLockPoll);
-    }
-  }
+  jobs::wait_until_free(jobs::checkpoint_dir_target(checkpoint_dir_));
 }
 
 void SavedCheckpoints::record_restart(const jobs::RestartRecord& record) const {
