@@ -12,7 +12,7 @@
 
 #include "data/corpus/corpus_format.h"
 #include "trainer/common/error.h"
-#include "trainer/common/hdf5.h"
+#include "trainer/hdf5/hdf5.h"
 
 namespace tandem::data {
 namespace {

@@ -15,7 +15,7 @@
 #include "data/prep/pair_reader.h"
 #include "data/prep/spill.h"
 #include "data/prep/text_input.h"
-#include "trainer/common/hdf5.h"
+#include "trainer/hdf5/hdf5.h"
 
 namespace tandem::data {
 namespace {

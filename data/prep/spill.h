@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "trainer/common/error.h"
-#include "trainer/common/hdf5.h"
+#include "trainer/hdf5/hdf5.h"
 
 namespace tandem::data {
 

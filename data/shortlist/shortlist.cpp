@@ -7,8 +7,8 @@
 
 #include "trainer/common/atomic_file.h"
 #include "trainer/common/fnv_hash.h"
-#include "trainer/common/hdf5.h"
 #include "trainer/common/token_ids.h"
+#include "trainer/hdf5/hdf5.h"
 
 namespace tandem::data {
 namespace {

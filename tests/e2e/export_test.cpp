@@ -14,8 +14,8 @@
 
 #include "tests/common/synthetic_corpus.h"
 #include "tests/e2e/run_command.h"
-#include "trainer/checkpoint/model_io.h"
 #include "trainer/decode/translate.h"
+#include "trainer/model_io/model_io.h"
 
 namespace tandem::test {
 namespace {

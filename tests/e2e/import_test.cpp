@@ -21,8 +21,8 @@
 #include "tests/e2e/import_checks.h"
 #include "tests/e2e/run_command.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/checkpoint/model_io.h"
 #include "trainer/common/token_ids.h"
+#include "trainer/model_io/model_io.h"
 
 namespace tandem::test {
 namespace {

@@ -10,9 +10,9 @@
 #include "tests/fuzz/fuzz_target.h"
 #include "tests/fuzz/hdf5_edit.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/checkpoint/model_io.h"
 #include "trainer/config/config.h"
 #include "trainer/decode/translate.h"
+#include "trainer/model_io/model_io.h"
 #include "trainer/train/keep_best.h"
 #include "trainer/train/rng.h"
 

@@ -10,7 +10,7 @@
 
 #include "tests/fuzz/fuzz_files.h"
 #include "tests/fuzz/fuzz_target.h"
-#include "trainer/common/hdf5.h"
+#include "trainer/hdf5/hdf5.h"
 
 namespace tandem::fuzz {
 namespace {

@@ -12,8 +12,8 @@
 #include "data/vocab/vocab.h"
 #include "tests/fuzz/fuzz_files.h"
 #include "tests/fuzz/fuzz_target.h"
+#include "trainer/bleu/bleu_chrf.h"
 #include "trainer/cli/tool_main.h"
-#include "trainer/eval/bleu_chrf.h"
 
 namespace tandem::fuzz {
 

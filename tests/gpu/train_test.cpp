@@ -13,9 +13,9 @@
 
 #include "tests/common/synthetic_corpus.h"
 #include "tests/gpu/gpu_support.h"
-#include "trainer/checkpoint/model_io.h"
 #include "trainer/common/temp_dir.h"
 #include "trainer/model/bf16_linear.h"
+#include "trainer/model_io/model_io.h"
 #include "trainer/optim/adam.h"
 #include "trainer/optim/ema.h"
 #include "trainer/optim/multi_tensor.h"

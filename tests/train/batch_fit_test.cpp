@@ -10,8 +10,8 @@
 
 #include "tests/common/mpi_test.h"
 #include "tests/common/synthetic_corpus.h"
-#include "trainer/checkpoint/model_io.h"
 #include "trainer/common/temp_dir.h"
+#include "trainer/model_io/model_io.h"
 #include "trainer/train/trainer.h"
 
 namespace tandem::train {

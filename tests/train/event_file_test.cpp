@@ -1,7 +1,7 @@
 // TensorBoard event files as written: every record's framing and checksums against a bitwise
 // CRC32C written here, file names that sort after the folder's newest, the folder check's error,
 // and the tags the metrics records' numbers get.
-#include "trainer/train/event_file.h"
+#include "trainer/tensorboard/event_file.h"
 
 #include <gtest/gtest.h>
 

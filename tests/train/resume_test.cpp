@@ -13,7 +13,7 @@
 #include "tests/common/mpi_test.h"
 #include "tests/common/synthetic_corpus.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/checkpoint/model_io.h"
+#include "trainer/model_io/model_io.h"
 #include "trainer/optim/shard_exchange.h"
 #include "trainer/train/checkpoint_writer.h"
 #include "trainer/train/keep_best.h"

@@ -11,15 +11,15 @@
 #include <stdexcept>
 #include <vector>
 
-#include "trainer/checkpoint/model_io.h"
-#include "trainer/common/temp_dir.h"
-#include "trainer/common/token_ids.h"
-#include "trainer/eval/bleu_chrf.h"
-#include "trainer/kernels/cpu/cpu_path.h"
-#include "trainer/runtime/cpu_runtime.h"
-#include "trainer/runtime/device.h"
+#include "trainer/bleu/bleu_chrf.h"
 #include "trainer/cli/decode_flags.h"
 #include "trainer/cli/tool_main.h"
+#include "trainer/common/temp_dir.h"
+#include "trainer/common/token_ids.h"
+#include "trainer/kernels/cpu/cpu_path.h"
+#include "trainer/model_io/model_io.h"
+#include "trainer/runtime/cpu_runtime.h"
+#include "trainer/runtime/device.h"
 
 namespace tandem::bench {
 namespace {

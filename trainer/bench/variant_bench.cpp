@@ -7,12 +7,12 @@
 #include <stdexcept>
 
 #include "data/shortlist/shortlist.h"
-#include "trainer/checkpoint/model_io.h"
+#include "trainer/bleu/bleu_chrf.h"
 #include "trainer/cli/decode_flags.h"
 #include "trainer/cli/decode_input.h"
 #include "trainer/cli/tool_main.h"
 #include "trainer/common/temp_dir.h"
-#include "trainer/eval/bleu_chrf.h"
+#include "trainer/model_io/model_io.h"
 #include "trainer/runtime/cpu_runtime.h"
 #include "trainer/runtime/device.h"
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/bulk/chunk.h"
 #include "trainer/bulk/chunk_store.h"
 #include "trainer/bulk/job_record.h"
 #include "trainer/bulk/line_chunks.h"
@@ -24,15 +25,6 @@
 #include "trainer/parallel/process_group.h"
 
 namespace tandem::bulk {
-
-struct Chunk {
-  int64_t index = 0;
-  int64_t first_line = 0;                         // the index of its first line in the input
-  std::vector<std::vector<std::string>> columns;  // per input file, the chunk's lines
-};
-
-// What a rank does with each chunk it is handed: its output text (lines ending in '\n').
-using ChunkFunction = std::function<std::string(const Chunk&)>;
 
 // Rank 0's side of the job: its inputs (the same chunking and line count each), where the output
 // goes, and the job's record.

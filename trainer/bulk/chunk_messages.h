@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "trainer/bulk/chunk_job.h"
+#include "trainer/bulk/chunk.h"
 
 namespace tandem::bulk {
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <thread>
 
-#include "trainer/bulk/chunk_job.h"
+#include "trainer/bulk/chunk.h"
 #include "trainer/bulk/chunk_messages.h"
 
 namespace tandem::bulk {

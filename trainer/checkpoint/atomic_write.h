@@ -5,8 +5,8 @@
 #include <functional>
 #include <string>
 
-#include "trainer/checkpoint/checkpoint.h"
-#include "trainer/common/hdf5.h"
+#include "trainer/checkpoint/checkpoint_data.h"
+#include "trainer/hdf5/hdf5.h"
 
 namespace tandem::checkpoint {
 

@@ -15,8 +15,8 @@
 
 #include "trainer/checkpoint/atomic_write.h"
 #include "trainer/checkpoint/tensor_io.h"
-#include "trainer/common/hdf5.h"
 #include "trainer/common/timestamp.h"
+#include "trainer/hdf5/hdf5.h"
 
 namespace tandem::checkpoint {
 namespace {

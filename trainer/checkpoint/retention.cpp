@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/common/hdf5.h"
+#include "trainer/hdf5/hdf5.h"
 
 namespace tandem::checkpoint {
 namespace {

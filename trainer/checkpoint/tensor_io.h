@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "trainer/checkpoint/checkpoint.h"
-#include "trainer/common/hdf5.h"
+#include "trainer/checkpoint/checkpoint_data.h"
+#include "trainer/hdf5/hdf5.h"
 
 namespace tandem::checkpoint {
 

@@ -12,11 +12,11 @@
 #include <utility>
 #include <vector>
 
-#include "trainer/checkpoint/model_io.h"
 #include "trainer/cli/language_flags.h"
 #include "trainer/cli/one_blas_thread.h"
 #include "trainer/decode/beam.h"
 #include "trainer/kernels/cpu/cpu_path.h"
+#include "trainer/model_io/model_io.h"
 #include "trainer/runtime/cpu_runtime.h"
 #include "trainer/runtime/device.h"
 

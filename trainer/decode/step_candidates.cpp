@@ -6,6 +6,7 @@
 
 #include "trainer/common/token_ids.h"
 #include "trainer/decode/constrained_step.h"
+#include "trainer/decode/ensemble.h"
 #include "trainer/decode/top_log_probs.h"
 
 namespace tandem::decode {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "trainer/decode/beam.h"
 #include "trainer/decode/beams.h"
+#include "trainer/decode/decode_options.h"
 #include "trainer/decode/output_columns.h"
 #include "trainer/decode/token_rules.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "trainer/eval/bleu_chrf.h"
+#include "trainer/bleu/bleu_chrf.h"
 
 namespace tandem::eval {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "data/corpus/corpus.h"
 #include "data/vocab/vocab.h"
+#include "trainer/bleu/bleu_chrf.h"
 #include "trainer/decode/translate.h"
-#include "trainer/eval/bleu_chrf.h"
 
 namespace tandem::eval {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "data/shortlist/shortlist.h"
-#include "trainer/checkpoint/model_io.h"
 #include "trainer/export/ct2_model_file.h"
+#include "trainer/model_io/model_io.h"
 
 namespace tandem::exporter {
 

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/checkpoint/model_io.h"
+#include "trainer/model_io/model_io.h"
 
 namespace tandem::exporter {
 

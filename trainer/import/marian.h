@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "trainer/import/import.h"
+#include "trainer/import/imported_model.h"
 
 namespace tandem::importer {
 

@@ -9,7 +9,6 @@
 #include "data/shortlist/shortlist.h"
 #include "trainer/bulk/chunked_tool.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/checkpoint/model_io.h"
 #include "trainer/cli/decode_flags.h"
 #include "trainer/cli/decode_input.h"
 #include "trainer/cli/language_flags.h"
@@ -17,6 +16,7 @@
 #include "trainer/common/fnv_hash.h"
 #include "trainer/eval/evaluate.h"
 #include "trainer/jobs/job_environment.h"
+#include "trainer/model_io/model_io.h"
 
 namespace {
 

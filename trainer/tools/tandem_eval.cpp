@@ -9,14 +9,14 @@
 #include <vector>
 
 #include "data/corpus/corpus.h"
-#include "trainer/checkpoint/model_io.h"
+#include "trainer/bleu/bleu_chrf.h"
 #include "trainer/cli/decode_flags.h"
 #include "trainer/cli/language_flags.h"
 #include "trainer/cli/tool_main.h"
 #include "trainer/common/error.h"
-#include "trainer/eval/bleu_chrf.h"
 #include "trainer/eval/direction_scores.h"
 #include "trainer/eval/evaluate.h"
+#include "trainer/model_io/model_io.h"
 
 namespace {
 

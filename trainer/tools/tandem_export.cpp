@@ -7,12 +7,12 @@
 #include <cstdio>
 #include <optional>
 
-#include "trainer/checkpoint/model_io.h"
+#include "trainer/cli/decode_flags.h"
+#include "trainer/cli/tool_main.h"
 #include "trainer/common/staged_dir.h"
 #include "trainer/export/ctranslate2.h"
 #include "trainer/export/plain_checkpoint.h"
-#include "trainer/cli/decode_flags.h"
-#include "trainer/cli/tool_main.h"
+#include "trainer/model_io/model_io.h"
 
 namespace {
 

@@ -10,11 +10,11 @@
 
 #include "trainer/bulk/chunked_tool.h"
 #include "trainer/bulk/line_chunks.h"
-#include "trainer/checkpoint/model_io.h"
 #include "trainer/cli/decode_flags.h"
 #include "trainer/cli/language_flags.h"
 #include "trainer/cli/tool_main.h"
 #include "trainer/eval/evaluate.h"
+#include "trainer/model_io/model_io.h"
 #include "trainer/runtime/cpu_runtime.h"
 
 namespace {

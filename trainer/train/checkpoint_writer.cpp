@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/checkpoint/model_io.h"
 #include "trainer/common/log.h"
+#include "trainer/model_io/model_io.h"
 #include "trainer/optim/shard_exchange.h"
 #include "trainer/train/rng.h"
 

@@ -8,7 +8,7 @@
 #include "trainer/common/atomic_file.h"
 #include "trainer/common/log.h"
 #include "trainer/jobs/restart_record.h"
-#include "trainer/train/event_file.h"
+#include "trainer/tensorboard/event_file.h"
 
 namespace tandem::train {
 namespace {

@@ -10,11 +10,11 @@
 
 #include "data/batching/direction_sampling.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/checkpoint/model_io.h"
 #include "trainer/common/fault_injection.h"
 #include "trainer/common/log.h"
 #include "trainer/jobs/stop_handler.h"
 #include "trainer/model/lora.h"
+#include "trainer/model_io/model_io.h"
 #include "trainer/optim/shard_exchange.h"
 #include "trainer/runtime/cpu_runtime.h"
 #include "trainer/train/batch_fit.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "data/corpus/language_marks.h"
-#include "trainer/eval/bleu_chrf.h"
+#include "trainer/bleu/bleu_chrf.h"
 #include "trainer/eval/evaluate.h"
 
 namespace tandem::train {

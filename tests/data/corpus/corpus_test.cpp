@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "tests/data/test_corpus.h"
-#include "trainer/common/hdf5.h"
+#include "trainer/hdf5/hdf5.h"
 
 namespace tandem::data {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "data/corpus/corpus.h"
 #include "tests/data/test_corpus.h"
-#include "trainer/common/hdf5.h"
 #include "trainer/common/token_ids.h"
+#include "trainer/hdf5/hdf5.h"
 
 namespace tandem::data {
 namespace {

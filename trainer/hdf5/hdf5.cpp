@@ -1,5 +1,5 @@
 // HDF5 C API helpers (see hdf5.h).
-#include "trainer/common/hdf5.h"
+#include "trainer/hdf5/hdf5.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -81,9 +81,7 @@ void write_scalar_attribute(hid_t object, const std::string& name, hid_t file_ty
 // Whether a dataspace holds one element (scalar, or simple of one): what the readers of one value
 // read into one value's memory. (A file can hold a list where Tandem writes one value: reading it
 // whole into one would write past that value, found by tests/fuzz/corpus_fuzz.cpp.)
-bool holds_one(hid_t space) {
-  return space >= 0 && H5Sget_simple_extent_npoints(space) == 1;
-}
+bool holds_one(hid_t space) { return space >= 0 && H5Sget_simple_extent_npoints(space) == 1; }
 
 // The attribute `name` of `object` when it is one value of class `type_class`; else invalid.
 Handle open_attribute(hid_t object, const std::string& name, H5T_class_t type_class) {
@@ -412,8 +410,7 @@ void read_range(hid_t dataset, hid_t mem_type, uint64_t begin, uint64_t count, v
   if (count == 0) return;
   const std::string what = "cannot read elements " + range_text(begin, count);
   const RangeSpaces spaces = select_range(dataset, begin, count, what);
-  check(H5Dread(dataset, mem_type, spaces.memory.get(), spaces.file.get(), H5P_DEFAULT, out),
-        what);
+  check(H5Dread(dataset, mem_type, spaces.memory.get(), spaces.file.get(), H5P_DEFAULT, out), what);
 }
 
 // HDF5 (1.10) joins each OR'ed hyperslab into the selection in time that grows with the blocks

@@ -1,7 +1,7 @@
 // BLEU and chrF as sacreBLEU 2.x computes them with its defaults, reproduced step by step so that
 // Tandem's numbers can be quoted next to sacreBLEU's: same tokenization, same statistics, same
 // smoothing, same floating-point order of operations.
-#include "trainer/eval/bleu_chrf.h"
+#include "trainer/bleu/bleu_chrf.h"
 
 #include <algorithm>
 #include <cmath>

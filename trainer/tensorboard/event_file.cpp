@@ -1,4 +1,4 @@
-#include "trainer/train/event_file.h"
+#include "trainer/tensorboard/event_file.h"
 
 #include <isa-l/crc.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 #include "trainer/common/host_name.h"
-#include "trainer/train/tensorboard_event.pb.h"
+#include "trainer/tensorboard/tensorboard_event.pb.h"
 
 namespace tandem::train {
 namespace {

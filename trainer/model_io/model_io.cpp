@@ -1,4 +1,4 @@
-#include "trainer/checkpoint/model_io.h"
+#include "trainer/model_io/model_io.h"
 
 #include <limits>
 #include <stdexcept>
@@ -80,7 +80,8 @@ LoraBase read_lora_base(const std::string& path, model::Transformer& model, mode
   const auto& own = model->options();
   if (saved.activation != own.activation || saved.positions != own.positions ||
       saved.pre_norm != own.pre_norm) {
-    throw std::invalid_argument("LoRA base '" + path + "' computes another function than this "
+    throw std::invalid_argument("LoRA base '" + path +
+                                "' computes another function than this "
                                 "config's model (model.activation, model.positions or "
                                 "model.pre_norm differ)");
   }
@@ -139,8 +140,8 @@ model::Transformer merged_lora_model(const std::string& checkpoint_path, const s
   }
   if (base.hash != trained_hash) {
     throw std::invalid_argument(named + " with content hash " + trained_hash + ", but '" +
-                                base_path + "' now holds other weights (content hash " +
-                                base.hash + ")");
+                                base_path + "' now holds other weights (content hash " + base.hash +
+                                ")");
   }
   checkpoint::NamedTensors adapters;
   const auto outline = checkpoint::load_outline(checkpoint_path);
@@ -149,7 +150,8 @@ model::Transformer merged_lora_model(const std::string& checkpoint_path, const s
     adapters.emplace_back(name, reader.read(name));
   }
   try {
-    model::merge_adapters(model, adapters, config.lora.alpha / static_cast<double>(config.lora.rank));
+    model::merge_adapters(model, adapters,
+                          config.lora.alpha / static_cast<double>(config.lora.rank));
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("checkpoint '" + checkpoint_path + "' /" + group + ": " + e.what());
   }
@@ -165,8 +167,8 @@ InferenceModel load_for_inference(const std::string& checkpoint_path, Weights we
   out.averaged = weights == Weights::kAverage && data.holds_ema;
   const std::string group = out.averaged ? "ema" : "model";
   if (!out.config.lora.base.empty()) {
-    out.model = merged_lora_model(checkpoint_path, group, out.config, out.vocab,
-                                  data.lora_base_hash);
+    out.model =
+        merged_lora_model(checkpoint_path, group, out.config, out.vocab, data.lora_base_hash);
     out.model->eval();
     return out;
   }
@@ -175,9 +177,10 @@ InferenceModel load_for_inference(const std::string& checkpoint_path, Weights we
   const int64_t needed = parameters_at_least(out.config.model, out.vocab.size());
   const int64_t stored = checkpoint::stored_elements(checkpoint_path, group);
   if (needed > stored) {
-    throw std::invalid_argument("checkpoint '" + checkpoint_path + "': its /config describes a "
-                                "model of at least " + std::to_string(needed) +
-                                " parameters, but /" + group + " holds " +
+    throw std::invalid_argument("checkpoint '" + checkpoint_path +
+                                "': its /config describes a "
+                                "model of at least " +
+                                std::to_string(needed) + " parameters, but /" + group + " holds " +
                                 std::to_string(stored) + " values");
   }
   out.model = model::Transformer(model_options(out.config.model, out.vocab.size()));

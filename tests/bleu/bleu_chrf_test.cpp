@@ -4,7 +4,7 @@
 // public repository at release 2.6.0, run locally with `BLEU().corpus_score(hyps, [refs])` and
 // `CHRF().corpus_score(hyps, [refs])`), and agreed to 1e-9 with a separate throwaway Python
 // re-implementation written for this test; neither script is part of the repository.
-#include "trainer/eval/bleu_chrf.h"
+#include "trainer/bleu/bleu_chrf.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Loading a checkpoint for inference: a /config that describes a larger model than the file holds
 // is refused before the model is built (allocated).
-#include "trainer/checkpoint/model_io.h"
+#include "trainer/model_io/model_io.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
