@@ -371,6 +371,20 @@ TEST_F(Export, BenchDecodePutsCTranslate2BesideEachRow) {
   }
 }
 
+// CTranslate2's vmap.txt: per source piece (a line's text before its tab; "" for the line every
+// batch takes) the target pieces it allows.
+std::map<std::string, std::vector<std::string>> read_vmap(const std::string& path) {
+  std::map<std::string, std::vector<std::string>> vmap;
+  for (const auto& line : lines_of(read_text(path))) {
+    const auto tab = line.find('\t');
+    EXPECT_NE(tab, std::string::npos) << line;
+    if (tab == std::string::npos) continue;
+    std::istringstream targets(line.substr(tab + 1));
+    for (std::string piece; targets >> piece;) vmap[line.substr(0, tab)].push_back(piece);
+  }
+  return vmap;
+}
+
 // A shortlist (tandem-shortlist) exported as vmap.txt: CTranslate2 with use_vmap and tandem-decode
 // --shortlist write only pieces the list allows for the whole test set's sources (the union of
 // every batch's), which leaves out much of the vocabulary; a shortlist of another vocabulary is
@@ -383,13 +397,7 @@ TEST_F(Export, AShortlistRestrictsTandemAndCTranslate2ThroughItsVocabularyMap) {
   const std::string out = file("ct2-vmap");
   ASSERT_EQ(export_model(checkpoint("tied"), out, "--shortlist " + list).exit_code, 0);
   // The pieces vmap.txt allows: its empty-source line and every line of a test source's piece.
-  std::map<std::string, std::vector<std::string>> vmap;
-  for (const auto& line : lines_of(read_text(out + "/vmap.txt"))) {
-    const auto tab = line.find('\t');
-    ASSERT_NE(tab, std::string::npos) << line;
-    std::istringstream targets(line.substr(tab + 1));
-    for (std::string piece; targets >> piece;) vmap[line.substr(0, tab)].push_back(piece);
-  }
+  auto vmap = read_vmap(out + "/vmap.txt");
   ASSERT_FALSE(vmap[""].empty());
   const auto pieces = ct2_translate(out, 4, "--pieces --use-vmap");
   std::set<std::string> allowed(vmap[""].begin(), vmap[""].end());

@@ -217,6 +217,77 @@ TEST_P(ImportM2M100, GreedyAndBeamFourAreGeneratesWithTheCodeForced) {
   EXPECT_GT(distinct.size(), 5u) << "the random model says one thing to every line";
 }
 
+// The NLLB layout's own refusals: a shard missing, an index that lists a tensor another shard
+// holds, a tokenizer that lists no language codes.
+void expect_bad_shards_and_codes_refused(const std::string& good,
+                                         const std::function<std::string(const std::string&)>& at,
+                                         const std::string& out) {
+  // Shards: one missing, one whose index lists a tensor another shard holds.
+  const std::string index = good + "/model.safetensors.index.json";
+  const auto map = json::parse(read_text(index))["weight_map"];
+  const std::string first = map.begin().value().get<std::string>();
+  std::string other;
+  for (const auto& [name, shard] : map.items()) {
+    if (shard.get<std::string>() != first) other = shard.get<std::string>();
+  }
+  ASSERT_FALSE(other.empty()) << "the reference wrote one shard";
+  expect_refused(
+      variant(good, at("lost-shard"), [&](const std::string& d) { fs::remove(d + "/" + first); }),
+      out, "shard '" + first + "'");
+  expect_refused(variant(good, at("moved-tensor"),
+                         [&](const std::string& d) {
+                           edit_json(d + "/model.safetensors.index.json",
+                                     [&](json& j) { j["weight_map"][map.begin().key()] = other; });
+                         }),
+                 out, "model.safetensors.index.json");
+  // A tokenizer that lists no language codes.
+  expect_refused(variant(good, at("no-codes"),
+                         [](const std::string& d) {
+                           edit_json(d + "/tokenizer_config.json", [](json& j) {
+                             j.erase("extra_special_tokens");
+                             j.erase("additional_special_tokens");
+                           });
+                         }),
+                 out, "no language codes");
+}
+
+// M2M-100's: no vocabulary, and language codes of no kind it knows.
+void expect_bad_vocabularies_refused(const std::string& good,
+                                     const std::function<std::string(const std::string&)>& at,
+                                     const std::string& out) {
+  expect_refused(variant(good, at("no-vocab"),
+                         [](const std::string& d) {
+                           fs::remove(d + "/vocab.json");
+                           edit_json(d + "/tokenizer_config.json",
+                                     [](json& j) { j.erase("tokenizer_class"); });
+                         }),
+                 out, "tokenizer");
+  expect_refused(variant(good, at("codes"),
+                         [](const std::string& d) {
+                           edit_json(d + "/tokenizer_config.json",
+                                     [](json& j) { j["language_codes"] = "klingon"; });
+                         }),
+                 out, "language_codes = \"klingon\"");
+}
+
+// An unknown language: exit 2 naming the nearest codes the model has; none given, exit 2 too.
+void expect_an_unknown_or_missing_language_refused(const std::string& imported,
+                                                   const std::string& kind,
+                                                   const std::string& src_lang,
+                                                   const std::string& tgt_lang) {
+  const std::string typo = kind == "nllb" ? "eng_Latm" : "enn";
+  const auto r = run_command("echo hello | " + tool("tandem-decode") + " --checkpoint " + imported +
+                             " --source-lang " + typo + " --target-lang " + tgt_lang);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(lines_of(r.output).size(), 1u) << r.output;
+  EXPECT_NE(r.output.find("--source-lang '" + typo + "'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(src_lang), std::string::npos) << r.output;
+  const auto none = run_command("echo hello | " + tool("tandem-decode") + " --checkpoint " +
+                                imported + " --target-lang " + tgt_lang);
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("--source-lang is needed"), std::string::npos) << none.output;
+}
+
 TEST_P(ImportM2M100, BadInputExitsTwoWithOneLineAndWritesNothing) {
   const std::string good = model_dir(), out = out_dir() + "/refused.h5";
   auto at = [&](const std::string& name) { return out_dir() + "/bad-" + name; };
@@ -240,62 +311,12 @@ TEST_P(ImportM2M100, BadInputExitsTwoWithOneLineAndWritesNothing) {
                  out, "no sentencepiece.bpe.model");
   const std::string kind = GetParam().kind;
   if (kind == "nllb") {
-    // Shards: one missing, one whose index lists a tensor another shard holds.
-    const std::string index = good + "/model.safetensors.index.json";
-    const auto map = json::parse(read_text(index))["weight_map"];
-    const std::string first = map.begin().value().get<std::string>();
-    std::string other;
-    for (const auto& [name, shard] : map.items()) {
-      if (shard.get<std::string>() != first) other = shard.get<std::string>();
-    }
-    ASSERT_FALSE(other.empty()) << "the reference wrote one shard";
-    expect_refused(
-        variant(good, at("lost-shard"), [&](const std::string& d) { fs::remove(d + "/" + first); }),
-        out, "shard '" + first + "'");
-    expect_refused(variant(good, at("moved-tensor"),
-                           [&](const std::string& d) {
-                             edit_json(d + "/model.safetensors.index.json", [&](json& j) {
-                               j["weight_map"][map.begin().key()] = other;
-                             });
-                           }),
-                   out, "model.safetensors.index.json");
-    // A tokenizer that lists no language codes.
-    expect_refused(variant(good, at("no-codes"),
-                           [](const std::string& d) {
-                             edit_json(d + "/tokenizer_config.json", [](json& j) {
-                               j.erase("extra_special_tokens");
-                               j.erase("additional_special_tokens");
-                             });
-                           }),
-                   out, "no language codes");
+    expect_bad_shards_and_codes_refused(good, at, out);
   } else {
-    expect_refused(variant(good, at("no-vocab"),
-                           [](const std::string& d) {
-                             fs::remove(d + "/vocab.json");
-                             edit_json(d + "/tokenizer_config.json",
-                                       [](json& j) { j.erase("tokenizer_class"); });
-                           }),
-                   out, "tokenizer");
-    expect_refused(variant(good, at("codes"),
-                           [](const std::string& d) {
-                             edit_json(d + "/tokenizer_config.json",
-                                       [](json& j) { j["language_codes"] = "klingon"; });
-                           }),
-                   out, "language_codes = \"klingon\"");
+    expect_bad_vocabularies_refused(good, at, out);
   }
-  // An unknown language: exit 2 naming the nearest codes the model has.
-  const std::string typo = kind == "nllb" ? "eng_Latm" : "enn";
-  const auto r =
-      run_command("echo hello | " + tool("tandem-decode") + " --checkpoint " + imported() +
-                  " --source-lang " + typo + " --target-lang " + GetParam().tgt_lang);
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_EQ(lines_of(r.output).size(), 1u) << r.output;
-  EXPECT_NE(r.output.find("--source-lang '" + typo + "'"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(GetParam().src_lang), std::string::npos) << r.output;
-  const auto none = run_command("echo hello | " + tool("tandem-decode") + " --checkpoint " +
-                                imported() + " --target-lang " + GetParam().tgt_lang);
-  EXPECT_EQ(none.exit_code, 2) << none.output;
-  EXPECT_NE(none.output.find("--source-lang is needed"), std::string::npos) << none.output;
+  expect_an_unknown_or_missing_language_refused(imported(), kind, GetParam().src_lang,
+                                                GetParam().tgt_lang);
 }
 
 // What the NLLB layout alone is run for (it stands for both): the fine-tune and the CTranslate2
@@ -314,18 +335,10 @@ double eval_loss(const std::string& args) {
 // --vocab-from the model): the test loss falls, and the target's code picks the direction (the
 // reference scores better after the right code than after the other, and the translations
 // differ).
-TEST_P(ImportNllb, FineTunesOnTwoRanksInBothDirectionsAndTheTargetCodePicksTheDirection) {
-  const auto en = lines_of(read_text(bible("bible/train.en")));
-  const auto es = lines_of(read_text(bible("bible/train.es")));
-  std::string train_en, train_es;
-  for (size_t i = 0; i < 1500; ++i) {
-    train_en += en[i] + "\n";
-    train_es += es[i] + "\n";
-  }
-  const std::string dir = out_dir();
-  write_file(dir + "/ft.en", train_en);
-  write_file(dir + "/ft.es", train_es);
-  const std::string test_src = bible("test.src"), test_tgt = bible("test.tgt");
+// The corpora manifest of both directions of the Bible text in `dir` (ft.en, ft.es), with the
+// test split each way.
+void write_both_directions(const std::string& dir, const std::string& test_src,
+                           const std::string& test_tgt) {
   write_file(dir + "/both.yaml",
              "corpora:\n"
              "  - {name: en-es, src_lang: eng_Latn, tgt_lang: spa_Latn,\n"
@@ -341,25 +354,30 @@ TEST_P(ImportNllb, FineTunesOnTwoRanksInBothDirectionsAndTheTargetCodePicksTheDi
                  "/ft.en},\n"
                  "     test: {src: " +
                  test_tgt + ", tgt: " + test_src + "}}\n");
-  const auto prep = run_command(tool("tandem-prep") + " --corpora " + dir + "/both.yaml" +
-                                " --vocab-from " + imported() + " --out " + dir + "/both.h5");
-  ASSERT_EQ(prep.exit_code, 0) << prep.output;
-  const auto vocab = data::Vocab::from_bytes(checkpoint::load_description(imported()).vocab);
+}
+
+// Each side of a prepared pair starts with its language's code (the imported model's ids), the
+// source's text after it as the vocabulary encodes it.
+void expect_codes_start_each_side(const std::string& imported, const std::string& corpus_path,
+                                  const std::string& test_src) {
+  const auto vocab = data::Vocab::from_bytes(checkpoint::load_description(imported).vocab);
   const int32_t eng = vocab.code_id("eng_Latn"), spa = vocab.code_id("spa_Latn");
-  {
-    const data::Corpus corpus(dir + "/both.h5");
-    const auto* forward = corpus.directions().find("en-es");
-    const auto* backward = corpus.directions().find("es-en");
-    ASSERT_TRUE(forward != nullptr && backward != nullptr);
-    const auto pairs =
-        corpus.read("test", {forward->range("test")->first, backward->range("test")->first});
-    EXPECT_EQ(pairs[0].src.front(), eng);
-    EXPECT_EQ(pairs[0].tgt.front(), spa);
-    EXPECT_EQ(pairs[1].src.front(), spa);
-    EXPECT_EQ(pairs[1].tgt.front(), eng);
-    EXPECT_EQ(std::vector<int32_t>(pairs[0].src.begin() + 1, pairs[0].src.end()),
-              vocab.encode(lines_of(read_text(test_src))[0], data::Side::kSource));
-  }
+  const data::Corpus corpus(corpus_path);
+  const auto* forward = corpus.directions().find("en-es");
+  const auto* backward = corpus.directions().find("es-en");
+  ASSERT_TRUE(forward != nullptr && backward != nullptr);
+  const auto pairs =
+      corpus.read("test", {forward->range("test")->first, backward->range("test")->first});
+  EXPECT_EQ(pairs[0].src.front(), eng);
+  EXPECT_EQ(pairs[0].tgt.front(), spa);
+  EXPECT_EQ(pairs[1].src.front(), spa);
+  EXPECT_EQ(pairs[1].tgt.front(), eng);
+  EXPECT_EQ(std::vector<int32_t>(pairs[0].src.begin() + 1, pairs[0].src.end()),
+            vocab.encode(lines_of(read_text(test_src))[0], data::Side::kSource));
+}
+
+// The fine-tune's config: the reference's shape, 200 steps, the optimizer state sharded.
+void write_fine_tune_config(const std::string& dir) {
   write_file(dir + "/ft.yaml",
              "model: {d_model: 32, heads: 4, encoder_layers: 2, decoder_layers: 2, d_ff: 64, "
              "dropout: 0.0, pre_norm: true, tie_embeddings: true, activation: relu, "
@@ -373,22 +391,13 @@ TEST_P(ImportNllb, FineTunesOnTwoRanksInBothDirectionsAndTheTargetCodePicksTheDi
                  dir +
                  "/ft, every_steps: 200}\n"
                  "log: {every_steps: 10}\n");
-  const auto train =
-      run_command(mpirun(2) + tool("tandem-train") + " --config " + dir + "/ft.yaml --resume " +
-                  imported() + " --reset-optimizer --reset-data");
-  ASSERT_EQ(train.exit_code, 0) << train.output;
-  EXPECT_NE(train.output.find("optimizer state sharded over 2 ranks"), std::string::npos)
-      << train.output;
-  const std::string tuned = dir + "/ft/last.h5";
-  EXPECT_EQ(checkpoint::load_description(tuned).vocab,
-            checkpoint::load_description(imported()).vocab);
+}
 
-  const std::string split = " --split test --corpus " + dir + "/both.h5";
-  const double before = eval_loss("--checkpoint " + imported() + split);
-  const double after = eval_loss("--checkpoint " + tuned + split);
-  std::printf("test loss of both directions: %.4f imported, %.4f after 200 steps\n", before, after);
-  EXPECT_LT(after, before - 0.5);
-
+// The target's code picks the direction: the reference scores better after the right code than
+// after the other, and the translations differ.
+void expect_the_target_code_picks_the_direction(const std::string& tuned,
+                                                const std::string& test_src,
+                                                const std::string& test_tgt) {
   const std::string files = " --src " + test_src + " --ref " + test_tgt;
   const double right =
       eval_loss("--checkpoint " + tuned + files + " --source-lang eng_Latn --target-lang spa_Latn");
@@ -407,6 +416,43 @@ TEST_P(ImportNllb, FineTunesOnTwoRanksInBothDirectionsAndTheTargetCodePicksTheDi
   size_t differ = 0;
   for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i] ? 1 : 0;
   EXPECT_GT(differ, a.size() / 2);
+}
+
+TEST_P(ImportNllb, FineTunesOnTwoRanksInBothDirectionsAndTheTargetCodePicksTheDirection) {
+  const auto en = lines_of(read_text(bible("bible/train.en")));
+  const auto es = lines_of(read_text(bible("bible/train.es")));
+  std::string train_en, train_es;
+  for (size_t i = 0; i < 1500; ++i) {
+    train_en += en[i] + "\n";
+    train_es += es[i] + "\n";
+  }
+  const std::string dir = out_dir();
+  write_file(dir + "/ft.en", train_en);
+  write_file(dir + "/ft.es", train_es);
+  const std::string test_src = bible("test.src"), test_tgt = bible("test.tgt");
+  write_both_directions(dir, test_src, test_tgt);
+  const auto prep = run_command(tool("tandem-prep") + " --corpora " + dir + "/both.yaml" +
+                                " --vocab-from " + imported() + " --out " + dir + "/both.h5");
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  expect_codes_start_each_side(imported(), dir + "/both.h5", test_src);
+  write_fine_tune_config(dir);
+  const auto train =
+      run_command(mpirun(2) + tool("tandem-train") + " --config " + dir + "/ft.yaml --resume " +
+                  imported() + " --reset-optimizer --reset-data");
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  EXPECT_NE(train.output.find("optimizer state sharded over 2 ranks"), std::string::npos)
+      << train.output;
+  const std::string tuned = dir + "/ft/last.h5";
+  EXPECT_EQ(checkpoint::load_description(tuned).vocab,
+            checkpoint::load_description(imported()).vocab);
+
+  const std::string split = " --split test --corpus " + dir + "/both.h5";
+  const double before = eval_loss("--checkpoint " + imported() + split);
+  const double after = eval_loss("--checkpoint " + tuned + split);
+  std::printf("test loss of both directions: %.4f imported, %.4f after 200 steps\n", before, after);
+  EXPECT_LT(after, before - 0.5);
+
+  expect_the_target_code_picks_the_direction(tuned, test_src, test_tgt);
 }
 
 // CTranslate2 4.x on the CPU (launch/ctranslate2.sh) translates the exported NLLB-layout model,

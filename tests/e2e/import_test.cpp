@@ -243,6 +243,21 @@ TEST_F(Import, FineTunesOnTwoRanksResumesBitwiseEvaluatesAndDecodes) {
   EXPECT_EQ(lines_of(decode.output).size(), lines_of(read_text(file("test.src"))).size());
 }
 
+// The multilingual fine-tune's config: the imported layout's shape, 6 steps on `corpus`.
+std::string multilingual_fine_tune(const std::string& corpus, const std::string& dir) {
+  return "model: {d_model: 32, heads: 4, encoder_layers: 2, decoder_layers: 2, d_ff: 64, "
+         "dropout: 0.1, tie_embeddings: true, activation: swish, positions: halves, "
+         "max_positions: 128}\n"
+         "data: {corpus: " +
+         corpus +
+         ", max_tokens: 512, seed: 3}\n"
+         "train: {max_steps: 6, lr: 0.001, seed: 5, threads: 1}\n"
+         "checkpoint: {dir: " +
+         dir +
+         ", every_steps: 6}\n"
+         "log: {every_steps: 3}\n";
+}
+
 // A multilingual OPUS-MT layout (>>a<< and >>b<< in vocab.json): a tagged line tokenizes as
 // MarianTokenizer's; the model fine-tunes on both directions of a tandem-prep --corpora file made
 // with its vocabulary, whose sources start with the tags' own ids; the fine-tuned checkpoint keeps
@@ -277,18 +292,7 @@ TEST_F(Import, AMultilingualLayoutFineTunesOnTaggedTextAndKeepsItsTags) {
   EXPECT_EQ(pairs[0].src.front(), vocab.tag_id(">>b<<"));  // fw: into b
   EXPECT_EQ(pairs[1].src.front(), vocab.tag_id(">>a<<"));  // bw: into a
 
-  write_file(file("multi-ft.yaml"),
-             "model: {d_model: 32, heads: 4, encoder_layers: 2, decoder_layers: 2, d_ff: 64, "
-             "dropout: 0.1, tie_embeddings: true, activation: swish, positions: halves, "
-             "max_positions: 128}\n"
-             "data: {corpus: " +
-                 file("multi.h5") +
-                 ", max_tokens: 512, seed: 3}\n"
-                 "train: {max_steps: 6, lr: 0.001, seed: 5, threads: 1}\n"
-                 "checkpoint: {dir: " +
-                 file("multi-ft") +
-                 ", every_steps: 6}\n"
-                 "log: {every_steps: 3}\n");
+  write_file(file("multi-ft.yaml"), multilingual_fine_tune(file("multi.h5"), file("multi-ft")));
   const auto train = run_command(mpirun(2) + tool("tandem-train") + " --config " +
                                  file("multi-ft.yaml") + " --resume " + imported() +
                                  " --reset-optimizer --reset-data");

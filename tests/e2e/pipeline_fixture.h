@@ -16,6 +16,10 @@
 namespace tandem::test {
 
 class Pipeline : public ::testing::Test {
+ public:
+  // A file of the suite's folder.
+  static std::string file(const std::string& name) { return dir_->file(name); }
+
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir("e2e");
@@ -35,8 +39,6 @@ class Pipeline : public ::testing::Test {
     delete dir_;
     delete prep_output_;
   }
-  static std::string file(const std::string& name) { return dir_->file(name); }
-
   // A small config: 1+1 layers of width 32, dropout on, a checkpoint every 4 steps.
   static std::string write_config(const std::string& name, const std::string& run_dir) {
     const std::string path = file(name);

@@ -30,6 +30,51 @@ TEST_F(Pipeline, PrepWritesEverySplitAndPrintsASummary) {
   EXPECT_NE(prep_output_->find("train"), std::string::npos) << *prep_output_;
 }
 
+// A line longer than the position table is cut with a warning; the other lines still translate,
+// the short one as it does alone (the long one neither breaks nor shifts it).
+void expect_a_line_too_long_is_cut_alone(const std::string& checkpoint) {
+  const std::string decode = tool("tandem-decode") + " --checkpoint " + checkpoint + " < ";
+  std::string long_line = "red";
+  for (int i = 0; i < 200; ++i) long_line += " green";
+  write_file(Pipeline::file("long.src"), long_line + "\nred blue\n");
+  const auto cut = run_command(decode + Pipeline::file("long.src"));
+  EXPECT_EQ(cut.exit_code, 0) << cut.output;
+  EXPECT_NE(cut.output.find("1 sentence(s) longer than 127 tokens were truncated"),
+            std::string::npos)
+      << cut.output;
+  write_file(Pipeline::file("short.src"), "red blue\n");
+  const auto alone = run_command(decode + Pipeline::file("short.src") + " 2>/dev/null");
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  ASSERT_FALSE(alone.output.empty());
+  EXPECT_NE(cut.output.find("\n" + alone.output), std::string::npos) << cut.output;
+}
+
+// Beam 4 over mixed lengths in small batches and chunks: each output line is its input line's
+// translation alone, in input order (batches are cut from length-sorted sentences).
+void expect_each_line_translates_as_alone(const std::string& checkpoint) {
+  std::ifstream test_src(Pipeline::file("test.src"));
+  std::vector<std::string> mixed;
+  for (std::string line; mixed.size() < 12 && std::getline(test_src, line);) mixed.push_back(line);
+  std::stable_sort(mixed.begin(), mixed.end(),
+                   [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+  for (size_t i = 1; i < mixed.size(); i += 2) std::swap(mixed[i], mixed[mixed.size() - i]);
+  std::string mixed_text;
+  for (const auto& line : mixed) mixed_text += line + "\n";
+  write_file(Pipeline::file("mixed.src"), mixed_text);
+  const std::string beam4 = tool("tandem-decode") + " --checkpoint " + checkpoint + " --beam 4";
+  const auto batched = run_command(beam4 + " --batch-tokens 40 --chunk-lines 5 < " +
+                                   Pipeline::file("mixed.src") + " 2>/dev/null");
+  ASSERT_EQ(batched.exit_code, 0) << batched.output;
+  std::string one_by_one;
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    write_file(Pipeline::file("one.src"), mixed[i] + "\n");
+    const auto one = run_command(beam4 + " < " + Pipeline::file("one.src") + " 2>/dev/null");
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    one_by_one += one.output;
+  }
+  EXPECT_EQ(batched.output, one_by_one);
+}
+
 TEST_F(Pipeline, LearnsToReverseAndEvalDecodeAgree) {
   const std::string run = file("run-learn");
   const auto cfg = write_config("learn.yaml", run);
@@ -55,52 +100,98 @@ TEST_F(Pipeline, LearnsToReverseAndEvalDecodeAgree) {
   expected << hyp.rdbuf();
   EXPECT_EQ(decoded.output, expected.str());
 
-  // A line longer than the position table is cut with a warning; the other lines still translate.
-  std::string long_line = "red";
-  for (int i = 0; i < 200; ++i) long_line += " green";
-  write_file(file("long.src"), long_line + "\nred blue\n");
-  const auto cut = run_command(tool("tandem-decode") + " --checkpoint " + run + "/last.h5 < " +
-                               file("long.src"));
-  EXPECT_EQ(cut.exit_code, 0) << cut.output;
-  EXPECT_NE(cut.output.find("1 sentence(s) longer than 127 tokens were truncated"), std::string::npos)
-      << cut.output;
-  // The short line translates as it does alone (the long one neither breaks nor shifts it).
-  write_file(file("short.src"), "red blue\n");
-  const auto alone = run_command(tool("tandem-decode") + " --checkpoint " + run + "/last.h5 < " +
-                                 file("short.src") + " 2>/dev/null");
-  ASSERT_EQ(alone.exit_code, 0) << alone.output;
-  ASSERT_FALSE(alone.output.empty());
-  EXPECT_NE(cut.output.find("\n" + alone.output), std::string::npos) << cut.output;
-
-  // Beam 4 over mixed lengths in small batches and chunks: each output line is its input line's
-  // translation alone, in input order (batches are cut from length-sorted sentences).
-  std::ifstream test_src(file("test.src"));
-  std::vector<std::string> mixed;
-  for (std::string line; mixed.size() < 12 && std::getline(test_src, line);) mixed.push_back(line);
-  std::stable_sort(mixed.begin(), mixed.end(),
-                   [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
-  for (size_t i = 1; i < mixed.size(); i += 2) std::swap(mixed[i], mixed[mixed.size() - i]);
-  std::string mixed_text;
-  for (const auto& line : mixed) mixed_text += line + "\n";
-  write_file(file("mixed.src"), mixed_text);
-  const std::string beam4 = tool("tandem-decode") + " --checkpoint " + run + "/last.h5 --beam 4";
-  const auto batched = run_command(beam4 + " --batch-tokens 40 --chunk-lines 5 < " +
-                                   file("mixed.src") + " 2>/dev/null");
-  ASSERT_EQ(batched.exit_code, 0) << batched.output;
-  std::string one_by_one;
-  for (size_t i = 0; i < mixed.size(); ++i) {
-    write_file(file("one.src"), mixed[i] + "\n");
-    const auto one = run_command(beam4 + " < " + file("one.src") + " 2>/dev/null");
-    ASSERT_EQ(one.exit_code, 0) << one.output;
-    one_by_one += one.output;
-  }
-  EXPECT_EQ(batched.output, one_by_one);
+  expect_a_line_too_long_is_cut_alone(run + "/last.h5");
+  expect_each_line_translates_as_alone(run + "/last.h5");
 
   const auto rescored = run_command(tool("tandem-eval") + " --hyp " + file("test.hyp") + " --ref " +
                                     file("test.tgt") + " --json");
   ASSERT_EQ(rescored.exit_code, 0) << rescored.output;
   const auto again = nlohmann::json::parse(rescored.output.substr(rescored.output.rfind('{')));
   EXPECT_NEAR(again["bleu"].get<double>(), record["bleu"].get<double>(), 1e-9);
+}
+
+// Sampling: a line's draws depend on the seed and its index alone, so chunks of 3 lines on two
+// threads give the bytes one chunk on one thread gives; another seed gives other lines.
+void expect_sampled_lines_depend_on_the_seed_alone(const std::string& last,
+                                                   const std::string& input) {
+  const std::string sample =
+      tool("tandem-decode") + " --sampling topk:5 --checkpoint " + last + " --temperature 1.2";
+  const auto seeded = run_command(sample + " --seed 4 --threads 1" + input);
+  const auto chunked = run_command(sample + " --seed 4 --threads 2 --chunk-lines 3" + input);
+  const auto reseeded = run_command(sample + " --seed 5 --threads 1" + input);
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.output;
+  EXPECT_EQ(chunked.output, seeded.output);
+  EXPECT_NE(reseeded.output, seeded.output);
+  EXPECT_EQ(lines_of(seeded.output).size(), lines_of(read_text(Pipeline::file("test.src"))).size());
+}
+
+// int8: the same number of lines, most of them the same translation (scores differ a little).
+void expect_int8_mostly_the_same(const std::string& int8_decode, const std::string& fp32_lines) {
+  const auto int8 = run_command(int8_decode);
+  ASSERT_EQ(int8.exit_code, 0) << int8.output;
+  std::istringstream float_lines(fp32_lines), int8_lines(int8.output);
+  int lines = 0, same = 0;
+  for (std::string a, b; std::getline(float_lines, a);) {
+    ASSERT_TRUE(std::getline(int8_lines, b)) << "int8 wrote fewer lines";
+    ++lines;
+    same += a.substr(0, a.rfind(" ||| ")) == b.substr(0, b.rfind(" ||| "));
+  }
+  EXPECT_GE(same, lines / 2) << same << " of " << lines << " n-best lines unchanged in int8";
+}
+
+// Two checkpoints of the run: scored by the normalised weighted geometric mean of their
+// distributions, whose loss is at most the weighted mean of theirs (Hoelder's inequality).
+void expect_the_ensembles_loss_bounded(const std::string& last, const std::string& earlier) {
+  auto eval = [&](const std::string& checkpoints) {
+    const auto r = run_command(tool("tandem-eval") + checkpoints + " --split test --json");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1));  // the last line
+  };
+  const auto late = eval(" --checkpoint " + last);
+  const auto early = eval(" --checkpoint " + earlier);
+  const auto both = eval(" --checkpoint " + last + " --checkpoint " + earlier);
+  ASSERT_EQ(both["checkpoints"].size(), 2u) << both.dump();
+  EXPECT_EQ(both["checkpoints"][0]["step"], 40);
+  EXPECT_EQ(both["checkpoints"][1]["step"], 20);
+  EXPECT_DOUBLE_EQ(both["checkpoints"][1]["ensemble_weight"].get<double>(), 0.5);
+  EXPECT_LE(both["loss"].get<double>(),
+            0.5 * (late["loss"].get<double>() + early["loss"].get<double>()) + 1e-6)
+      << late.dump() << "\n"
+      << early.dump() << "\n"
+      << both.dump();
+  EXPECT_NE(both["loss"].get<double>(), late["loss"].get<double>());
+  const auto weighted =
+      eval(" --checkpoint " + last + " --checkpoint " + earlier + " --weights 3 1");
+  EXPECT_DOUBLE_EQ(weighted["checkpoints"][0]["ensemble_weight"].get<double>(), 0.75);
+  EXPECT_LE(weighted["loss"].get<double>(),
+            0.75 * late["loss"].get<double>() + 0.25 * early["loss"].get<double>() + 1e-6);
+}
+
+// A checkpoint of another vocabulary, or a weight too many, is refused on one line (exit 2).
+void expect_a_foreign_vocabulary_and_a_weight_too_many_refused(const std::string& cfg,
+                                                               const std::string& last) {
+  const auto prep = run_command(
+      tool("tandem-prep") + " --train-src " + Pipeline::file("valid.src") + " --train-tgt " +
+      Pipeline::file("valid.tgt") + " --vocab-size 30 --out " + Pipeline::file("other-vocab.h5"));
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  const std::string other_run = Pipeline::file("run-other-vocab");
+  ASSERT_EQ(run_command(tool("tandem-train") + " --config " + cfg +
+                        " --set data.corpus=" + Pipeline::file("other-vocab.h5") +
+                        " --set checkpoint.dir=" + other_run + " --set train.max_steps=2")
+                .exit_code,
+            0);
+  const auto foreign = run_command(tool("tandem-decode") + " --checkpoint " + last +
+                                   " --checkpoint " + other_run + "/last.h5 < /dev/null");
+  EXPECT_EQ(foreign.exit_code, 2) << foreign.output;
+  EXPECT_NE(foreign.output.find("checkpoint '" + other_run +
+                                "/last.h5' has another vocabulary than '" + last + "'"),
+            std::string::npos)
+      << foreign.output;
+  const auto extra =
+      run_command(tool("tandem-eval") + " --checkpoint " + last + " --weights 1 2 --split test");
+  EXPECT_EQ(extra.exit_code, 2) << extra.output;
+  EXPECT_NE(extra.output.find("--weights has 2 values for 1 --checkpoint"), std::string::npos)
+      << extra.output;
 }
 
 TEST_F(Pipeline, CheckpointsOfARunTranslateAsAnEnsembleAndOneTwiceTranslatesAsItselfAlone) {
@@ -126,18 +217,7 @@ TEST_F(Pipeline, CheckpointsOfARunTranslateAsAnEnsembleAndOneTwiceTranslatesAsIt
                                     " --checkpoint " + last + input);
   ASSERT_EQ(threaded.exit_code, 0) << threaded.output;
   EXPECT_EQ(threaded.output, alone.output);
-
-  // Sampling: a line's draws depend on the seed and its index alone, so chunks of 3 lines on two
-  // threads give the bytes one chunk on one thread gives; another seed gives other lines.
-  const std::string sample =
-      tool("tandem-decode") + " --sampling topk:5 --checkpoint " + last + " --temperature 1.2";
-  const auto seeded = run_command(sample + " --seed 4 --threads 1" + input);
-  const auto chunked = run_command(sample + " --seed 4 --threads 2 --chunk-lines 3" + input);
-  const auto reseeded = run_command(sample + " --seed 5 --threads 1" + input);
-  ASSERT_EQ(seeded.exit_code, 0) << seeded.output;
-  EXPECT_EQ(chunked.output, seeded.output);
-  EXPECT_NE(reseeded.output, seeded.output);
-  EXPECT_EQ(lines_of(seeded.output).size(), lines_of(read_text(file("test.src"))).size());
+  expect_sampled_lines_depend_on_the_seed_alone(last, input);
 
   // --device cpu is the default; auto is the CPU where no GPU is visible (as in CI).
   for (const std::string device : {"cpu", "auto"}) {
@@ -148,68 +228,10 @@ TEST_F(Pipeline, CheckpointsOfARunTranslateAsAnEnsembleAndOneTwiceTranslatesAsIt
       EXPECT_EQ(placed.output, alone.output) << device;
     }
   }
-
-  // int8: the same number of lines, most of them the same translation (scores differ a little).
-  const auto int8 = run_command(decode + " --precision int8 --checkpoint " + last + input);
-  ASSERT_EQ(int8.exit_code, 0) << int8.output;
-  std::istringstream float_lines(alone.output), int8_lines(int8.output);
-  int lines = 0, same = 0;
-  for (std::string a, b; std::getline(float_lines, a);) {
-    ASSERT_TRUE(std::getline(int8_lines, b)) << "int8 wrote fewer lines";
-    ++lines;
-    same += a.substr(0, a.rfind(" ||| ")) == b.substr(0, b.rfind(" ||| "));
-  }
-  EXPECT_GE(same, lines / 2) << same << " of " << lines << " n-best lines unchanged in int8";
-
-  // Two checkpoints of the run: scored by the normalised weighted geometric mean of their
-  // distributions, whose loss is at most the weighted mean of theirs (Hoelder's inequality).
-  auto eval = [&](const std::string& checkpoints) {
-    const auto r = run_command(tool("tandem-eval") + checkpoints + " --split test --json");
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    return nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") + 1));  // the last line
-  };
-  const auto late = eval(" --checkpoint " + last);
-  const auto early = eval(" --checkpoint " + earlier);
-  const auto both = eval(" --checkpoint " + last + " --checkpoint " + earlier);
-  ASSERT_EQ(both["checkpoints"].size(), 2u) << both.dump();
-  EXPECT_EQ(both["checkpoints"][0]["step"], 40);
-  EXPECT_EQ(both["checkpoints"][1]["step"], 20);
-  EXPECT_DOUBLE_EQ(both["checkpoints"][1]["ensemble_weight"].get<double>(), 0.5);
-  EXPECT_LE(both["loss"].get<double>(),
-            0.5 * (late["loss"].get<double>() + early["loss"].get<double>()) + 1e-6)
-      << late.dump() << "\n"
-      << early.dump() << "\n"
-      << both.dump();
-  EXPECT_NE(both["loss"].get<double>(), late["loss"].get<double>());
-  const auto weighted =
-      eval(" --checkpoint " + last + " --checkpoint " + earlier + " --weights 3 1");
-  EXPECT_DOUBLE_EQ(weighted["checkpoints"][0]["ensemble_weight"].get<double>(), 0.75);
-  EXPECT_LE(weighted["loss"].get<double>(),
-            0.75 * late["loss"].get<double>() + 0.25 * early["loss"].get<double>() + 1e-6);
-
-  // A checkpoint of another vocabulary, or a weight too many, is refused on one line (exit 2).
-  const auto prep =
-      run_command(tool("tandem-prep") + " --train-src " + file("valid.src") + " --train-tgt " +
-                  file("valid.tgt") + " --vocab-size 30 --out " + file("other-vocab.h5"));
-  ASSERT_EQ(prep.exit_code, 0) << prep.output;
-  const std::string other_run = file("run-other-vocab");
-  ASSERT_EQ(run_command(tool("tandem-train") + " --config " + cfg +
-                        " --set data.corpus=" + file("other-vocab.h5") +
-                        " --set checkpoint.dir=" + other_run + " --set train.max_steps=2")
-                .exit_code,
-            0);
-  const auto foreign = run_command(tool("tandem-decode") + " --checkpoint " + last +
-                                   " --checkpoint " + other_run + "/last.h5 < /dev/null");
-  EXPECT_EQ(foreign.exit_code, 2) << foreign.output;
-  EXPECT_NE(foreign.output.find("checkpoint '" + other_run +
-                                "/last.h5' has another vocabulary than '" + last + "'"),
-            std::string::npos)
-      << foreign.output;
-  const auto extra =
-      run_command(tool("tandem-eval") + " --checkpoint " + last + " --weights 1 2 --split test");
-  EXPECT_EQ(extra.exit_code, 2) << extra.output;
-  EXPECT_NE(extra.output.find("--weights has 2 values for 1 --checkpoint"), std::string::npos)
-      << extra.output;
+  expect_int8_mostly_the_same(decode + " --precision int8 --checkpoint " + last + input,
+                              alone.output);
+  expect_the_ensembles_loss_bounded(last, earlier);
+  expect_a_foreign_vocabulary_and_a_weight_too_many_refused(cfg, last);
 }
 
 TEST_F(Pipeline, BadInputGetsExitCode2AndNamesTheCulprit) {

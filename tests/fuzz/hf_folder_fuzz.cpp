@@ -81,6 +81,26 @@ std::map<std::string, std::vector<int64_t>> weight_shapes(int64_t vocab) {
 // symbols that a binary linked against it may bind to.)
 using Folder = std::map<std::string, std::string>;
 
+// The folders' config.json: the M2M-100 / NLLB-200 layout of kD and kFf, one layer a side, over
+// `vocab` ids.
+json model_config(int64_t vocab) {
+  return json{{"model_type", "m2m_100"},
+              {"vocab_size", vocab},
+              {"d_model", kD},
+              {"encoder_layers", 1},
+              {"decoder_layers", 1},
+              {"encoder_attention_heads", 2},
+              {"decoder_attention_heads", 2},
+              {"encoder_ffn_dim", kFf},
+              {"decoder_ffn_dim", kFf},
+              {"max_position_embeddings", 32},
+              {"activation_function", "relu"},
+              {"scale_embedding", true},
+              {"pad_token_id", 1},
+              {"eos_token_id", 2},
+              {"decoder_start_token_id", 2}};
+}
+
 const Folder& base_folder(bool m2m) {
   static Folder folders[2];
   Folder& folder = folders[m2m ? 1 : 0];
@@ -113,22 +133,7 @@ const Folder& base_folder(bool m2m) {
     write("special_tokens_map.json", json{{"mask_token", "<mask>"}}.dump());
     vocab = after + 3 + 2;
   }
-  write("config.json", json{{"model_type", "m2m_100"},
-                            {"vocab_size", vocab},
-                            {"d_model", kD},
-                            {"encoder_layers", 1},
-                            {"decoder_layers", 1},
-                            {"encoder_attention_heads", 2},
-                            {"decoder_attention_heads", 2},
-                            {"encoder_ffn_dim", kFf},
-                            {"decoder_ffn_dim", kFf},
-                            {"max_position_embeddings", 32},
-                            {"activation_function", "relu"},
-                            {"scale_embedding", true},
-                            {"pad_token_id", 1},
-                            {"eos_token_id", 2},
-                            {"decoder_start_token_id", 2}}
-                           .dump());
+  write("config.json", model_config(vocab).dump());
   // Two shards, the embeddings in the first, and their index.
   std::map<std::string, std::vector<int64_t>> first, second;
   json map = json::object();
