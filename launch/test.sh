@@ -4,7 +4,8 @@
 # `launch/test.sh -L unit`. CTranslate2's Python package, which the export test loads exported
 # models with, is installed by launch/ctranslate2.sh; Hugging Face transformers, which the import
 # test builds and runs a MarianMT model with, by launch/transformers.sh (with the PyPI PyTorch);
-# TensorBoard, which the TensorBoard test reads the event files with, by launch/tensorboard.sh.
+# TensorBoard, which the TensorBoard test reads the event files with, by launch/tensorboard.sh;
+# eflomal, the word aligner that launch/align.sh runs for the alignment test, by launch/eflomal.sh.
 # TANDEM_LIBTORCH=wheel builds and tests against the PyPI wheel's LibTorch (launch/torch-wheel.sh)
 # with the NCCL backend (TANDEM_CUDA=ON, CUDA toolkit in /usr/local/cuda) in build-wheel/, instead
 # of Debian's LibTorch in build/. TANDEM_BUILD_DIR names another folder.
@@ -14,6 +15,7 @@ launch/install-deps.sh
 launch/ctranslate2.sh >/dev/null
 launch/transformers.sh >/dev/null
 launch/tensorboard.sh >/dev/null
+launch/eflomal.sh >/dev/null
 case "${TANDEM_LIBTORCH:-debian}" in
   debian)
     build=${TANDEM_BUILD_DIR:-build}

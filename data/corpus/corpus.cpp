@@ -50,14 +50,14 @@ h5::Handle random_access() {
   return access;
 }
 
-// The tokens of sentences `sorted` (ascending, distinct) on one side, each an id below
-// `vocab_size` (std::invalid_argument via `bad` otherwise: a damaged file must not reach the
-// model's embedding lookup). One H5Dread for them all: per-call overhead, not bytes, dominates
-// reading short sentences.
-template <class Bad>
+// The values of sentences `sorted` (ascending, distinct) on one side (or the alignments' links),
+// each checked by `check` (which throws: a damaged file must not reach the model's embedding
+// lookup). One H5Dread for them all: per-call overhead, not bytes, dominates reading short
+// sentences.
+template <class Check>
 std::vector<std::vector<int32_t>> read_sentences(const SideData& side,
                                                  const std::vector<int64_t>& sorted,
-                                                 int64_t vocab_size, const Bad& bad) {
+                                                 const Check& check) {
   std::vector<h5::Range> ranges;
   uint64_t total = 0;
   for (const int64_t i : sorted) {
@@ -67,17 +67,12 @@ std::vector<std::vector<int32_t>> read_sentences(const SideData& side,
   }
   std::vector<int32_t> flat(total);
   h5::read_ranges(side.tokens.get(), H5T_NATIVE_INT32, ranges, flat.data());
-  for (const int32_t id : flat) {
-    if (id < 0 || id >= vocab_size) {
-      throw bad("token id " + std::to_string(id) + " is outside its vocabulary of " +
-                std::to_string(vocab_size) + " pieces (damaged file?)");
-    }
-  }
   std::vector<std::vector<int32_t>> sentences(sorted.size());
   auto next = flat.begin();
   for (size_t k = 0; k < sorted.size(); ++k) {
     const int64_t count = side.lengths[sorted[k]];
     sentences[k].assign(next, next + count);
+    check(sorted[k], sentences[k]);
     next += count;
   }
   return sentences;
@@ -89,12 +84,18 @@ std::vector<int32_t> lengths_of(const SideData& side) {
 
 }  // namespace
 
+// A split's sides, and its alignments' links if it has them.
+struct SplitData {
+  SideData src, tgt;
+  std::optional<SideData> align;
+};
+
 struct Corpus::Impl {
   std::string path;
   h5::Handle file;
-  int64_t vocab_size = -1;                                      // read with the first sentences
-  std::map<std::string, std::pair<SideData, SideData>> splits;  // (src, tgt), loaded on first use
-  std::optional<Directions> directions;                         // read on first use
+  int64_t vocab_size = -1;                  // read with the first sentences
+  std::map<std::string, SplitData> splits;  // loaded on first use
+  std::optional<Directions> directions;     // read on first use
   // Every call goes through reading(), one at a time: a loader's prefetch thread and validation
   // on the training thread share one Corpus (HDF5 itself serialises calls anyway).
   std::recursive_mutex mutex;
@@ -115,19 +116,21 @@ struct Corpus::Impl {
       throw bad(std::string("cannot read it (damaged file?): ") + e.what());
     }
   }
-  SideData open_side(const std::string& split, const std::string& side);
+  SideData open_side(const std::string& split, const std::string& side,
+                     const char* values = format::kTokens);
   bool has_split(const std::string& split) const {
     return H5Lexists(file.get(), split.c_str(), H5P_DEFAULT) > 0;
   }
   int64_t pairs_in(const std::string& split);
   std::vector<Direction> read_corpora();
   Directions read_directions();
-  const std::pair<SideData, SideData>& split(const std::string& name);
+  const SplitData& split(const std::string& name);
 };
 
-SideData Corpus::Impl::open_side(const std::string& split, const std::string& side) {
+SideData Corpus::Impl::open_side(const std::string& split, const std::string& side,
+                                 const char* values) {
   const std::string prefix = "/" + split + "/" + side + "/";
-  const std::string tokens_path = prefix + format::kTokens;
+  const std::string tokens_path = prefix + values;
   const std::string offsets_path = prefix + format::kOffsets;
   SideData result;
   result.tokens = h5::Handle(H5Dopen2(file.get(), tokens_path.c_str(), H5P_DEFAULT));
@@ -171,23 +174,30 @@ SideData Corpus::Impl::open_side(const std::string& split, const std::string& si
   }
   if (static_cast<uint64_t>(previous) != tokens) {
     throw corrupt("the last offset is " + std::to_string(previous) + " of " +
-                  std::to_string(tokens) + " tokens");
+                  std::to_string(tokens) + " " + values);
   }
   return result;
 }
 
-const std::pair<SideData, SideData>& Corpus::Impl::split(const std::string& name) {
+const SplitData& Corpus::Impl::split(const std::string& name) {
   const auto cached = splits.find(name);
   if (cached != splits.end()) return cached->second;
   if (!has_split(name)) {
     throw bad("no split '" + name + "'; expected one that tandem-prep wrote (train, valid, test)");
   }
-  SideData src = open_side(name, format::kSource);
-  SideData tgt = open_side(name, format::kTarget);
-  if (src.count() != tgt.count()) {
+  SplitData data{open_side(name, format::kSource), open_side(name, format::kTarget), {}};
+  if (data.src.count() != data.tgt.count()) {
     throw bad("split '" + name + "' has different sentence counts on its src and tgt sides");
   }
-  return splits.emplace(name, std::make_pair(std::move(src), std::move(tgt))).first->second;
+  const std::string align = "/" + name + "/" + format::kAlignment;
+  if (H5Lexists(file.get(), align.c_str(), H5P_DEFAULT) > 0) {
+    data.align = open_side(name, format::kAlignment, format::kLinks);
+    if (data.align->count() != data.src.count()) {
+      throw bad(align + " has links for " + std::to_string(data.align->count()) + " pairs of " +
+                std::to_string(data.src.count()) + " (damaged file?)");
+    }
+  }
+  return splits.emplace(name, std::move(data)).first->second;
 }
 
 Corpus::Corpus(const std::string& path) : impl_(std::make_unique<Impl>()) {
@@ -315,23 +325,24 @@ const Directions& Corpus::directions() const {
 
 int64_t Corpus::size(const std::string& split) const {
   h5::QuietErrors quiet;
-  return impl_->reading([&] { return impl_->split(split).first.count(); });
+  return impl_->reading([&] { return impl_->split(split).src.count(); });
 }
 
 std::vector<int32_t> Corpus::src_lengths(const std::string& split) const {
   h5::QuietErrors quiet;
-  return impl_->reading([&] { return lengths_of(impl_->split(split).first); });
+  return impl_->reading([&] { return lengths_of(impl_->split(split).src); });
 }
 
 std::vector<int32_t> Corpus::tgt_lengths(const std::string& split) const {
   h5::QuietErrors quiet;
-  return impl_->reading([&] { return lengths_of(impl_->split(split).second); });
+  return impl_->reading([&] { return lengths_of(impl_->split(split).tgt); });
 }
 
 std::vector<uint16_t> Corpus::padded_lengths(const std::string& split) const {
   h5::QuietErrors quiet;
   return impl_->reading([&] {
-    const auto& [src, tgt] = impl_->split(split);
+    const SideData& src = impl_->split(split).src;
+    const SideData& tgt = impl_->split(split).tgt;
     std::vector<uint16_t> padded(src.lengths.size());
     for (size_t i = 0; i < padded.size(); ++i) {
       padded[i] = static_cast<uint16_t>(std::max(src.lengths[i], tgt.lengths[i]) + 1);
@@ -341,15 +352,21 @@ std::vector<uint16_t> Corpus::padded_lengths(const std::string& split) const {
 }
 
 std::vector<SentencePair> Corpus::read(const std::string& split,
-                                       const std::vector<int64_t>& indices) const {
+                                       const std::vector<int64_t>& indices, Links links) const {
   h5::QuietErrors quiet;
-  return impl_->reading([&] { return read_pairs(split, indices); });
+  return impl_->reading([&] { return read_pairs(split, indices, links); });
+}
+
+bool Corpus::has_alignments(const std::string& split) const {
+  h5::QuietErrors quiet;
+  return impl_->reading([&] { return impl_->split(split).align.has_value(); });
 }
 
 std::vector<SentencePair> Corpus::read_pairs(const std::string& split,
-                                             const std::vector<int64_t>& indices) const {
-  const auto& [src, tgt] = impl_->split(split);
-  const int64_t count = src.count();
+                                             const std::vector<int64_t>& indices,
+                                             Links links) const {
+  const SplitData& data = impl_->split(split);
+  const int64_t count = data.src.count();
   for (const int64_t index : indices) {
     if (index < 0 || index >= count) {
       throw impl_->bad("sentence " + std::to_string(index) + " is out of range for split '" +
@@ -360,15 +377,43 @@ std::vector<SentencePair> Corpus::read_pairs(const std::string& split,
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   if (impl_->vocab_size < 0) impl_->vocab_size = vocab().size();
-  const auto bad = [this](const std::string& what) { return impl_->bad(what); };
-  const auto src_tokens = read_sentences(src, sorted, impl_->vocab_size, bad);
-  const auto tgt_tokens = read_sentences(tgt, sorted, impl_->vocab_size, bad);
+  const auto check_ids = [&](int64_t, const std::vector<int32_t>& ids) {
+    for (const int32_t id : ids) {
+      if (id < 0 || id >= impl_->vocab_size) {
+        throw impl_->bad("token id " + std::to_string(id) + " is outside its vocabulary of " +
+                         std::to_string(impl_->vocab_size) + " pieces (damaged file?)");
+      }
+    }
+  };
+  const auto src_tokens = read_sentences(data.src, sorted, check_ids);
+  const auto tgt_tokens = read_sentences(data.tgt, sorted, check_ids);
+  std::vector<std::vector<int32_t>> pair_links(sorted.size());
+  if (links == Links::kRead && data.align) {
+    pair_links =
+        read_sentences(*data.align, sorted, [&](int64_t pair, const std::vector<int32_t>& values) {
+          check_links(split, pair, values, data.src.lengths[pair], data.tgt.lengths[pair]);
+        });
+  }
   std::vector<SentencePair> pairs(indices.size());
   for (size_t i = 0; i < indices.size(); ++i) {
     const auto k = std::lower_bound(sorted.begin(), sorted.end(), indices[i]) - sorted.begin();
-    pairs[i] = {src_tokens[k], tgt_tokens[k]};
+    pairs[i] = {src_tokens[k], tgt_tokens[k], pair_links[k]};
   }
   return pairs;
+}
+
+void Corpus::check_links(const std::string& split, int64_t pair, const std::vector<int32_t>& values,
+                         int64_t src_length, int64_t tgt_length) const {
+  bool fits = values.size() % 2 == 0;
+  for (size_t k = 0; fits && k < values.size(); k += 2) {
+    fits = values[k] >= 0 && values[k] < src_length && values[k + 1] >= 0 &&
+           values[k + 1] < tgt_length;
+  }
+  if (!fits) {
+    throw impl_->bad("/" + split + "/" + format::kAlignment + ": the links of pair " +
+                     std::to_string(pair) + " do not fit its " + std::to_string(src_length) +
+                     " and " + std::to_string(tgt_length) + " tokens (damaged file?)");
+  }
 }
 
 }  // namespace tandem::data

@@ -16,6 +16,10 @@ namespace tandem::data {
 struct SentencePair {
   std::vector<int32_t> src;
   std::vector<int32_t> tgt;
+  // Its word alignment's links between pieces, when read (Corpus::Links::kRead) from a split
+  // that has them: flat pairs source piece, target piece (indices into src and tgt), by target
+  // then source; none for a pair given no links.
+  std::vector<int32_t> links = {};
 };
 
 class Corpus {
@@ -37,13 +41,20 @@ class Corpus {
   std::vector<int32_t> tgt_lengths(const std::string& split) const;
   // max(src, tgt) + 1 per sentence (batch_plan.h's padded_length), 2 bytes a pair.
   std::vector<uint16_t> padded_lengths(const std::string& split) const;
+  // Whether tandem-prep was given word alignments for the split (corpus_format.h's align).
+  bool has_alignments(const std::string& split) const;
+  // Whether read() reads the pairs' links too (from a split that has alignments).
+  enum class Links { kSkip, kRead };
   // The pairs at `indices` (any order, repeats allowed), in that order.
-  std::vector<SentencePair> read(const std::string& split,
-                                 const std::vector<int64_t>& indices) const;
+  std::vector<SentencePair> read(const std::string& split, const std::vector<int64_t>& indices,
+                                 Links links = Links::kSkip) const;
 
  private:
   std::vector<SentencePair> read_pairs(const std::string& split,
-                                       const std::vector<int64_t>& indices) const;
+                                       const std::vector<int64_t>& indices, Links links) const;
+  // std::invalid_argument naming the file unless `values` are pairs of pieces of the pair's sides.
+  void check_links(const std::string& split, int64_t pair, const std::vector<int32_t>& values,
+                   int64_t src_length, int64_t tgt_length) const;
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -12,6 +12,9 @@ struct SplitFiles {
   std::vector<std::string> src;  // one sentence per line; several files are read in order,
                                  // each plain or gzip-compressed
   std::vector<std::string> tgt;  // as many lines as src, together
+  // Optional: word alignments, line i for pair i (Pharaoh "i-j", data/prep/alignment.h), as
+  // many lines as src; an empty line gives its pair no links.
+  std::vector<std::string> align = {};
 };
 
 // One corpus of several in one file: a direction (source and target language) with its splits.

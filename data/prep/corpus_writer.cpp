@@ -56,7 +56,32 @@ void write_provenance(hid_t group, const SplitFiles& files, const PairReader& re
   h5::write_attribute(group, "tgt_file", join_paths(files.tgt));
   h5::write_attribute(group, "src_crc32", static_cast<int64_t>(reader.src_checksum()));
   h5::write_attribute(group, "tgt_crc32", static_cast<int64_t>(reader.tgt_checksum()));
+  if (reader.aligned()) {
+    h5::write_attribute(group, "align_file", join_paths(files.align));
+    h5::write_attribute(group, "align_crc32", static_cast<int64_t>(reader.align_checksum()));
+  }
   write_counts(group, summary);
+}
+
+// Adds a part's alignment figures to `total`'s (-1: none yet).
+void add_alignment_counts(SplitSummary& total, const SplitSummary& part) {
+  if (part.aligned < 0) return;
+  total.aligned = std::max<int64_t>(total.aligned, 0) + part.aligned;
+  total.links = std::max<int64_t>(total.links, 0) + part.links;
+}
+
+[[noreturn]] void throw_bad_alignment(const PairReader& reader, const std::string& label,
+                                      int64_t index, const std::string& error) {
+  throw std::invalid_argument(reader.align_position_of(index) + " (" + label +
+                              " alignments): " + error);
+}
+
+// The alignment figures of a slice's kept pairs.
+void count_links(SplitSummary& summary, const EncodedSlice& slice) {
+  for (const int64_t values : slice.link_lengths) {
+    summary.aligned += values > 0 ? 1 : 0;
+    summary.links += values / 2;
+  }
 }
 
 SplitSummary empty_summary(const std::string& name) {
@@ -66,19 +91,28 @@ SplitSummary empty_summary(const std::string& name) {
   return summary;
 }
 
+// The spills of a split: its sides, and its alignments' links.
+struct SplitSpills {
+  SpilledSide src, tgt, align;
+  explicit SplitSpills(const std::string& beside) : src(beside), tgt(beside), align(beside) {}
+};
+
 // Pass 2 over one corpus's part of a split: pairs read a chunk at a time, encoded on `threads`
-// threads, the kept ones' tokens appended to `src` and `tgt` in order.
+// threads, the kept ones' tokens (and links) appended to the spills in order.
 SplitSummary encode_part(const SplitPart& part, const Vocab& vocab, const PrepOptions& options,
-                         int threads, SpilledSide& src, SpilledSide& tgt,
+                         int threads, SplitSpills& spills,
                          std::unique_ptr<PairReader>& reader_out) {
+  SpilledSide& src = spills.src;
+  SpilledSide& tgt = spills.tgt;
   SplitSummary summary = empty_summary(part.files->name);
+  if (!part.files->align.empty()) summary.aligned = summary.links = 0;
   const int64_t sentences_before = src.sentences();
   const int64_t src_before = src.tokens(), tgt_before = tgt.tokens();
   reader_out = std::make_unique<PairReader>(*part.files, part.label);
   PairReader& reader = *reader_out;
   const auto fill = [&reader](std::vector<RawPair>& chunk) {
     size_t count = 0;
-    while (count < chunk.size() && reader.next(chunk[count].src, chunk[count].tgt)) ++count;
+    while (count < chunk.size() && reader.next(chunk[count])) ++count;
     return count;
   };
   // Chunk k+1 is read on a thread of its own while chunk k is encoded; the reader is idle while
@@ -93,12 +127,17 @@ SplitSummary encode_part(const SplitPart& part, const Vocab& vocab, const PrepOp
     const size_t next_count = next.valid() ? next.get() : 0;
     int64_t index = first;
     for (const EncodedSlice& slice : slices) {
+      if (slice.bad_alignment >= 0) {
+        throw_bad_alignment(reader, part.label, index + slice.bad_alignment, slice.alignment_error);
+      }
       for (const Verdict verdict : slice.verdicts) {
         if (verdict != kKept) count_skip(summary, verdict, reader, index);
         ++index;
       }
       src.append(slice.src_tokens, slice.src_lengths);
       tgt.append(slice.tgt_tokens, slice.tgt_lengths);
+      spills.align.append(slice.links, slice.link_lengths);
+      if (summary.aligned >= 0) count_links(summary, slice);
     }
     chunk.swap(ahead);
     count = next_count;
@@ -110,8 +149,36 @@ SplitSummary encode_part(const SplitPart& part, const Vocab& vocab, const PrepOp
   return summary;
 }
 
-// A split of every corpus that has it, one after another: /<split>/{src,tgt}, and the split's
-// provenance: on /<split> for a file of one corpus; else each corpus's in
+// Adds a part's figures to the split's totals.
+void add_part(SplitSummary& total, const SplitSummary& part) {
+  total.lines += part.lines;
+  total.kept += part.kept;
+  total.src_tokens += part.src_tokens;
+  total.tgt_tokens += part.tgt_tokens;
+  for (const auto& [reason, count] : part.dropped) total.dropped[reason] += count;
+  for (const std::string& skipped : part.first_skipped) {
+    if (total.first_skipped.size() < kShownSkips) total.first_skipped.push_back(skipped);
+  }
+  add_alignment_counts(total, part);
+}
+
+// /<split> with its sides, and its alignments when any part was given some (with their figures).
+h5::Handle write_split_group(hid_t file, const std::string& name, SplitSpills& spills,
+                             const SplitSummary& total) {
+  h5::Handle group = h5::create_group(file, name);
+  spills.src.write(group.get(), format::kSource);
+  spills.tgt.write(group.get(), format::kTarget);
+  if (total.aligned >= 0) {
+    spills.align.write(group.get(), format::kAlignment, format::kLinks);
+    h5::Handle align = h5::open_group(group.get(), format::kAlignment);
+    h5::write_attribute(align.get(), "aligned_pairs", total.aligned);
+    h5::write_attribute(align.get(), "links", total.links);
+  }
+  return group;
+}
+
+// A split of every corpus that has it, one after another: /<split>/{src,tgt} (and align), and the
+// split's provenance: on /<split> for a file of one corpus; else each corpus's in
 // /corpora/<name>/<split> (its first pair and pair count there too), and the totals on /<split>.
 // `corpus_groups[k]` is part k's /corpora/<name>, or -1 for a file of one corpus. Returns the
 // totals, and each part's summary in `parts_out`.
@@ -120,37 +187,26 @@ SplitSummary write_split(hid_t file, const std::string& name, const std::vector<
                          const PrepOptions& options, int threads,
                          std::vector<SplitSummary>& parts_out) {
   SplitSummary total = empty_summary(name);
-  SpilledSide src(options.out), tgt(options.out);
+  SplitSpills spills(options.out);
   for (size_t k = 0; k < parts.size(); ++k) {
-    const int64_t first = src.sentences();
+    const int64_t first = spills.src.sentences();
     std::unique_ptr<PairReader> reader;
-    SplitSummary part = encode_part(parts[k], vocab, options, threads, src, tgt, reader);
-    total.lines += part.lines;
-    total.kept += part.kept;
-    total.src_tokens += part.src_tokens;
-    total.tgt_tokens += part.tgt_tokens;
-    for (const auto& [reason, count] : part.dropped) total.dropped[reason] += count;
-    for (const std::string& skipped : part.first_skipped) {
-      if (total.first_skipped.size() < kShownSkips) total.first_skipped.push_back(skipped);
-    }
+    SplitSummary part = encode_part(parts[k], vocab, options, threads, spills, reader);
+    add_part(total, part);
     if (corpus_groups[k] >= 0) {
       h5::Handle group = h5::create_group(corpus_groups[k], name);
       h5::write_attribute(group.get(), format::kFirst, first);
       h5::write_attribute(group.get(), format::kCount, part.kept);
       write_provenance(group.get(), *parts[k].files, *reader, part);
     } else {
-      h5::Handle group = h5::create_group(file, name);
-      src.write(group.get(), format::kSource);
-      tgt.write(group.get(), format::kTarget);
+      h5::Handle group = write_split_group(file, name, spills, part);
       write_provenance(group.get(), *parts[k].files, *reader, part);
       parts_out.push_back(part);
       return part;
     }
     parts_out.push_back(std::move(part));
   }
-  h5::Handle group = h5::create_group(file, name);
-  src.write(group.get(), format::kSource);
-  tgt.write(group.get(), format::kTarget);
+  h5::Handle group = write_split_group(file, name, spills, total);
   write_counts(group.get(), total);
   return total;
 }

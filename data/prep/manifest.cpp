@@ -57,8 +57,10 @@ class Reader {
         files.src = this->files(entry.second, what + ".src");
       } else if (key == "tgt") {
         files.tgt = this->files(entry.second, what + ".tgt");
+      } else if (key == "align") {
+        files.align = this->files(entry.second, what + ".align");
       } else {
-        fail(entry.first, what + ": unknown key '" + key + "' (expected src and tgt)");
+        fail(entry.first, what + ": unknown key '" + key + "' (expected src, tgt and align)");
       }
     }
     if (files.src.empty() || files.tgt.empty()) {

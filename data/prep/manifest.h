@@ -6,7 +6,8 @@
 //       src_lang: en
 //       tgt_lang: es
 //       train: {src: train.en, tgt: train.es}   # a file, or a list of files, per side
-//       valid: {src: valid.en, tgt: valid.es}   # valid and test are optional
+//       valid: {src: valid.en, tgt: valid.es}   # valid and test are optional; each may give
+//                                               # align: word alignments (Pharaoh i-j)
 //       test: {src: [test.en], tgt: [test.es]}
 //     - name: es-en
 //       ...

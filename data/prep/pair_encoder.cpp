@@ -2,35 +2,96 @@
 
 #include <algorithm>
 #include <exception>
+#include <stdexcept>
+#include <string>
 #include <thread>
+
+#include "data/prep/alignment.h"
+#include "data/vocab/words.h"
 
 namespace tandem::data {
 namespace {
 
-// Each side gets the token its marks start it with as its first; max_len counts it.
+// One side of a pair: its tokens after the mark `prefix` (if any), and with alignments each
+// token's word (-1 for the mark).
+struct EncodedSide {
+  std::vector<int32_t> tokens, words;
+};
+
+EncodedSide encode_side(const Vocab& vocab, const std::string& text, Side side, int32_t prefix,
+                        bool aligned) {
+  EncodedSide out;
+  out.tokens = vocab.encode(text, side, aligned ? &out.words : nullptr);
+  if (prefix >= 0 && !out.tokens.empty()) {
+    out.tokens.insert(out.tokens.begin(), prefix);
+    if (aligned) out.words.insert(out.words.begin(), -1);
+  }
+  return out;
+}
+
+// What is wrong with a pair's alignment line.
+struct BadAlignment : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// The word links of a pair's alignment line (none without alignments).
+std::vector<WordLink> word_links_of(const RawPair& pair) {
+  if (!pair.aligned) return {};
+  try {
+    return parse_pharaoh(pair.align, split_words(pair.src).size(), split_words(pair.tgt).size());
+  } catch (const std::invalid_argument& e) {
+    throw BadAlignment(e.what());
+  }
+}
+
+// A kept pair's links between pieces, as many as a pair may have.
+std::vector<int32_t> links_of(const std::vector<WordLink>& words, const EncodedSide& src,
+                              const EncodedSide& tgt) {
+  std::vector<int32_t> links = piece_links(words, src.words, tgt.words);
+  if (static_cast<int64_t>(links.size()) > kMaxLinkValues) {
+    throw BadAlignment("its " + std::to_string(links.size() / 2) +
+                       " links between pieces are more than the " +
+                       std::to_string(kMaxLinkValues / 2) + " a pair may have");
+  }
+  return links;
+}
+
+// One pair's verdict; a kept pair's tokens (and links) appended to `out`. Each side gets the token
+// its marks start it with as its first; max_len counts it. BadAlignment for its alignment line.
+Verdict encode_pair(const Vocab& vocab, int64_t max_len, const LanguageMarks& marks,
+                    const RawPair& pair, EncodedSlice& out) {
+  const Verdict verdict = raw_verdict(pair.src, pair.tgt);
+  if (verdict != kKept) return verdict;
+  const std::vector<WordLink> words = word_links_of(pair);
+  const EncodedSide src =
+      encode_side(vocab, pair.src, Side::kSource, marks.source_prefix(), pair.aligned);
+  const EncodedSide tgt =
+      encode_side(vocab, pair.tgt, Side::kTarget, marks.target_code, pair.aligned);
+  if (src.tokens.empty() || tgt.tokens.empty()) return kEmpty;  // only what normalizing removes
+  if (static_cast<int64_t>(std::max(src.tokens.size(), tgt.tokens.size())) > max_len) {
+    return kTooLong;
+  }
+  const std::vector<int32_t> links = links_of(words, src, tgt);
+  out.src_tokens.insert(out.src_tokens.end(), src.tokens.begin(), src.tokens.end());
+  out.tgt_tokens.insert(out.tgt_tokens.end(), tgt.tokens.begin(), tgt.tokens.end());
+  out.src_lengths.push_back(static_cast<int64_t>(src.tokens.size()));
+  out.tgt_lengths.push_back(static_cast<int64_t>(tgt.tokens.size()));
+  out.links.insert(out.links.end(), links.begin(), links.end());
+  out.link_lengths.push_back(static_cast<int64_t>(links.size()));
+  return kKept;
+}
+
+// A slice's pairs, up to the first whose alignment line is wrong.
 void encode_slice(const Vocab& vocab, int64_t max_len, const LanguageMarks& marks,
                   const RawPair* pairs, size_t count, EncodedSlice& out) {
-  const int32_t src_prefix = marks.source_prefix(), tgt_prefix = marks.target_code;
   for (size_t i = 0; i < count; ++i) {
-    Verdict verdict = raw_verdict(pairs[i].src, pairs[i].tgt);
-    if (verdict == kKept) {
-      std::vector<int32_t> src = vocab.encode(pairs[i].src, Side::kSource);
-      std::vector<int32_t> tgt = vocab.encode(pairs[i].tgt, Side::kTarget);
-      if (src_prefix >= 0 && !src.empty()) src.insert(src.begin(), src_prefix);
-      if (tgt_prefix >= 0 && !tgt.empty()) tgt.insert(tgt.begin(), tgt_prefix);
-      const auto longest = static_cast<int64_t>(std::max(src.size(), tgt.size()));
-      if (src.empty() || tgt.empty()) {  // e.g. only characters the normalizer removes
-        verdict = kEmpty;
-      } else if (longest > max_len) {
-        verdict = kTooLong;
-      } else {
-        out.src_tokens.insert(out.src_tokens.end(), src.begin(), src.end());
-        out.tgt_tokens.insert(out.tgt_tokens.end(), tgt.begin(), tgt.end());
-        out.src_lengths.push_back(static_cast<int64_t>(src.size()));
-        out.tgt_lengths.push_back(static_cast<int64_t>(tgt.size()));
-      }
+    try {
+      out.verdicts.push_back(encode_pair(vocab, max_len, marks, pairs[i], out));
+    } catch (const BadAlignment& e) {
+      out.bad_alignment = static_cast<int64_t>(i);
+      out.alignment_error = e.what();
+      return;
     }
-    out.verdicts.push_back(verdict);
   }
 }
 

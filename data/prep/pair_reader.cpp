@@ -1,5 +1,6 @@
 #include "data/prep/pair_reader.h"
 
+#include <memory>
 #include <stdexcept>
 
 namespace tandem::data {
@@ -59,6 +60,16 @@ const SplitFiles* find_split(const CorpusFiles& corpus, const std::string& name)
   return nullptr;
 }
 
+PairReader::PairReader(const SplitFiles& files, const std::string& label)
+    : label_(label),
+      files_(files),
+      src_(files.src, label + " source"),
+      tgt_(files.tgt, label + " target") {
+  if (!files.align.empty()) {
+    align_ = std::make_unique<TextReader>(files.align, label + " alignments");
+  }
+}
+
 std::string PairReader::position_of(int64_t index) const {
   const std::string src = src_.position_of(index);
   const std::string tgt = tgt_.position_of(index);
@@ -73,6 +84,16 @@ void PairReader::throw_mismatch() {
   while (src_.next(line)) {
   }
   while (tgt_.next(line)) {
+  }
+  if (align_) {
+    while (align_->next(line)) {
+    }
+    if (align_->lines() != src_.lines()) {
+      throw std::invalid_argument(label_ + " split: '" + join_paths(files_.align) + "' has " +
+                                  std::to_string(align_->lines()) + " alignment lines but '" +
+                                  join_paths(files_.src) + "' has " + std::to_string(src_.lines()) +
+                                  " lines; expected one alignment line per sentence pair");
+    }
   }
   throw std::invalid_argument(label_ + " split: '" + join_paths(files_.src) + "' has " +
                               std::to_string(src_.lines()) + " lines but '" +

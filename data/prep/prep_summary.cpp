@@ -48,6 +48,11 @@ std::string PrepSummary::to_string() const {
     print_row(out, static_cast<int>(width), (corpora.empty() ? "" : "all ") + split.name, split);
   }
   out << "(empty, invalid_utf8, too_long: pairs skipped for that reason; tokens exclude BOS/EOS)\n";
+  for (const SplitSummary& split : splits) {
+    if (split.aligned < 0) continue;
+    out << "alignments: " << split.name << ": " << split.aligned << " of " << split.kept
+        << " kept pairs with links, " << split.links << " links between pieces\n";
+  }
   return out.str();
 }
 

@@ -17,6 +17,9 @@ struct SplitSummary {
   std::map<std::string, int64_t> dropped;  // reason ("empty", "too_long", "invalid_utf8") → pairs
   int64_t src_tokens = 0;
   int64_t tgt_tokens = 0;
+  // With word alignments: kept pairs with at least one link, and links between pieces; -1 without.
+  int64_t aligned = -1;
+  int64_t links = -1;
   // Where the first skipped pairs were, with why: "line 7 of 'train.de': invalid_utf8".
   std::vector<std::string> first_skipped;
 };

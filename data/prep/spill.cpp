@@ -1,7 +1,5 @@
 #include "data/prep/spill.h"
 
-#include "data/corpus/corpus_format.h"
-
 namespace tandem::data {
 
 void SpilledSide::append(const std::vector<int32_t>& tokens, const std::vector<int64_t>& lengths) {
@@ -11,12 +9,12 @@ void SpilledSide::append(const std::vector<int32_t>& tokens, const std::vector<i
   offsets_.append(offsets.data(), offsets.size());
 }
 
-void SpilledSide::write(hid_t split_group, const std::string& side) {
+void SpilledSide::write(hid_t split_group, const std::string& side, const char* values) {
   namespace format = corpus_format;
   h5::Handle group = h5::create_group(split_group, side);
   // Tokens are read a sentence at a time at random places (contiguous); offsets are read whole.
-  h5::Handle tokens = h5::create_dataset(group.get(), format::kTokens, H5T_STD_I32LE,
-                                         tokens_.count(), h5::Layout::kContiguous);
+  h5::Handle tokens = h5::create_dataset(group.get(), values, H5T_STD_I32LE, tokens_.count(),
+                                         h5::Layout::kContiguous);
   tokens_.copy_to(tokens.get(), H5T_NATIVE_INT32);
   h5::Handle offsets = h5::create_dataset(group.get(), format::kOffsets, H5T_STD_I64LE,
                                           offsets_.count(), h5::Layout::kCompressed);

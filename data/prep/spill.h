@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "data/corpus/corpus_format.h"
 #include "trainer/common/error.h"
 #include "trainer/hdf5/hdf5.h"
 
@@ -84,8 +85,10 @@ class SpilledSide {
   int64_t tokens() const { return end_; }
   int64_t sentences() const { return static_cast<int64_t>(offsets_.count()) - 1; }
 
-  // Writes the group `side` of `split_group`: its tokens and offsets datasets.
-  void write(hid_t split_group, const std::string& side);
+  // Writes the group `side` of `split_group`: its values (the dataset `values`: tokens, or an
+  // alignment's links) and offsets datasets.
+  void write(hid_t split_group, const std::string& side,
+             const char* values = corpus_format::kTokens);
 
  private:
   Spill<int32_t> tokens_;

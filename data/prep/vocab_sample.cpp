@@ -38,9 +38,9 @@ class Reservoir {
 template <class Offer>
 void read_usable_pairs(const SplitFiles& files, const std::string& label, Offer&& offer) {
   PairReader reader(files, label);
-  std::string src, tgt;
-  while (reader.next(src, tgt)) {
-    if (raw_verdict(src, tgt) == kKept) offer(src, tgt);
+  RawPair pair;
+  while (reader.next(pair)) {
+    if (raw_verdict(pair.src, pair.tgt) == kKept) offer(pair.src, pair.tgt);
   }
 }
 

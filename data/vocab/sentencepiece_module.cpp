@@ -47,6 +47,17 @@ class Model final : public SentencePieceModel {
                             std::string* text) const override {
     return message(processor.Decode(pieces, text));
   }
+  std::string encode_spans(const std::string& text, PieceSpans* spans) const override {
+    sentencepiece::ImmutableSentencePieceText encoded;
+    const std::string error = message(processor.Encode(text, encoded.mutable_proto()));
+    for (const auto& piece : encoded.pieces()) {
+      spans->ids.push_back(static_cast<int>(piece.id()));
+      spans->pieces.push_back(piece.piece());
+      spans->begins.push_back(piece.begin());
+      spans->ends.push_back(piece.end());
+    }
+    return error;
+  }
 };
 
 class Library final : public SentencePieceLibrary {

@@ -15,6 +15,15 @@ namespace tandem::data {
 // when both are linked), so it lives in the module libtandem_sentencepiece.so that vocab.cpp opens
 // with RTLD_LOCAL | RTLD_DEEPBIND: its symbols neither leak into nor resolve from the process.
 
+// A text's pieces, each with its id, its text and the bytes of the input it comes from: piece k
+// from byte begins[k] to ends[k] (none for a piece that stands only for a space the normalizer
+// added).
+struct PieceSpans {
+  std::vector<int> ids;
+  std::vector<std::string> pieces;
+  std::vector<uint32_t> begins, ends;
+};
+
 // One loaded SentencePiece model. Methods returning std::string return "" on success and
 // SentencePiece's message otherwise (no exceptions cross the module boundary).
 class SentencePieceModel {
@@ -30,6 +39,8 @@ class SentencePieceModel {
                                     std::vector<std::string>* pieces) const = 0;
   virtual std::string decode_pieces(const std::vector<std::string>& pieces,
                                     std::string* text) const = 0;
+  // encode() and encode_pieces() at once, with the bytes of `text` each piece comes from.
+  virtual std::string encode_spans(const std::string& text, PieceSpans* spans) const = 0;
 };
 
 class SentencePieceLibrary {

@@ -16,6 +16,7 @@
 
 #include "data/vocab/sentencepiece_check.h"
 #include "data/vocab/sentencepiece_module.h"
+#include "data/vocab/words.h"
 #include "trainer/common/edit_distance.h"
 
 namespace tandem::data {
@@ -170,15 +171,25 @@ SentencePieceModel* load_model(const std::string& bytes, const char* what,
 // MarianTokenizer's language token: text that starts with ">>", then at least one character, then
 // "<<" (the last "<<" in the line: its pattern is greedy) gives that span as a token of its own.
 // (Lines hold no newline, which the pattern would not cross.)
-// Such a span anywhere else is dropped. Returns the token ("" if none) and the rest of the text.
-std::pair<std::string, std::string> split_language_token(const std::string& text) {
+// Such a span anywhere else is dropped. The token ("" if none), the rest of the text, and where
+// the span was cut from the text.
+struct TagSplit {
+  std::string language, rest;
+  size_t cut = 0, cut_size = 0;  // rest's byte b is the text's b, or b + cut_size from `cut` on
+
+  size_t text_byte(size_t rest_byte) const {
+    return rest_byte < cut ? rest_byte : rest_byte + cut_size;
+  }
+};
+
+TagSplit split_language_token(const std::string& text) {
   const size_t open = text.find(">>");
   const size_t close = text.rfind("<<");
   if (open == std::string::npos || close == std::string::npos || close < open + 3) {
-    return {"", text};
+    return {"", text, 0, 0};
   }
   std::string rest = text.substr(0, open) + text.substr(close + 2);
-  return {open == 0 ? text.substr(0, close + 2) : "", rest};
+  return {open == 0 ? text.substr(0, close + 2) : "", rest, open, close + 2 - open};
 }
 
 // Whether `piece` is a language tag: ">>", then at least one character, then "<<".
@@ -388,37 +399,51 @@ int64_t Vocab::size() const {
 }
 
 std::vector<int32_t> Vocab::encode(const std::string& text, Side side) const {
-  if (!pair_) {
-    std::vector<int32_t> out;
-    std::string rest;
-    if (!tags_.empty()) {  // a multilingual joint vocabulary: a leading tag is one piece
-      auto [language, after] = split_language_token(text);
-      if (!language.empty()) out.push_back(tag_id(language) >= 0 ? tag_id(language) : kUnkId);
-      rest = std::move(after);
-    }
-    std::vector<int> ids;
-    const std::string error = sp_->encode(tags_.empty() ? text : rest, &ids);
-    if (!error.empty()) throw std::runtime_error("SentencePiece encode failed: " + error);
-    out.insert(out.end(), ids.begin(), ids.end());
-    return out;
-  }
-  // MarianTokenizer's >>xx<< tags; a model with language codes takes those as ids instead.
-  const auto [language, rest] =
-      coded() ? std::pair<std::string, std::string>{"", text} : split_language_token(text);
-  std::vector<std::string> pieces;
-  if (!language.empty()) pieces.push_back(language);
-  std::vector<std::string> more;
-  const auto& model = side == Side::kTarget ? pair_->target : sp_;
-  const std::string error = model->encode_pieces(rest, &more);
-  if (!error.empty()) throw std::runtime_error("SentencePiece encode failed: " + error);
-  pieces.insert(pieces.end(), more.begin(), more.end());
-  std::vector<int32_t> ids;
-  ids.reserve(pieces.size());
-  for (const std::string& piece : pieces) {
+  return encode(text, side, nullptr);
+}
+
+// A joint vocabulary with tags (a leading tag is one piece) and a paired one without language codes
+// (MarianTokenizer's >>xx<< tags) split off the language token; a model with codes takes those as
+// ids instead.
+std::vector<int32_t> Vocab::encode(const std::string& text, Side side,
+                                   std::vector<int32_t>* words) const {
+  const bool tagged = pair_ ? !coded() : !tags_.empty();
+  const TagSplit split = tagged ? split_language_token(text) : TagSplit{"", text, 0, 0};
+  const auto& model = pair_ && side == Side::kTarget ? pair_->target : sp_;
+  const auto id_of = [this](const std::string& piece) {
+    if (!pair_) return tag_id(piece) >= 0 ? tag_id(piece) : kUnkId;
     const auto found = pair_->ids.find(piece);
-    ids.push_back(found == pair_->ids.end() ? kUnkId : found->second);
+    return found == pair_->ids.end() ? kUnkId : found->second;
+  };
+  PieceSpans spans;
+  if (!split.language.empty()) {
+    spans.ids.push_back(id_of(split.language));
+    spans.begins.push_back(0);
+    spans.ends.push_back(static_cast<uint32_t>(split.language.size()));
   }
-  return ids;
+  PieceSpans rest;
+  std::string error;
+  if (words != nullptr) {
+    error = model->encode_spans(split.rest, &rest);
+  } else if (pair_) {
+    error = model->encode_pieces(split.rest, &rest.pieces);
+  } else {
+    error = model->encode(split.rest, &rest.ids);
+  }
+  if (!error.empty()) throw std::runtime_error("SentencePiece encode failed: " + error);
+  if (pair_) {
+    for (const std::string& piece : rest.pieces) spans.ids.push_back(id_of(piece));
+  } else {
+    spans.ids.insert(spans.ids.end(), rest.ids.begin(), rest.ids.end());
+  }
+  if (words != nullptr) {
+    for (size_t k = 0; k < rest.begins.size(); ++k) {
+      spans.begins.push_back(static_cast<uint32_t>(split.text_byte(rest.begins[k])));
+      spans.ends.push_back(static_cast<uint32_t>(split.text_byte(rest.ends[k])));
+    }
+    *words = words_of_pieces(text, split_words(text), spans.begins, spans.ends);
+  }
+  return std::vector<int32_t>(spans.ids.begin(), spans.ids.end());
 }
 
 // A paired vocabulary detokenizes as MarianTokenizer.decode(skip_special_tokens=True) (and

@@ -79,6 +79,10 @@ class Vocab {
   // vocabulary lacks it), a ">>...<<" span elsewhere is dropped, the rest is the side's
   // SentencePiece pieces.
   std::vector<int32_t> encode(const std::string& text, Side side) const;
+  // The same ids, and for each the word of `text` it comes from (data/vocab/words.h: an index
+  // into split_words(text)), as a word alignment of the text is mapped to its pieces.
+  std::vector<int32_t> encode(const std::string& text, Side side,
+                              std::vector<int32_t>* words) const;
   std::string decode(const std::vector<int32_t>& ids, Side side) const;  // specials are skipped
   // The text of piece `id` as SentencePiece spells it ("▁the", "<unk>", "</s>"): what other
   // engines' vocabulary files list. std::out_of_range unless 0 <= id < size().

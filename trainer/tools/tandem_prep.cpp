@@ -27,6 +27,8 @@ Examples:
                          # an imported NLLB-200 / M2M-100: its language codes start each side
   tandem-prep --corpora both-ways.yaml --vocab-from nllb.h5 --out both.h5
                          # the manifest's languages are the model's codes (eng_Latn, spa_Latn)
+  tandem-prep --train-src train.en --train-tgt train.es --train-align train.align \
+              --out aligned.h5   # word alignments for train.alignment (launch/align.sh)
   h5dump -H corpus.h5    # the layout and what the corpus was built from
 
 Memory is bounded by --vocab-sample, not by the corpus: the text is read twice (a sample for the
@@ -40,9 +42,15 @@ std::vector<CLI::Option*> add_split(CLI::App& app, tandem::data::SplitFiles& spl
                                  "read in order; plain or gzip)");
   auto* tgt = app.add_option("--" + split.name + "-tgt", split.tgt,
                              split.name + " target sentences, line i translating source line i");
+  auto* align = app.add_option("--" + split.name + "-align", split.align,
+                               split.name +
+                                   " word alignments, line i for pair i (Pharaoh i-j over the "
+                                   "words between white space, as eflomal writes them; "
+                                   "launch/align.sh)");
   src->needs(tgt);
   tgt->needs(src);
-  return {src, tgt};
+  align->needs(src);
+  return {src, tgt, align};
 }
 
 void add_options(CLI::App& app, std::vector<tandem::data::SplitFiles>& splits,

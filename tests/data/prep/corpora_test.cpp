@@ -278,11 +278,12 @@ std::string manifest_error(const testing::TempDir& dir, const std::string& text)
 
 TEST(CorporaManifest, ReadsEachCorpusWithPathsBesideTheManifest) {
   testing::TempDir dir;
-  testing::write_lines(dir.file("m.yaml"),
-                       {"corpora:", "  - name: en-es", "    src_lang: en", "    tgt_lang: es",
-                        "    train: {src: [a.en, /data/b.en], tgt: [a.es, /data/b.es]}",
-                        "    test: {src: t.en, tgt: t.es}", "  - name: es-en", "    src_lang: es",
-                        "    tgt_lang: en", "    train: {src: a.es, tgt: a.en}"});
+  testing::write_lines(
+      dir.file("m.yaml"),
+      {"corpora:", "  - name: en-es", "    src_lang: en", "    tgt_lang: es",
+       "    train: {src: [a.en, /data/b.en], tgt: [a.es, /data/b.es]}",
+       "    test: {src: t.en, tgt: t.es, align: t.align}", "  - name: es-en", "    src_lang: es",
+       "    tgt_lang: en", "    train: {src: a.es, tgt: a.en}"});
   const std::vector<CorpusFiles> corpora = read_corpora_manifest(dir.file("m.yaml"));
   ASSERT_EQ(corpora.size(), 2u);
   EXPECT_EQ(corpora[0].name, "en-es");
@@ -293,6 +294,8 @@ TEST(CorporaManifest, ReadsEachCorpusWithPathsBesideTheManifest) {
   EXPECT_EQ(corpora[0].splits[0].src, (std::vector<std::string>{dir.file("a.en"), "/data/b.en"}));
   EXPECT_EQ(corpora[0].splits[1].name, "test");
   EXPECT_EQ(corpora[0].splits[1].tgt, (std::vector<std::string>{dir.file("t.es")}));
+  EXPECT_TRUE(corpora[0].splits[0].align.empty());
+  EXPECT_EQ(corpora[0].splits[1].align, (std::vector<std::string>{dir.file("t.align")}));
   EXPECT_EQ(corpora[1].splits[0].src, (std::vector<std::string>{dir.file("a.es")}));
 }
 

@@ -1,0 +1,69 @@
+#include "data/vocab/words.h"
+
+#include <algorithm>
+
+namespace tandem::data {
+namespace {
+
+// The length of the white-space character at `at`, or 0 when none starts there.
+size_t space_at(const std::string& text, size_t at) {
+  const auto byte = [&](size_t k) {
+    return at + k < text.size() ? static_cast<unsigned char>(text[at + k]) : 0u;
+  };
+  const unsigned c0 = byte(0);
+  if (c0 == ' ' || (c0 >= '\t' && c0 <= '\r') || (c0 >= 0x1C && c0 <= 0x1F)) return 1;
+  const unsigned c1 = byte(1), c2 = byte(2);
+  if (c0 == 0xC2 && (c1 == 0x85 || c1 == 0xA0)) return 2;  // U+0085, U+00A0
+  if (c0 == 0xE1 && c1 == 0x9A && c2 == 0x80) return 3;    // U+1680
+  if (c0 == 0xE3 && c1 == 0x80 && c2 == 0x80) return 3;    // U+3000
+  if (c0 != 0xE2) return 0;
+  if (c1 == 0x80 && (c2 <= 0x8A || c2 == 0xA8 || c2 == 0xA9 || c2 == 0xAF)) {
+    return 3;  // U+2000..U+200A, U+2028, U+2029, U+202F
+  }
+  return c1 == 0x81 && c2 == 0x9F ? 3 : 0;  // U+205F
+}
+
+}  // namespace
+
+std::vector<ByteRange> split_words(const std::string& text) {
+  std::vector<ByteRange> words;
+  size_t at = 0;
+  while (at < text.size()) {
+    if (const size_t space = space_at(text, at); space > 0) {
+      at += space;
+      continue;
+    }
+    ByteRange word{at, at};
+    while (at < text.size() && space_at(text, at) == 0) ++at;
+    word.end = at;
+    words.push_back(word);
+  }
+  return words;
+}
+
+std::vector<int32_t> words_of_pieces(const std::string& text, const std::vector<ByteRange>& words,
+                                     const std::vector<uint32_t>& begins,
+                                     const std::vector<uint32_t>& ends) {
+  std::vector<int32_t> found(begins.size(), -1);
+  for (size_t k = 0; k < begins.size(); ++k) {
+    size_t at = begins[k];
+    const size_t end = std::min<size_t>(ends[k], text.size());
+    while (at < end && space_at(text, at) > 0) at += space_at(text, at);
+    if (at >= end) continue;
+    // The last word starting at or before `at`; the piece's byte lies in it.
+    const auto after =
+        std::upper_bound(words.begin(), words.end(), at,
+                         [](size_t byte, const ByteRange& w) { return byte < w.begin; });
+    if (after != words.begin()) found[k] = static_cast<int32_t>(after - words.begin() - 1);
+  }
+  for (size_t k = found.size(); k-- > 0;) {  // a lone "▁" opens the next piece's word
+    if (found[k] < 0 && k + 1 < found.size()) found[k] = found[k + 1];
+  }
+  for (size_t k = 1; k < found.size();
+       ++k) {  // ... or, last in the line, belongs to the one before
+    if (found[k] < 0) found[k] = found[k - 1];
+  }
+  return found;
+}
+
+}  // namespace tandem::data

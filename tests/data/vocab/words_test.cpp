@@ -1,0 +1,93 @@
+// Words as aligners count them, and each piece's word: split_words against hand-made lines (Unicode
+// spaces included), words_of_pieces against hand-made spans, and Vocab::encode's words against the
+// pieces' own texts, joint and with a language tag.
+#include "data/vocab/words.h"
+
+#include <gtest/gtest.h>
+
+#include "data/vocab/vocab.h"
+#include "tests/data/test_corpus.h"
+
+namespace tandem::data {
+namespace {
+
+std::vector<std::string> words_of(const std::string& text) {
+  std::vector<std::string> words;
+  for (const ByteRange& word : split_words(text)) {
+    words.push_back(text.substr(word.begin, word.end - word.begin));
+  }
+  return words;
+}
+
+TEST(Words, SplitAtEveryWhiteSpacePythonSplitsAt) {
+  EXPECT_EQ(words_of("  the  red\thouse \n"), (std::vector<std::string>{"the", "red", "house"}));
+  // U+00A0, U+3000, U+2009 and U+205F split; U+200B (zero width space) and "é" do not.
+  EXPECT_EQ(words_of("a\xC2\xA0"
+                     "b\xE3\x80\x80"
+                     "c\xE2\x80\x89"
+                     "d\xE2\x81\x9F"
+                     "e\xE2\x80\x8B"
+                     "f\xC3\xA9"),
+            (std::vector<std::string>{"a", "b", "c", "d",
+                                      "e\xE2\x80\x8B"
+                                      "f\xC3\xA9"}));
+  EXPECT_TRUE(split_words(" \t ").empty());
+  EXPECT_TRUE(split_words("").empty());
+}
+
+TEST(Words, APieceTakesTheWordOfItsFirstByteAndALoneSpaceTheNextPiecesWord) {
+  const std::string text = "ab cd e";  // words [0,2) [3,5) [6,7)
+  const std::vector<ByteRange> words = split_words(text);
+  // "▁ab" (no byte for the added space), "▁" (the space before cd), "c", "d", "▁e"
+  const std::vector<uint32_t> begins = {0, 2, 3, 4, 5};
+  const std::vector<uint32_t> ends = {2, 3, 4, 5, 7};
+  EXPECT_EQ(words_of_pieces(text, words, begins, ends), (std::vector<int32_t>{0, 1, 1, 1, 2}));
+  // A trailing lone space joins the word before it; no words at all gives -1.
+  EXPECT_EQ(words_of_pieces(text, words, {0, 6, 7}, {5, 7, 7}), (std::vector<int32_t>{0, 2, 2}));
+  EXPECT_EQ(words_of_pieces("  ", split_words("  "), {0}, {2}), (std::vector<int32_t>{-1}));
+}
+
+// The pieces of each word, their "▁" taken out, spell the word (plain ASCII: nothing normalized).
+void expect_pieces_spell_their_words(const Vocab& vocab, const std::string& line, size_t skip) {
+  std::vector<int32_t> words;
+  const std::vector<int32_t> ids = vocab.encode(line, Side::kSource, &words);
+  EXPECT_EQ(ids, vocab.encode(line, Side::kSource)) << line;
+  ASSERT_EQ(words.size(), ids.size());
+  const std::vector<std::string> expected = words_of(line);
+  std::vector<std::string> spelled(expected.size());
+  for (size_t k = skip; k < ids.size(); ++k) {
+    ASSERT_GE(words[k], 0) << line;
+    ASSERT_LT(words[k], static_cast<int32_t>(expected.size())) << line;
+    ASSERT_TRUE(k == 0 || words[k] >= words[k - 1]) << line;  // in order
+    std::string piece = vocab.piece(ids[k]);
+    if (piece.rfind("\xE2\x96\x81", 0) == 0) piece.erase(0, 3);
+    spelled[words[k]] += piece;
+  }
+  for (size_t w = skip; w < expected.size(); ++w) EXPECT_EQ(spelled[w], expected[w]) << line;
+}
+
+TEST(Words, EachPieceOfAnEncodedLineBelongsToTheWordItSpells) {
+  const testing::SyntheticText text = testing::synthetic_text(200, 1);
+  std::vector<std::string> lines = text.src;
+  lines.insert(lines.end(), text.tgt.begin(), text.tgt.end());
+  const Vocab vocab = Vocab::train(lines, testing::small_vocab());
+  for (size_t i = 0; i < 20; ++i) expect_pieces_spell_their_words(vocab, lines[i], 0);
+  expect_pieces_spell_their_words(vocab, "  der   hund  ", 0);
+}
+
+TEST(Words, ALeadingLanguageTagIsTheFirstWord) {
+  const testing::SyntheticText text = testing::synthetic_text(200, 1);
+  VocabTrainOptions options = testing::small_vocab();
+  options.user_symbols = {">>es<<"};
+  const Vocab vocab = Vocab::train(text.src, options);
+  std::vector<int32_t> words;
+  const std::vector<int32_t> ids = vocab.encode(">>es<< " + text.src[0], Side::kSource, &words);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids[0], vocab.tag_id(">>es<<"));
+  EXPECT_EQ(words[0], 0);
+  EXPECT_EQ(words[1], 1);
+  expect_pieces_spell_their_words(vocab, ">>es<< " + text.src[0], 1);
+}
+
+}  // namespace
+}  // namespace tandem::data
