@@ -5,6 +5,8 @@
 # machine's own configuration is read or changed.
 #
 #   launch/slurm/local-cluster.sh --check          exit 0 if it can run here; 77 and why if not
+#                                                  (no root, no SLURM or munge, this machine's
+#                                                  name does not resolve, or no cgroup filesystem)
 #   launch/slurm/local-cluster.sh start DIR        one node: writes DIR/slurm.conf, starts munged,
 #                                                  slurmctld and slurmd, waits until the node is
 #                                                  idle
@@ -266,7 +268,17 @@ watch() {
 }
 
 case "${1:-}" in
-  --check) check ;;
+  --check)
+    check
+    # start's own check fails instead (exit 1), naming the fix, for whoever starts it by hand.
+    getent hosts "$(hostname -s)" >/dev/null ||
+      skip "this machine's name '$(hostname -s)' does not resolve (getent hosts: nothing), and" \
+        "SLURM's daemons and commands look it up: add '127.0.1.1 $(hostname -s)' to /etc/hosts"
+    # slurmd (22.05) starts its cgroup plugin whatever the proctrack and task plugins are.
+    [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" != sysfs ] &&
+      [ -d /sys/fs/cgroup ] ||
+      skip "no cgroup filesystem at /sys/fs/cgroup (as in a chroot that binds /sys without its" \
+        "mounts), and slurmd will not start without one" ;;
   watch) [ $# -eq 3 ] || { echo "usage: $0 watch DIR OWNER_PID" >&2; exit 2; }; watch "$2" "$3" ;;
   start) check; [ $# -eq 2 ] || { echo "usage: $0 start DIR" >&2; exit 2; }; start "$2" ;;
   start2)
