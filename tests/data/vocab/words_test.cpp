@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "data/vocab/vocab.h"
 #include "tests/data/test_corpus.h"
+#include "trainer/common/token_ids.h"
 
 namespace tandem::data {
 namespace {
@@ -48,10 +51,11 @@ TEST(Words, APieceTakesTheWordOfItsFirstByteAndALoneSpaceTheNextPiecesWord) {
 }
 
 // The pieces of each word, their "▁" taken out, spell the word (plain ASCII: nothing normalized).
-void expect_pieces_spell_their_words(const Vocab& vocab, const std::string& line, size_t skip) {
+void expect_pieces_spell_their_words(const Vocab& vocab, const std::string& line, Side side,
+                                     size_t skip) {
   std::vector<int32_t> words;
-  const std::vector<int32_t> ids = vocab.encode(line, Side::kSource, &words);
-  EXPECT_EQ(ids, vocab.encode(line, Side::kSource)) << line;
+  const std::vector<int32_t> ids = vocab.encode(line, side, &words);
+  EXPECT_EQ(ids, vocab.encode(line, side)) << line;
   ASSERT_EQ(words.size(), ids.size());
   const std::vector<std::string> expected = words_of(line);
   std::vector<std::string> spelled(expected.size());
@@ -71,8 +75,9 @@ TEST(Words, EachPieceOfAnEncodedLineBelongsToTheWordItSpells) {
   std::vector<std::string> lines = text.src;
   lines.insert(lines.end(), text.tgt.begin(), text.tgt.end());
   const Vocab vocab = Vocab::train(lines, testing::small_vocab());
-  for (size_t i = 0; i < 20; ++i) expect_pieces_spell_their_words(vocab, lines[i], 0);
-  expect_pieces_spell_their_words(vocab, "  der   hund  ", 0);
+  for (size_t i = 0; i < 20; ++i)
+    expect_pieces_spell_their_words(vocab, lines[i], Side::kSource, 0);
+  expect_pieces_spell_their_words(vocab, "  der   hund  ", Side::kSource, 0);
 }
 
 TEST(Words, ALeadingLanguageTagIsTheFirstWord) {
@@ -86,7 +91,31 @@ TEST(Words, ALeadingLanguageTagIsTheFirstWord) {
   EXPECT_EQ(ids[0], vocab.tag_id(">>es<<"));
   EXPECT_EQ(words[0], 0);
   EXPECT_EQ(words[1], 1);
-  expect_pieces_spell_their_words(vocab, ">>es<< " + text.src[0], 1);
+  expect_pieces_spell_their_words(vocab, ">>es<< " + text.src[0], Side::kSource, 1);
+}
+
+// A paired vocabulary (a SentencePiece model a side, one id table, as an imported MarianMT model
+// has): each side's pieces spell their words, and a leading ">>es<<" tag is word 0 and one id.
+TEST(Words, APairedVocabularysPiecesSpellTheirWordsOnEachSide) {
+  const testing::SyntheticText text = testing::synthetic_text(100, 3);
+  const Vocab source = Vocab::train(text.src, testing::small_vocab());
+  const Vocab target = Vocab::train(text.tgt, testing::small_vocab());
+  std::set<std::string> rest = {">>es<<"};
+  for (const Vocab* side : {&source, &target}) {
+    for (int32_t id = kEosId + 1; id < side->size(); ++id) rest.insert(side->piece(id));
+  }
+  std::vector<std::string> pieces = {"<pad>", "<unk>", "<s>", "</s>"};
+  pieces.insert(pieces.end(), rest.begin(), rest.end());
+  const Vocab paired = Vocab::from_pair(source.bytes(), target.bytes(), pieces);
+  for (size_t i = 0; i < 10; ++i) {
+    expect_pieces_spell_their_words(paired, text.src[i], Side::kSource, 0);
+    expect_pieces_spell_their_words(paired, text.tgt[i], Side::kTarget, 0);
+  }
+  std::vector<int32_t> words;
+  const std::vector<int32_t> ids = paired.encode(">>es<< " + text.src[0], Side::kSource, &words);
+  EXPECT_EQ(paired.piece(ids[0]), ">>es<<");
+  EXPECT_EQ(words[0], 0);
+  expect_pieces_spell_their_words(paired, ">>es<< " + text.src[0], Side::kSource, 1);
 }
 
 }  // namespace
