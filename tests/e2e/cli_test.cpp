@@ -106,8 +106,8 @@ TEST_F(ToolErrors, DecodeNamesWhatAFileJobLacks) {
   const std::string decode = tool("tandem-decode") + " --checkpoint " + file("absent.h5");
   expect_one_line({decode + " --input " + file("in.txt"), "--output"});
   expect_one_line({decode + " --ranks 2 < /dev/null", "--input"});
-  expect_one_line({decode + " --ranks 2 --hostfile " + file("hosts") + " --input a --output b",
-                   "--hostfile"});
+  expect_one_line(
+      {decode + " --ranks 2 --hostfile " + file("hosts") + " --input a --output b", "--hostfile"});
   expect_one_line({decode + " --input " + file("absent.txt") + " --output " + file("out.txt"),
                    file("absent.txt")});
 }
@@ -119,17 +119,31 @@ TEST_F(ToolErrors, ScoreNamesAMissingSidePairsThatDoNotMatchAndARankedJobWithout
   expect_one_line({score + " --src " + file("three.txt"), "--tgt"});
   expect_one_line({score + " --src " + file("three.txt") + " --tgt " + file("two.txt"),
                    "--tgt '" + file("two.txt") + "' has 2 lines but --src"});
-  expect_one_line({score + " --src " + file("three.txt") + " --tgt " + file("three.txt") +
-                       " --ranks 2",
-                   "--output"});
-  expect_one_line({score + " --src " + file("three.txt") + " --tgt " + file("three.txt"),
-                   file("absent.h5")});
+  expect_one_line(
+      {score + " --src " + file("three.txt") + " --tgt " + file("three.txt") + " --ranks 2",
+       "--output"});
+  expect_one_line(
+      {score + " --src " + file("three.txt") + " --tgt " + file("three.txt"), file("absent.h5")});
 }
 
 TEST_F(ToolErrors, DecodeNamesANegativeMinLength) {
   expect_one_line(
       {tool("tandem-decode") + " --checkpoint " + file("absent.h5") + " --min-len -1 < /dev/null",
        "--min-len"});
+}
+
+// A number out of its range says what is wanted, not the range of a double printed in full.
+TEST_F(ToolErrors, ANumberOutOfItsRangeSaysWhatIsWanted) {
+  const std::string decode = tool("tandem-decode") + " --checkpoint " + file("absent.h5");
+  expect_one_line({decode + " --beam 0 < /dev/null",
+                   "tandem-decode: error: --beam: 0 is not above 0; expected a positive number "
+                   "(see --help)\n"});
+  expect_one_line(
+      {tool("tandem-prep") + " --train-src a --train-tgt b --out " + file("x.h5") + " --threads -1",
+       "tandem-prep: error: --threads: -1 is negative; expected 0 or more (see "
+       "--help)\n"});
+  expect_one_line(
+      {decode + " --batch-tokens many < /dev/null", "--batch-tokens: 'many' is not a number"});
 }
 
 // TANDEM_CPU_KERNELS: an unknown path, and a path this CPU cannot execute (where there is one),

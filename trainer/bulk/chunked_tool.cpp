@@ -48,18 +48,18 @@ CLI::Option* add_chunk_flags(CLI::App& app, ChunkedJob& job, const std::string& 
   const std::string help = chunk_help + " (default " + std::to_string(kChunkLines) + ")";
   auto* chunk_lines =
       app.add_option("--chunk-lines", job.chunk_lines, more.empty() ? help : help + "; " + more);
-  chunk_lines->check(CLI::PositiveNumber);
+  chunk_lines->check(tandem::cli::kPositive);
   app.add_option("--progress-s", job.progress_s,
                  "with --output: at most one progress line (chunks, lines, lines/s, ETA) per this "
                  "many seconds")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tandem::cli::kPositive);
   app.add_option("--timeout-s", job.timeout_s,
                  "with --output: a rank that holds its chunk this long, or waits this long for "
                  "rank 0's answer, ends the job as dead or stuck (a relaunch then redoes the "
                  "chunk); 0: 10 times the slowest chunk so far, at least 300")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(tandem::cli::kNonNegative);
   return chunk_lines;
 }
 

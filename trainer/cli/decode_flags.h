@@ -14,6 +14,7 @@
 
 #include "trainer/cli/language_flags.h"
 #include "trainer/cli/one_blas_thread.h"
+#include "trainer/cli/tool_main.h"
 #include "trainer/decode/beam.h"
 #include "trainer/kernels/cpu/cpu_path.h"
 #include "trainer/model_io/model_io.h"
@@ -26,7 +27,7 @@ inline void add_decode_flags(CLI::App& app, decode::DecodeOptions& options) {
   app.add_option("--beam", options.beam_size,
                  "beam size (Vaswani et al. 2017 used 4); 1 is greedy decoding")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   app.add_option(
          "--lenpen", options.length_penalty,
          "length penalty alpha: finished hypotheses are ranked by log-probability / "
@@ -34,7 +35,7 @@ inline void add_decode_flags(CLI::App& app, decode::DecodeOptions& options) {
       ->capture_default_str();
   app.add_option("--batch-tokens", options.batch_tokens, "source tokens per decoding batch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   app.add_option("--max-len-a", options.max_len_a,
                  "at most a * source length + b decoding steps (an emitted EOS is one; source "
                  "length counts its EOS)")
@@ -44,7 +45,7 @@ inline void add_decode_flags(CLI::App& app, decode::DecodeOptions& options) {
                  "tokens a translation has at least before EOS may end it (fairseq's --min-len, "
                  "CTranslate2's min_decoding_length); 0 allows the empty translation")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
 }
 
 // --raw-weights: the checkpoint's weights as training left them rather than their moving average.
@@ -105,14 +106,14 @@ inline CLI::Option* add_model_flags(CLI::App& app, ModelFlags& flags,
   app.add_option("--weights", flags.weights,
                  "the ensemble's weights, one per --checkpoint in the same order (scaled to sum "
                  "to 1); equal by default")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   add_weights_flag(app, flags.which, task);
   app.add_option(
          "--threads", flags.threads,
          std::string("sentence batches ") + (score ? "scored" : "translated") +
              " at once, each on its own thread (0: one per CPU this process may use, one on a "
              "GPU)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegative)
       ->capture_default_str();
   app.add_option(
          "--precision", flags.precision,

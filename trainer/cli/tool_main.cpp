@@ -9,6 +9,24 @@
 #include "trainer/common/error.h"
 
 namespace tandem::cli {
+namespace {
+
+CLI::Validator number_check(bool zero_allowed) {
+  return CLI::Validator(
+      [zero_allowed](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
+        if (value > 0 || (zero_allowed && value == 0)) return "";
+        return zero_allowed ? text + " is negative; expected 0 or more"
+                            : text + " is not above 0; expected a positive number";
+      },
+      zero_allowed ? "NONNEGATIVE" : "POSITIVE");
+}
+
+}  // namespace
+
+const CLI::Validator kPositive = number_check(false);
+const CLI::Validator kNonNegative = number_check(true);
 
 int run_tool(const std::string& tool, const std::function<int()>& body) {
   try {

@@ -19,6 +19,12 @@ int run_tool(const std::string& tool, const std::function<int()>& body);
 std::function<std::string(const CLI::App*, const CLI::Error&)> usage_error_line(
     const std::string& tool);
 
+// Checks for numeric options, in place of CLI11's PositiveNumber and NonNegativeNumber, whose
+// messages print a double's range in full ("Value 0 not in range 0.000000 to 179769...");
+// these say what is wanted: "--beam: 0 is not above 0; expected a positive number".
+extern const CLI::Validator kPositive;     // above 0
+extern const CLI::Validator kNonNegative;  // 0 or more
+
 // Parses the command line into `app`'s options, then runs `check` (a CLI::ValidationError it
 // throws is a usage error too). nullopt: parsed, the tool goes on. Otherwise the exit code to
 // return: 0 after --help, kExitUsage after a usage error printed as usage_error_line's one line.

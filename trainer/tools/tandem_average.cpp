@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", args.out, "the averaged checkpoint to write (*.h5)")->required();
   app.add_option("--dir", args.dir, "checkpoint directory to take the newest step-*.h5 from");
   app.add_option("--last", args.last, "how many of the newest step-*.h5 in --dir to average")
-      ->check(CLI::PositiveNumber);
+      ->check(tandem::cli::kPositive);
   app.add_option("checkpoints", args.inputs,
                  "checkpoint files to average (instead of --dir/--last)");
   app.footer(kExamples);

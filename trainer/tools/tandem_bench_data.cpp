@@ -19,30 +19,30 @@ int main(int argc, char** argv) {
   tandem::bench::DataBenchOptions o;
   app.add_option("--corpus", o.corpus, "HDF5 corpus written by tandem-prep")->required();
   app.add_option("--world", o.world, "ranks in the simulated job")
-      ->check(CLI::PositiveNumber)
+      ->check(tandem::cli::kPositive)
       ->capture_default_str();
   app.add_option("--rank", o.rank, "the rank measured")
-      ->check(CLI::NonNegativeNumber)
+      ->check(tandem::cli::kNonNegative)
       ->capture_default_str();
   app.add_option("--max-tokens", o.plan.max_tokens, "data.max_tokens")
-      ->check(CLI::PositiveNumber)
+      ->check(tandem::cli::kPositive)
       ->capture_default_str();
   app.add_option("--seed", o.plan.seed, "data.seed")->capture_default_str();
   app.add_option("--accum", o.accum, "train.accum_steps")
-      ->check(CLI::PositiveNumber)
+      ->check(tandem::cli::kPositive)
       ->capture_default_str();
   app.add_option("--prefetch", o.prefetch, "data.prefetch_steps for the prefetched runs")
-      ->check(CLI::PositiveNumber)
+      ->check(tandem::cli::kPositive)
       ->capture_default_str();
   app.add_option("--warmup", o.warmup, "steps read before each measurement")->capture_default_str();
   app.add_option("--steps", o.steps, "steps per window")
-      ->check(CLI::PositiveNumber)
+      ->check(tandem::cli::kPositive)
       ->capture_default_str();
   app.add_option("--windows", o.windows, "windows; medians are reported")
-      ->check(CLI::PositiveNumber)
+      ->check(tandem::cli::kPositive)
       ->capture_default_str();
   app.add_option("--step-ms", o.step_ms, "training-thread work per step in the overlap run")
-      ->check(CLI::NonNegativeNumber)
+      ->check(tandem::cli::kNonNegative)
       ->capture_default_str();
   app.footer(kExamples);
   const auto rank_in_world = [&] {

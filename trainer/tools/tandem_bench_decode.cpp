@@ -31,20 +31,20 @@ int main(int argc, char** argv) {
   app.add_option("--ref", o.ref, "reference translations of --input, for the BLEU of each row");
   app.add_option("--threads", o.thread_counts,
                  "decoding thread counts to measure (one intra-op thread each)")
-      ->check(CLI::PositiveNumber)
+      ->check(tandem::cli::kPositive)
       ->capture_default_str();
   app.add_option("--precisions", o.precisions,
                  "precisions to measure: fp32, and int8 (tandem-decode --precision int8)")
       ->check(CLI::IsMember({"fp32", "int8"}))
       ->capture_default_str();
   app.add_option("--beams", o.beams, "beam sizes to measure")
-      ->check(CLI::PositiveNumber)
+      ->check(tandem::cli::kPositive)
       ->capture_default_str();
   app.add_option("--batch-tokens", o.decode.batch_tokens, "source tokens per decoding batch")
-      ->check(CLI::PositiveNumber)
+      ->check(tandem::cli::kPositive)
       ->capture_default_str();
   app.add_option("--repeat", o.repeat, "runs per row; the median wall time is reported")
-      ->check(CLI::PositiveNumber)
+      ->check(tandem::cli::kPositive)
       ->capture_default_str();
   app.add_option("--max-lines", o.max_lines, "use the first N lines; 0 = all")
       ->capture_default_str();

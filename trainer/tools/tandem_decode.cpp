@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
   auto* nbest = app.add_option("--nbest", args.options.nbest,
                                "write the N best translations per line, as INDEX ||| TRANSLATION "
                                "||| SCORE (N <= --beam)")
-                    ->check(CLI::PositiveNumber);
+                    ->check(tandem::cli::kPositive);
   tandem::cli::add_language_flags(app, args.languages);
   auto* json = app.add_flag("--json-input", args.json,
                             "read each line as JSON: {\"text\": ..., \"constraints\": [phrases "

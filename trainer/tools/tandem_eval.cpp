@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
   app.add_option("--hyp", args.hyp, "translations to score against --ref (no checkpoint needed)");
   app.add_option("--output", args.output, "write the checkpoint's translations here");
   app.add_option("--max-tokens", args.max_tokens, "padded tokens per batch for the loss")
-      ->check(CLI::PositiveNumber);
+      ->check(tandem::cli::kPositive);
   tandem::cli::add_decode_flags(app, args.decode);
   tandem::cli::add_language_flags(app, args.languages);
   app.add_flag("--json", args.json, "also print the scores as one JSON line");

@@ -87,19 +87,19 @@ void add_options(CLI::App& app, std::vector<tandem::data::SplitFiles>& splits,
                        ->check(CLI::Range(0.9, 1.0));
   app.add_option("--max-len", options.max_len, "skip pairs with more tokens than this on a side")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tandem::cli::kPositive);
   auto* sample = app.add_option("--vocab-sample", options.vocab.input_sentence_size,
                                 "sentences (both sides) sampled from train for the vocabulary, "
                                 "0 = all; training it takes ~25 bytes per sampled character")
                      ->capture_default_str()
-                     ->check(CLI::NonNegativeNumber);
+                     ->check(tandem::cli::kNonNegative);
   auto* seed =
       app.add_option("--seed", options.vocab.seed, "seed of that sample")->capture_default_str();
   for (auto* training : {size, type, coverage, sample, seed}) from->excludes(training);
   app.add_option("--threads", options.threads,
                  "encoding threads, 0 = one per CPU (the output is the same for any count)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(tandem::cli::kNonNegative);
   app.add_option("--out", options.out, "corpus file to write (via <out>.tmp, then a rename)")
       ->required();
 }

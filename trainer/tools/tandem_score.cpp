@@ -56,7 +56,7 @@ void declare_options(CLI::App& app, Args& args) {
   tandem::cli::add_language_flags(app, args.languages, tandem::cli::Task::kScore);
   app.add_option("--max-tokens", args.max_tokens, "padded tokens per batch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tandem::cli::kPositive);
   app.add_option("--lenpen", args.length_penalty,
                  "alpha of NORMALIZED = TOTAL / TOKENS^alpha (tandem-decode's --lenpen)")
       ->capture_default_str();

@@ -30,18 +30,18 @@ int main(int argc, char** argv) {
   app.add_option("--out", out, "the shortlist file to write (HDF5)")->required();
   app.add_option("--top-k", options.top_k, "target pieces kept per source piece")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tandem::cli::kPositive);
   app.add_option("--frequent", options.frequent,
                  "most frequent target pieces, candidates of every batch")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(tandem::cli::kNonNegative);
   app.add_option("--iterations", options.iterations, "EM iterations of IBM Model 1")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tandem::cli::kPositive);
   app.add_option("--max-pairs", options.max_pairs,
                  "train pairs aligned, evenly spaced over the split (memory grows with them); 0: all")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(tandem::cli::kNonNegative);
   app.footer(kExamples);
   if (const auto done = tandem::cli::parse_command_line(app, "tandem-shortlist", argc, argv)) {
     return *done;
