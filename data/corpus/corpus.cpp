@@ -125,6 +125,9 @@ struct Corpus::Impl {
   std::vector<Direction> read_corpora();
   Directions read_directions();
   const SplitData& split(const std::string& name);
+  // std::invalid_argument naming the file unless `values` are pairs of pieces of the pair's sides.
+  void check_links(const std::string& split, int64_t pair, const std::vector<int32_t>& values,
+                   int64_t src_length, int64_t tgt_length) const;
 };
 
 SideData Corpus::Impl::open_side(const std::string& split, const std::string& side,
@@ -341,11 +344,10 @@ std::vector<int32_t> Corpus::tgt_lengths(const std::string& split) const {
 std::vector<uint16_t> Corpus::padded_lengths(const std::string& split) const {
   h5::QuietErrors quiet;
   return impl_->reading([&] {
-    const SideData& src = impl_->split(split).src;
-    const SideData& tgt = impl_->split(split).tgt;
-    std::vector<uint16_t> padded(src.lengths.size());
+    const SplitData& data = impl_->split(split);
+    std::vector<uint16_t> padded(data.src.lengths.size());
     for (size_t i = 0; i < padded.size(); ++i) {
-      padded[i] = static_cast<uint16_t>(std::max(src.lengths[i], tgt.lengths[i]) + 1);
+      padded[i] = static_cast<uint16_t>(std::max(data.src.lengths[i], data.tgt.lengths[i]) + 1);
     }
     return padded;
   });
@@ -391,7 +393,7 @@ std::vector<SentencePair> Corpus::read_pairs(const std::string& split,
   if (links == Links::kRead && data.align) {
     pair_links =
         read_sentences(*data.align, sorted, [&](int64_t pair, const std::vector<int32_t>& values) {
-          check_links(split, pair, values, data.src.lengths[pair], data.tgt.lengths[pair]);
+          impl_->check_links(split, pair, values, data.src.lengths[pair], data.tgt.lengths[pair]);
         });
   }
   std::vector<SentencePair> pairs(indices.size());
@@ -402,17 +404,18 @@ std::vector<SentencePair> Corpus::read_pairs(const std::string& split,
   return pairs;
 }
 
-void Corpus::check_links(const std::string& split, int64_t pair, const std::vector<int32_t>& values,
-                         int64_t src_length, int64_t tgt_length) const {
+void Corpus::Impl::check_links(const std::string& split, int64_t pair,
+                               const std::vector<int32_t>& values, int64_t src_length,
+                               int64_t tgt_length) const {
   bool fits = values.size() % 2 == 0;
   for (size_t k = 0; fits && k < values.size(); k += 2) {
     fits = values[k] >= 0 && values[k] < src_length && values[k + 1] >= 0 &&
            values[k + 1] < tgt_length;
   }
   if (!fits) {
-    throw impl_->bad("/" + split + "/" + format::kAlignment + ": the links of pair " +
-                     std::to_string(pair) + " do not fit its " + std::to_string(src_length) +
-                     " and " + std::to_string(tgt_length) + " tokens (damaged file?)");
+    throw bad("/" + split + "/" + format::kAlignment + ": the links of pair " +
+              std::to_string(pair) + " do not fit its " + std::to_string(src_length) + " and " +
+              std::to_string(tgt_length) + " tokens (damaged file?)");
   }
 }
 

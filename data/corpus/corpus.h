@@ -52,9 +52,6 @@ class Corpus {
  private:
   std::vector<SentencePair> read_pairs(const std::string& split,
                                        const std::vector<int64_t>& indices, Links links) const;
-  // std::invalid_argument naming the file unless `values` are pairs of pieces of the pair's sides.
-  void check_links(const std::string& split, int64_t pair, const std::vector<int32_t>& values,
-                   int64_t src_length, int64_t tgt_length) const;
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -91,10 +91,17 @@ SplitSummary empty_summary(const std::string& name) {
   return summary;
 }
 
-// The spills of a split: its sides, and its alignments' links.
+// The spills of a split: its sides, and its alignments' links from the first part given some on
+// (the pairs before it then get none); without alignments nothing goes to `align`.
 struct SplitSpills {
   SpilledSide src, tgt, align;
+  bool aligned = false;
   explicit SplitSpills(const std::string& beside) : src(beside), tgt(beside), align(beside) {}
+
+  void start_links() {
+    if (!aligned) align.append_empty(src.sentences());
+    aligned = true;
+  }
 };
 
 // Pass 2 over one corpus's part of a split: pairs read a chunk at a time, encoded on `threads`
@@ -105,7 +112,10 @@ SplitSummary encode_part(const SplitPart& part, const Vocab& vocab, const PrepOp
   SpilledSide& src = spills.src;
   SpilledSide& tgt = spills.tgt;
   SplitSummary summary = empty_summary(part.files->name);
-  if (!part.files->align.empty()) summary.aligned = summary.links = 0;
+  if (!part.files->align.empty()) {
+    summary.aligned = summary.links = 0;
+    spills.start_links();
+  }
   const int64_t sentences_before = src.sentences();
   const int64_t src_before = src.tokens(), tgt_before = tgt.tokens();
   reader_out = std::make_unique<PairReader>(*part.files, part.label);
@@ -136,7 +146,7 @@ SplitSummary encode_part(const SplitPart& part, const Vocab& vocab, const PrepOp
       }
       src.append(slice.src_tokens, slice.src_lengths);
       tgt.append(slice.tgt_tokens, slice.tgt_lengths);
-      spills.align.append(slice.links, slice.link_lengths);
+      if (spills.aligned) spills.align.append(slice.links, slice.link_lengths);
       if (summary.aligned >= 0) count_links(summary, slice);
     }
     chunk.swap(ahead);
@@ -168,7 +178,7 @@ h5::Handle write_split_group(hid_t file, const std::string& name, SplitSpills& s
   h5::Handle group = h5::create_group(file, name);
   spills.src.write(group.get(), format::kSource);
   spills.tgt.write(group.get(), format::kTarget);
-  if (total.aligned >= 0) {
+  if (spills.aligned) {
     spills.align.write(group.get(), format::kAlignment, format::kLinks);
     h5::Handle align = h5::open_group(group.get(), format::kAlignment);
     h5::write_attribute(align.get(), "aligned_pairs", total.aligned);

@@ -9,6 +9,13 @@ void SpilledSide::append(const std::vector<int32_t>& tokens, const std::vector<i
   offsets_.append(offsets.data(), offsets.size());
 }
 
+void SpilledSide::append_empty(int64_t count) {
+  const std::vector<int64_t> ends(std::min<int64_t>(count, kSpillBlock), end_);
+  for (int64_t done = 0; done < count; done += static_cast<int64_t>(ends.size())) {
+    offsets_.append(ends.data(), std::min<size_t>(ends.size(), count - done));
+  }
+}
+
 void SpilledSide::write(hid_t split_group, const std::string& side, const char* values) {
   namespace format = corpus_format;
   h5::Handle group = h5::create_group(split_group, side);

@@ -82,6 +82,8 @@ class SpilledSide {
   }
   // Appends sentences: their tokens back to back, and each one's length.
   void append(const std::vector<int32_t>& tokens, const std::vector<int64_t>& lengths);
+  // Appends `count` sentences without values (the pairs before a split's first alignments).
+  void append_empty(int64_t count);
   int64_t tokens() const { return end_; }
   int64_t sentences() const { return static_cast<int64_t>(offsets_.count()) - 1; }
 

@@ -59,8 +59,8 @@ std::vector<int32_t> words_of_pieces(const std::string& text, const std::vector<
   for (size_t k = found.size(); k-- > 0;) {  // a lone "▁" opens the next piece's word
     if (found[k] < 0 && k + 1 < found.size()) found[k] = found[k + 1];
   }
-  for (size_t k = 1; k < found.size();
-       ++k) {  // ... or, last in the line, belongs to the one before
+  // ... or, last in the line, belongs to the one before.
+  for (size_t k = 1; k < found.size(); ++k) {
     if (found[k] < 0) found[k] = found[k - 1];
   }
   return found;

@@ -218,6 +218,26 @@ TEST_F(AlignedPrep, BesideACorpusWithoutAlignmentsItsPairsHaveNoneAndTheTagIsNoW
   }
 }
 
+// The corpus without alignments first: its 30 pairs have none, and the aligned corpus's links
+// follow them in step.
+TEST_F(AlignedPrep, AfterACorpusWithoutAlignmentsTheAlignedCorpusKeepsItsLinks) {
+  PrepOptions options = this->options();
+  options.corpora = {
+      {"en-de", "en", "de", {{"train", {dir_.file("other.tgt")}, {dir_.file("other.src")}}}},
+      {"de-en", "de", "en", options.splits}};
+  options.splits.clear();
+  const PrepSummary summary = prepare_corpus(options);
+  const Corpus corpus(dir_.file("aligned.h5"));
+  ASSERT_TRUE(corpus.has_alignments("train"));
+  ASSERT_EQ(corpus.size("train"), 228);
+  for (int64_t pair = 0; pair < 30; ++pair) {
+    EXPECT_TRUE(corpus.read("train", {pair}, Corpus::Links::kRead)[0].links.empty()) << pair;
+  }
+  expect_links_of_lines(corpus, kept_lines(), 30);
+  EXPECT_EQ(summary.corpora[0].second[0].aligned, -1);  // the en-de part was given none
+  EXPECT_EQ(summary.splits[0].aligned, summary.corpora[1].second[0].aligned);
+}
+
 std::string prep_error(const PrepOptions& options) {
   try {
     prepare_corpus(options);
