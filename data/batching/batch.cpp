@@ -5,6 +5,37 @@
 
 namespace tandem::data {
 
+namespace {
+
+// SentencePair::links (source, target piece pairs by target, then source) as Batch::links and
+// link_weights.
+void add_links(const std::vector<SentencePair>& pairs, Batch& batch) {
+  int64_t count = 0;
+  for (const SentencePair& pair : pairs) count += static_cast<int64_t>(pair.links.size()) / 2;
+  if (count == 0) return;
+  batch.links = torch::empty({count, 3}, torch::kInt64);
+  batch.link_weights = torch::empty({count}, torch::kFloat);
+  auto* link = batch.links.data_ptr<int64_t>();
+  auto* weight = batch.link_weights.data_ptr<float>();
+  for (size_t row = 0; row < pairs.size(); ++row) {
+    const std::vector<int32_t>& links = pairs[row].links;
+    for (size_t i = 0; i < links.size();) {  // one target position's links at a time
+      size_t end = i;
+      while (end < links.size() && links[end + 1] == links[i + 1]) end += 2;
+      const float share = 2.0F / static_cast<float>(end - i);
+      for (; i < end; i += 2) {
+        *link++ = static_cast<int64_t>(row);
+        *link++ = links[i + 1];
+        *link++ = links[i];
+        *weight++ = share;
+      }
+      ++batch.aligned_targets;
+    }
+  }
+}
+
+}  // namespace
+
 Batch make_batch(const std::vector<SentencePair>& pairs) {
   size_t longest_src = 0, longest_tgt = 0;
   for (const SentencePair& pair : pairs) {
@@ -38,6 +69,7 @@ Batch make_batch(const std::vector<SentencePair>& pairs) {
     batch.tgt_tokens += n_tgt + 1;
   }
   batch.sentences = rows;
+  add_links(pairs, batch);
   return batch;
 }
 

@@ -21,6 +21,12 @@ struct Batch {
   // [batch] int64: each pair's direction, its index in Corpus::directions(), when the file
   // holds several (the loader sets it); undefined otherwise.
   torch::Tensor direction;
+  // The pairs' word alignments, when read with them (Corpus::Links::kRead) and some pair has
+  // links: [links, 3] int64 rows of (batch row, target position, source position), positions in
+  // tgt_out and src, by row, then target, then source; [links] float32 weights, 1 / the links of
+  // their target position (the row-normalised alignment matrix). Undefined otherwise.
+  torch::Tensor links, link_weights;
+  int64_t aligned_targets = 0;  // target positions with links
   bool empty() const { return sentences == 0; }
 };
 

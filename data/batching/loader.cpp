@@ -27,6 +27,10 @@ void pin(Batch& batch) {
   batch.tgt_in = batch.tgt_in.pin_memory();
   batch.tgt_out = batch.tgt_out.pin_memory();
   if (batch.direction.defined()) batch.direction = batch.direction.pin_memory();
+  if (batch.links.defined()) {
+    batch.links = batch.links.pin_memory();
+    batch.link_weights = batch.link_weights.pin_memory();
+  }
 }
 
 // Where each direction of `split` begins in it, when the file holds several; else empty.
@@ -77,7 +81,7 @@ class StepReader {
       const int64_t index = at.next_batch + m * world_size_ + rank_;
       if (index < batches.size()) {
         const std::vector<int64_t> pairs = batches.batch(index);
-        step.batches.push_back(make_batch(corpus_.read(split_, pairs)));
+        step.batches.push_back(make_batch(corpus_.read(split_, pairs, links_)));
         if (!direction_starts_.empty())
           step.batches.back().direction = direction_of(pairs, direction_starts_);
       } else {
@@ -90,6 +94,7 @@ class StepReader {
   }
 
   void set_pinned(bool pinned) { pinned_ = pinned; }
+  void set_links(Corpus::Links links) { links_ = links; }
   int64_t directions() const { return static_cast<int64_t>(direction_starts_.size()); }
 
   // This rank's share of the plan of the epoch `at` is in, built when first asked for (one is
@@ -127,6 +132,7 @@ class StepReader {
   int world_size_;
   std::vector<int64_t> direction_starts_;  // of the split's corpora when it holds several
   bool pinned_ = false;
+  Corpus::Links links_ = Corpus::Links::kSkip;
   int64_t plan_epoch_ = -1, plan_first_ = 0;
   BatchPlan plan_;
   std::mutex sizes_mutex_;
@@ -293,6 +299,11 @@ void ShardedLoader::set_position(const DataPosition& position) {
 void ShardedLoader::pin_batches(bool pinned) {
   impl_->prefetcher.reset();  // the reader is the caller's while no thread runs
   impl_->reader.set_pinned(pinned);
+}
+
+void ShardedLoader::read_links(bool links) {
+  impl_->prefetcher.reset();
+  impl_->reader.set_links(links ? Corpus::Links::kRead : Corpus::Links::kSkip);
 }
 
 int64_t ShardedLoader::directions() const { return impl_->reader.directions(); }

@@ -52,6 +52,9 @@ class ShardedLoader {
   // Batches handed out from now on hold their tensors in page-locked memory, pinned on the
   // prefetch thread, so that a GPU copies them asynchronously (LibTorch with CUDA only).
   void pin_batches(bool pinned);
+  // Batches handed out from now on carry their pairs' word alignments (Batch::links), where the
+  // split has them.
+  void read_links(bool links);
 
  private:
   struct Impl;

@@ -169,6 +169,30 @@ TEST(ParseConfig, ReadsEveryFieldType) {
   EXPECT_EQ(c.train.max_steps, 7);
 }
 
+TEST(ParseConfig, ASectionInsideASectionReadsFromTheFileAndFromOverrides) {
+  const Config c = parse_config(
+      "data: {corpus: c.h5}\n"
+      "train:\n  lr: 0.5\n  alignment:\n    weight: 0.05\n    layer: -2\n",
+      "my.yaml", {"train.alignment.heads=2"});
+  EXPECT_EQ(c.train.lr, 0.5);
+  EXPECT_EQ(c.train.alignment.weight, 0.05);
+  EXPECT_EQ(c.train.alignment.layer, -2);
+  EXPECT_EQ(c.train.alignment.heads, 2);
+  const std::string typo =
+      parse_error("data: {corpus: c.h5}\ntrain:\n  alignment:\n    wieght: 0.05\n");
+  EXPECT_TRUE(starts_with(typo, "my.yaml:4: ")) << typo;
+  EXPECT_NE(typo.find("unknown key train.alignment.wieght (did you mean train.alignment.weight?)"),
+            std::string::npos)
+      << typo;
+  const std::string twice = parse_error(
+      "data: {corpus: c.h5}\ntrain:\n  alignment: {weight: 1}\n  alignment: {layer: 1}\n");
+  EXPECT_NE(twice.find("train.alignment: given twice"), std::string::npos) << twice;
+  const std::string scalar = parse_error("data: {corpus: c.h5}\ntrain: {alignment: 0.05}\n");
+  EXPECT_NE(scalar.find("train.alignment: expected a mapping of keys, got '0.05'"),
+            std::string::npos)
+      << scalar;
+}
+
 TEST(ParseConfig, EmptySectionKeepsDefaults) {
   const Config c = parse_config("model:\ndata: {corpus: c.h5}\n", "my.yaml");
   EXPECT_EQ(c.model.d_ff, 1024);

@@ -100,6 +100,16 @@ TEST(Validate, EachRuleNamesKeyValueAndExpectation) {
        "model.d_model: expected at least 4 with model.positions fairseq, got 2"},
       {[](Config& c) { c.dist.check_every_steps = -5; },
        "dist.check_every_steps: expected >= 0 (0 disables), got -5"},
+      {[](Config& c) { c.train.alignment.layer = 3; },
+       "train.alignment.layer: expected a decoder layer in [-3, 2] (model.decoder_layers 3; "
+       "negative counts from the top), got 3"},
+      {[](Config& c) { c.train.alignment.layer = -4; },
+       "train.alignment.layer: expected a decoder layer in [-3, 2]"},
+      {[](Config& c) { c.train.alignment.heads = 5; },
+       "train.alignment.heads: expected a number of heads in [1, 4] (model.heads 4), got 5"},
+      {[](Config& c) { c.train.alignment.heads = 0; }, "train.alignment.heads: expected"},
+      {[](Config& c) { c.train.alignment.weight = -0.1; },
+       "train.alignment.weight: expected a number >= 0 (0: no alignment loss), got -0.1"},
   };
   for (const Case& test_case : cases) {
     SCOPED_TRACE(test_case.message);

@@ -2,7 +2,10 @@
 // directions, grow-diag-final-and) on the reversal corpus, whose right alignment is known (target
 // word j is source word n-1-j), then tandem-prep --train-align over it; and tandem-prep's refusals
 // of alignments that do not fit their text (exit 2, one line naming file and line, nothing
-// written).
+// written). Training with guided alignment (train.alignment) on the known alignment: 2 ranks equal
+// 1 rank accumulating 2 batches bitwise, with activation checkpointing and with the optimizer
+// state and gradients sharded too, also for LoRA adapters; a run stopped and resumed equals the
+// uninterrupted one; the alignment loss is logged; and its refusals (exit 2).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,7 +14,9 @@
 #include <vector>
 
 #include "tests/common/synthetic_corpus.h"
+#include "tests/e2e/checkpoint_checks.h"
 #include "tests/e2e/run_command.h"
+#include "trainer/checkpoint/checkpoint.h"
 
 namespace tandem::test {
 namespace {
@@ -100,6 +105,128 @@ TEST_F(AlignE2E, AlignmentsThatDoNotFitTheTextAreOneLineExit2AndNothingIsWritten
       << past.output;
   for (const char* name : {"short.h5", "short.h5.tmp", "past.h5", "past.h5.tmp"}) {
     EXPECT_FALSE(std::filesystem::exists(file(name))) << name;
+  }
+}
+
+// The reversal corpus's right alignment of the lines of `src`: target word j to source word
+// n-1-j, in Pharaoh's "i-j".
+std::string reversal_alignment(const std::string& src) {
+  std::string text;
+  for (const std::string& line : lines_of(read_text(src))) {
+    const size_t n = words_in(line);
+    for (size_t j = 0; j < n; ++j) {
+      text += (j == 0 ? "" : " ") + std::to_string(n - 1 - j) + "-" + std::to_string(j);
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+class GuidedAlignmentE2E : public AlignE2E {
+ protected:
+  static void SetUpTestSuite() {
+    AlignE2E::SetUpTestSuite();
+    write_file(file("right.align"), reversal_alignment(file("train.src")));
+    const auto prep = run_command(AlignE2E::prep(file("right.align"), file("guided.h5")));
+    ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  }
+  static std::string run_dir(const std::string& run) { return file("run-" + run); }
+
+  // The tiny preset, narrowed, on `ranks` ranks into run-<run> up to step `steps`, the second
+  // decoder layer's first two heads learning the alignment; `flags` add --set's.
+  static CommandResult train(const std::string& run, int ranks, int steps,
+                             const std::string& flags = "",
+                             const std::string& corpus = "guided.h5") {
+    return run_command(
+        mpirun(ranks) + tool("tandem-train") + " --config " + std::string(TANDEM_SOURCE_DIR) +
+        "/configs/tiny.yaml --set data.corpus=" + file(corpus) +
+        " --set checkpoint.dir=" + run_dir(run) + " --set train.max_steps=" +
+        std::to_string(steps) +
+        " --set train.max_minutes=0 --set model.dropout=0 --set model.d_model=64"
+        " --set model.d_ff=128 --set data.max_tokens=512 --set train.warmup_steps=5"
+        " --set checkpoint.every_steps=6 --set checkpoint.keep_last=0 --set valid.every_steps=0"
+        " --set log.every_steps=1 --set train.alignment.weight=0.5"
+        " --set train.alignment.layer=-2 --set train.alignment.heads=2 " +
+        flags);
+  }
+};
+
+TEST_F(GuidedAlignmentE2E, TwoRanksEqualOneAccumulatingTwoWithRecomputeShardingAndResume) {
+  const auto two = train("two", 2, 12);
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_NE(two.output.find(" | align "), std::string::npos) << two.output;
+  const std::vector<std::pair<std::string, CommandResult>> runs = {
+      {"accumulating", train("accumulating", 1, 12, "--set train.accum_steps=2")},
+      {"recomputed", train("recomputed", 1, 12,
+                           "--set train.accum_steps=2 --set train.checkpoint_activations=true")},
+      {"sharded", train("sharded", 2, 12,
+                        "--set dist.shard_optimizer=true --set dist.shard_gradients=true")},
+      {"resumed", train("resumed", 2, 6)}};
+  for (const auto& [run, result] : runs) ASSERT_EQ(result.exit_code, 0) << run << result.output;
+  const auto resumed = train("resumed", 2, 12);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming from"), std::string::npos) << resumed.output;
+  for (const std::string run : {"accumulating", "recomputed", "sharded", "resumed"}) {
+    SCOPED_TRACE(run);
+    expect_same_checkpoint(run_dir("two"), run_dir(run), "step-00000012.h5");
+  }
+  // The alignment loss is logged each step (TensorBoard's train/alignment_loss).
+  const auto records = training_records(run_dir("two") + "/metrics.jsonl");
+  ASSERT_EQ(records.size(), 12u);
+  for (const auto& record : records) {
+    ASSERT_TRUE(record.contains("alignment_loss")) << record.dump();
+    EXPECT_GT(record["alignment_loss"].get<double>(), 0) << record.dump();
+  }
+  // Without it the same run trains other weights, and logs no alignment loss.
+  const auto unguided = train("unguided", 2, 6, "--set train.alignment.weight=0");
+  ASSERT_EQ(unguided.exit_code, 0) << unguided.output;
+  const auto a = checkpoint::load(run_dir("two") + "/step-00000006.h5");
+  const auto b = checkpoint::load(run_dir("unguided") + "/step-00000006.h5");
+  EXPECT_FALSE(torch::equal(a.model.front().second, b.model.front().second));
+  EXPECT_FALSE(training_records(run_dir("unguided") + "/metrics.jsonl")
+                   .back()
+                   .contains("alignment_loss"));
+}
+
+TEST_F(GuidedAlignmentE2E, LoraAdaptersLearnTheAlignmentOnTwoRanksAsOnOneAccumulatingTwo) {
+  const auto base = train("lora-base", 1, 6, "--set train.alignment.weight=0");
+  ASSERT_EQ(base.exit_code, 0) << base.output;
+  const std::string lora = "--set lora.base=" + run_dir("lora-base") +
+                           "/step-00000006.h5 --set lora.targets=q_proj,k_proj,v_proj";
+  const auto two = train("lora-two", 2, 12, lora);
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  const auto one = train("lora-one", 1, 12, lora + " --set train.accum_steps=2");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  expect_same_checkpoint(run_dir("lora-two"), run_dir("lora-one"), "step-00000012.h5");
+  const auto records = training_records(run_dir("lora-two") + "/metrics.jsonl");
+  ASSERT_FALSE(records.empty());
+  EXPECT_TRUE(records.back().contains("alignment_loss"));
+}
+
+// Guided alignment without alignments, or on heads the model does not have: one line, exit 2,
+// before a checkpoint directory exists.
+TEST_F(GuidedAlignmentE2E, AskedOfACorpusWithoutAlignmentsOrOfHeadsTheModelLacksItIsRefused) {
+  std::filesystem::create_directories(file("plain"));
+  make_reverse_corpus(file("plain"));
+  const auto unaligned = train("unaligned", 1, 2, "", "plain/corpus.h5");
+  EXPECT_EQ(unaligned.exit_code, 2) << unaligned.output;
+  EXPECT_NE(unaligned.output.find("train.alignment.weight is above 0 but corpus '" +
+                                  file("plain/corpus.h5") +
+                                  "' has no word alignments in its train split"),
+            std::string::npos)
+      << unaligned.output;
+  const auto layer = train("layer", 1, 2, "--set train.alignment.layer=3");
+  EXPECT_EQ(layer.exit_code, 2) << layer.output;
+  EXPECT_NE(layer.output.find("train.alignment.layer: expected a decoder layer in [-3, 2]"),
+            std::string::npos)
+      << layer.output;
+  const auto heads = train("heads", 1, 2, "--set train.alignment.heads=5");
+  EXPECT_EQ(heads.exit_code, 2) << heads.output;
+  EXPECT_NE(heads.output.find("train.alignment.heads: expected a number of heads in [1, 4]"),
+            std::string::npos)
+      << heads.output;
+  for (const std::string run : {"unaligned", "layer", "heads"}) {
+    EXPECT_FALSE(std::filesystem::exists(run_dir(run) + "/step-00000002.h5")) << run;
   }
 }
 

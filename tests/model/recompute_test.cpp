@@ -1,7 +1,7 @@
 // Activation checkpointing (recompute.h): a model whose layers run again in the backward pass gives
 // bitwise the gradients of the same model run once, with dropout on, for the parameters (into
 // gradients already accumulated, their hooks called) and for the encoder's output; the random
-// stream goes on afterwards as it would have.
+// stream goes on afterwards as it would have. Also with guided alignment reading out one layer.
 #include "trainer/model/recompute.h"
 
 #include <gtest/gtest.h>
@@ -40,7 +40,9 @@ struct Pass {
 // gradients), from the same initial weights and dropout seed.
 // With lora: adapters (their dropout 0.2, B drawn nonzero) beside every projection of a frozen
 // model.
-Pass train_twice(bool pre_norm, bool recompute, bool lora = false) {
+// With guided: the second decoder layer's first two heads learn links (that layer is then run
+// once, the others recomputed).
+Pass train_twice(bool pre_norm, bool recompute, bool lora = false, bool guided = false) {
   torch::manual_seed(3);
   Transformer model(options(pre_norm, recompute));
   if (lora) {
@@ -63,7 +65,11 @@ Pass train_twice(bool pre_norm, bool recompute, bool lora = false) {
   for (int micro = 0; micro < 2; ++micro) {
     const auto src = torch::randint(4, 23, {3, 7}, torch::kLong);
     const auto tgt = torch::randint(4, 23, {3, 6}, torch::kLong);
-    const auto loss = model->loss(src, tgt.narrow(1, 0, 5), tgt.narrow(1, 1, 5), 0.1);
+    const GuidedAlignment alignment{
+        {1, 2}, 0.5, torch::tensor({{0, 0, 3}, {1, 2, 0}, {1, 2, 6}, {2, 4, 1}}, torch::kLong),
+        torch::tensor({1.0F, 0.5F, 0.5F, 1.0F})};
+    const auto loss = model->loss(src, tgt.narrow(1, 0, 5), tgt.narrow(1, 1, 5), 0.1,
+                                  guided ? &alignment : nullptr);
     loss.loss_sum.backward();
     pass.loss = loss.loss_sum.detach();
   }
@@ -84,6 +90,21 @@ TEST(Recompute, RecomputedLayersGiveBitwiseTheGradientsOfLayersRunOnce) {
     }
     EXPECT_EQ(once.hooks, again.hooks);
     EXPECT_EQ(once.next_draw, again.next_draw) << "the stream goes on as it would have";
+  }
+}
+
+TEST(Recompute, WithGuidedAlignmentRecomputedLayersGiveBitwiseTheGradientsOfLayersRunOnce) {
+  for (const bool lora : {false, true}) {
+    const Pass once = train_twice(false, false, lora, true);
+    const Pass again = train_twice(false, true, lora, true);
+    const Pass unguided = train_twice(false, false, lora, false);
+    EXPECT_TRUE(torch::equal(once.loss, again.loss)) << "lora " << lora;
+    EXPECT_FALSE(torch::equal(once.loss, unguided.loss)) << "lora " << lora;
+    for (const auto& [name, grad] : once.grads) {
+      if (!grad.defined()) continue;  // a frozen base's
+      EXPECT_TRUE(torch::equal(grad, again.grads.at(name))) << name << " lora " << lora;
+    }
+    EXPECT_EQ(once.next_draw, again.next_draw);
   }
 }
 

@@ -112,6 +112,17 @@ struct DataConfig {
   std::vector<CorpusWeight> weights;
 };
 
+// Guided alignment (Garg et al. 2019; Marian's --guided-alignment): the first `heads` heads of
+// decoder layer `layer` learn the corpus's word alignments (tandem-prep --train-align) by
+// cross-entropy against each target piece's row-normalised links, added to the token loss with
+// `weight` (fairseq's 0.05, Marian's 0.1). The same layer and heads give tandem-decode's and
+// tandem-score's --alignments, also for a model trained without the loss.
+struct AlignmentConfig {
+  double weight = 0;       // 0: no alignment loss
+  int64_t layer = -1;      // decoder layer, 0-based; negative counts from the top (-1: the last)
+  int64_t heads = 1;       // its first this many heads, averaged
+};
+
 struct TrainConfig {
   int64_t max_steps = 0;        // stop after this many optimizer steps; 0 = no limit from this key
   int64_t max_epochs = 0;       // stop after this many epochs; 0 = no limit from this key
@@ -143,6 +154,7 @@ struct TrainConfig {
   Device device = Device::kAuto;
   // fp32 | bf16 (autocast of matrix products; fp32 weights and optimizer)
   Precision precision = Precision::kFp32;
+  AlignmentConfig alignment;  // train.alignment.{weight, layer, heads}
 };
 
 struct CheckpointConfig {

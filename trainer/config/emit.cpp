@@ -72,19 +72,23 @@ std::string format_value(const ValidMetricChoice& value) { return format_value(t
 
 }  // namespace
 
+// A section inside a section ("train.alignment") is written under its parent, indented.
 std::string to_yaml(const Config& config) {
   std::string out;
   std::string current_section;
+  std::string indent;
   detail::for_each_field(config, [&](const char* section, const char* key, const auto& value) {
     if (current_section != section) {
       current_section = section;
-      out += current_section + ":\n";
+      const size_t dot = current_section.rfind('.');
+      indent = dot == std::string::npos ? "" : "  ";
+      out += indent + current_section.substr(dot + 1) + ":\n";
     }
     std::string text = format_value(value);
     if constexpr (std::is_same_v<std::decay_t<decltype(value)>, int64_t>) {
       if (detail::takes_auto(section, key) && value == kAutoMaxTokens) text = "auto";
     }
-    out += std::string("  ") + key + ": " + text + "\n";
+    out += indent + "  " + key + ": " + text + "\n";
   });
   return out;
 }

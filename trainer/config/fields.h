@@ -1,6 +1,7 @@
 // The key table of Config, private to config/: every key once, with its section and name, in the
 // order to_yaml writes them. The parser, the emitter and the "did you mean" suggestions all walk
-// it, so adding a field to config.h and one line here is all a new key needs.
+// it, so adding a field to config.h and one line here is all a new key needs. A section may hold
+// a section ("train.alignment"): its keys come right after its parent's.
 #pragma once
 
 #include <string>
@@ -50,6 +51,10 @@ void for_each_learning_field(C& c, Visit& visit) {
   visit("train", "onednn_cache", c.train.onednn_cache);
   visit("train", "device", c.train.device);
   visit("train", "precision", c.train.precision);
+  // A section inside a section: written and read as train: alignment: weight: ...
+  visit("train.alignment", "weight", c.train.alignment.weight);
+  visit("train.alignment", "layer", c.train.alignment.layer);
+  visit("train.alignment", "heads", c.train.alignment.heads);
 }
 
 // The keys of how the run is kept, checked, spread and watched: checkpoint, valid, dist, log, lora.

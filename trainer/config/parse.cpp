@@ -43,13 +43,24 @@ std::vector<Field> fields_of(Config& config) {
   return fields;
 }
 
+// The top-level sections (a section inside one, "train.alignment", is its parent's).
 std::vector<std::string> section_names() {
   Config unused;
   std::vector<std::string> sections;
   detail::for_each_field(unused, [&](const char* section, const char*, auto&) {
-    if (sections.empty() || sections.back() != section) sections.push_back(section);
+    const std::string top = std::string(section).substr(0, std::string(section).find('.'));
+    if (std::find(sections.begin(), sections.end(), top) == sections.end()) {
+      sections.push_back(top);
+    }
   });
   return sections;
+}
+
+// Whether `path` names a section inside a section: the start of some key's path.
+bool is_inner_section(const std::string& path, const std::vector<Field>& fields) {
+  return std::any_of(fields.begin(), fields.end(), [&](const Field& field) {
+    return field.path.compare(0, path.size() + 1, path + ".") == 0;
+  });
 }
 
 // Where an error happened: "tiny.yaml:12" for a file's nodes, "tiny.yaml: --set 'k=v'" for
@@ -251,9 +262,12 @@ void read_section(const std::string& section, const YAML::Node& body, std::vecto
   for (const auto& entry : body) {
     const std::string path = section + "." + entry.first.Scalar();
     const YAML::Mark key_mark = entry.first.Mark();
-    Field& field = find_field(fields, path, origin, key_mark);
     if (!seen.insert(path).second) origin.fail(key_mark, path + ": given twice");
-    assign_field(field, entry.second, origin, key_mark);
+    if (is_inner_section(path, fields)) {
+      read_section(path, entry.second, fields, origin, key_mark);
+      continue;
+    }
+    assign_field(find_field(fields, path, origin, key_mark), entry.second, origin, key_mark);
   }
 }
 

@@ -126,6 +126,19 @@ void validate_train(const TrainConfig& t) {
   require(t.onednn_cache >= 0, "train.onednn_cache", t.onednn_cache, ">= 0 (0 caches none)");
 }
 
+// The aligned heads are the model's (also when the loss is off: --alignments reads them).
+void validate_alignment(const AlignmentConfig& a, const ModelConfig& m) {
+  require(std::isfinite(a.weight) && a.weight >= 0, "train.alignment.weight", a.weight,
+          "a number >= 0 (0: no alignment loss)");
+  require(a.layer >= -m.decoder_layers && a.layer < m.decoder_layers, "train.alignment.layer",
+          a.layer,
+          "a decoder layer in [" + text(-m.decoder_layers) + ", " + text(m.decoder_layers - 1) +
+              "] (model.decoder_layers " + text(m.decoder_layers) +
+              "; negative counts from the top)");
+  require(a.heads >= 1 && a.heads <= m.heads, "train.alignment.heads", a.heads,
+          "a number of heads in [1, " + text(m.heads) + "] (model.heads " + text(m.heads) + ")");
+}
+
 void validate_lora(const LoraConfig& l) {
   require(l.rank >= 1, "lora.rank", l.rank, ">= 1");
   require(std::isfinite(l.alpha) && l.alpha > 0, "lora.alpha", l.alpha, "a positive number");
@@ -150,6 +163,7 @@ void validate(const Config& config) {
   validate_model(config.model);
   validate_data(config.data);
   validate_train(config.train);
+  validate_alignment(config.train.alignment, config.model);
   validate_lora(config.lora);
   if (config.checkpoint.dir.empty()) {
     throw std::invalid_argument("checkpoint.dir: expected a directory, got nothing");

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "trainer/kernels/cpu/step_attention.h"
+#include "trainer/model/alignment.h"
 #include "trainer/model/frozen_base.h"
 
 namespace tandem::model {
@@ -109,7 +110,9 @@ void MultiheadAttentionImpl::freeze(kernels::InferencePrecision precision) {
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                                               const torch::Tensor& key_value,
-                                              const kernels::AttentionMask& given) {
+                                              const kernels::AttentionMask& given,
+                                              int64_t readout_heads, torch::Tensor* log_probs) {
+  if (readout_heads > 0) return read_out(query, key_value, given, readout_heads, *log_probs);
   if (batch_invariant_ && !given.causal) return project_out(row_attention(query, key_value, given));
   kernels::AttentionMask mask = given;
   mask.per_sentence = mask.per_sentence || batch_invariant_;
@@ -118,6 +121,25 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
           ? kernels::fused_attention(project_qkv(query), torch::Tensor(), options_.heads, mask)
           : kernels::fused_attention(project_q(query), project_kv(key_value), options_.heads, mask);
   return project_out(context);
+}
+
+// The projections once, for the attention and for the read-out heads.
+torch::Tensor MultiheadAttentionImpl::read_out(const torch::Tensor& query,
+                                               const torch::Tensor& key_value,
+                                               const kernels::AttentionMask& given,
+                                               int64_t readout_heads, torch::Tensor& log_probs) {
+  if (query.is_same(key_value) || given.causal) {
+    throw std::invalid_argument("attention read-out: cross-attention only");
+  }
+  const int64_t d = options_.d_model;
+  const auto q = project_q(query);
+  const auto kv = project_kv(key_value);
+  log_probs = mean_attention_log_probs(q, kv.narrow(2, 0, d), given.key_pad, options_.heads,
+                                       readout_heads);
+  if (batch_invariant_) {
+    return project_out(kernels::row_attention(q, kv, given.key_pad, options_.heads));
+  }
+  return project_out(kernels::fused_attention(q, kv, options_.heads, given));
 }
 
 torch::Tensor MultiheadAttentionImpl::row_attention(const torch::Tensor& query,

@@ -29,8 +29,12 @@ class MultiheadAttentionImpl : public torch::nn::Module {
 
   // query [batch, q_len, d_model] attends to key_value [batch, k_len, d_model] → [batch, q_len,
   // d_model]. Self-attention when key_value is query (the same tensor): one fused q|k|v product.
+  // With `readout_heads` > 0 (cross-attention only), *log_probs becomes the log of the mean
+  // attention of the first readout_heads heads, [batch, q_len, k_len] (mean_attention_log_probs:
+  // plain tensor operations beside the fused kernel, which keeps no probabilities).
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key_value,
-                        const kernels::AttentionMask& given);
+                        const kernels::AttentionMask& given, int64_t readout_heads = 0,
+                        torch::Tensor* log_probs = nullptr);
   // Incremental decoding (forward only). The source side, once per sentence: memory [sentences,
   // src_len, d_model] → keys | values [sentences, src_len, 2 d_model].
   torch::Tensor project_kv(const torch::Tensor& memory);
@@ -66,6 +70,10 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   torch::Tensor project_qkv(const torch::Tensor& x);
   torch::Tensor project_q(const torch::Tensor& x);
   torch::Tensor project_out(const torch::Tensor& context);
+  // forward() with the read-out of the first readout_heads heads' attention into log_probs.
+  torch::Tensor read_out(const torch::Tensor& query, const torch::Tensor& key_value,
+                         const kernels::AttentionMask& given, int64_t readout_heads,
+                         torch::Tensor& log_probs);
   // forward()'s attention (before project_out) with kernels::row_attention: each query row's
   // bits its own, whatever the batch (int8, non-causal).
   torch::Tensor row_attention(const torch::Tensor& query, const torch::Tensor& key_value,

@@ -175,11 +175,13 @@ DecoderLayerImpl::DecoderLayerImpl(const LayerOptions& options) : options_(optio
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& memory,
                                         const kernels::AttentionMask& self_mask,
-                                        const kernels::AttentionMask& cross_mask) {
+                                        const kernels::AttentionMask& cross_mask,
+                                        int64_t readout_heads, torch::Tensor* log_probs) {
   auto h = residual(x, self_attn_norm_, options_, is_training(),
                     [&](const torch::Tensor& y) { return self_attn_->forward(y, y, self_mask); });
-  h = residual(h, cross_attn_norm_, options_, is_training(),
-               [&](const torch::Tensor& y) { return cross_attn_->forward(y, memory, cross_mask); });
+  h = residual(h, cross_attn_norm_, options_, is_training(), [&](const torch::Tensor& y) {
+    return cross_attn_->forward(y, memory, cross_mask, readout_heads, log_probs);
+  });
   return residual(h, ffn_norm_, options_, is_training(),
                   [&](const torch::Tensor& y) { return ffn_(y); });
 }
@@ -229,10 +231,16 @@ DecoderImpl::DecoderImpl(const StackOptions& options) : recompute_(options.recom
 
 torch::Tensor DecoderImpl::forward(const torch::Tensor& x, const torch::Tensor& memory,
                                    const kernels::AttentionMask& self_mask,
-                                   const kernels::AttentionMask& cross_mask) {
+                                   const kernels::AttentionMask& cross_mask,
+                                   AttentionReadout* readout) {
   auto h = x;
-  for (auto& layer : layers_) {
-    if (recompute_ && is_training()) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    auto& layer = layers_[i];
+    const bool read = readout != nullptr && readout->heads.layer == static_cast<int64_t>(i);
+    if (read) {
+      h = layer->forward(h, memory.requires_grad() ? memory.view_as(memory) : memory, self_mask,
+                         cross_mask, readout->heads.heads, &readout->log_probs);
+    } else if (recompute_ && is_training()) {
       h = recomputed(
           [layer, self_mask, cross_mask](const torch::Tensor& y, const torch::Tensor& m) mutable {
             return layer(y, m, self_mask, cross_mask);

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/model/alignment.h"
 #include "trainer/model/attention.h"
 
 namespace tandem::model {
@@ -83,10 +84,12 @@ class DecoderLayerImpl : public torch::nn::Module {
  public:
   explicit DecoderLayerImpl(const LayerOptions& options);
   // x [batch, tgt_len, d_model], memory [batch, src_len, d_model]; self_mask over the target
-  // keys (causal), cross_mask over the source keys → like x.
+  // keys (causal), cross_mask over the source keys → like x. With readout_heads > 0, *log_probs
+  // becomes the log mean cross-attention of the first readout_heads heads (alignment.h).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory,
                         const kernels::AttentionMask& self_mask,
-                        const kernels::AttentionMask& cross_mask);
+                        const kernels::AttentionMask& cross_mask, int64_t readout_heads = 0,
+                        torch::Tensor* log_probs = nullptr);
 
   // Incremental decoding. start: fills cache.cross_kv from memory [sentences, src_len, d_model].
   void start(const torch::Tensor& memory, LayerCache& cache);
@@ -136,10 +139,13 @@ class DecoderImpl : public torch::nn::Module {
  public:
   explicit DecoderImpl(const StackOptions& options);
   // x [batch, tgt_len, d_model] (embedded), memory [batch, src_len, d_model]
-  // → [batch, tgt_len, d_model] (before the output projection).
+  // → [batch, tgt_len, d_model] (before the output projection). With a readout, its layer's
+  // cross-attention is read out into readout->log_probs; that layer is not recomputed (it keeps
+  // its activations for the backward pass, the others as StackOptions::recompute says).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory,
                         const kernels::AttentionMask& self_mask,
-                        const kernels::AttentionMask& cross_mask);
+                        const kernels::AttentionMask& cross_mask,
+                        AttentionReadout* readout = nullptr);
 
   // Fills state.layers (one cache per layer) from memory [sentences, src_len, d_model].
   void start(DecoderState& state, const torch::Tensor& memory);

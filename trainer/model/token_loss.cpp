@@ -265,7 +265,7 @@ class ProjectedLossFunction : public torch::autograd::Function<ProjectedLossFunc
 };
 
 TokenLoss token_loss_from(const variable_list& outputs) {
-  return {outputs[0], outputs[1], outputs[2], outputs[3]};
+  return {outputs[0], outputs[1], outputs[2], outputs[3], torch::Tensor()};
 }
 
 }  // namespace

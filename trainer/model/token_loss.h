@@ -28,6 +28,9 @@ struct TokenLoss {
   // padding) and whether the argmax prediction is the target (false at padding). Figures per
   // sentence or per corpus add these up.
   torch::Tensor target_nll, target_correct;
+  // Guided alignment (Transformer::loss with links): the summed alignment cross-entropy
+  // (unweighted), a float64 scalar on the device; undefined otherwise.
+  torch::Tensor alignment_sum;
   TokenCounts counts() const { return read_token_counts(stats); }  // on a GPU, waits for it
 };
 

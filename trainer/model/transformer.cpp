@@ -159,10 +159,11 @@ torch::Tensor TransformerImpl::encode(const torch::Tensor& src) {
 
 torch::Tensor TransformerImpl::decoder_states(const torch::Tensor& tgt_in,
                                               const torch::Tensor& memory,
-                                              const torch::Tensor& src) {
+                                              const torch::Tensor& src,
+                                              AttentionReadout* readout) {
   const kernels::AttentionMask self_mask{tgt_in.eq(kPadId), true};
   const kernels::AttentionMask cross_mask{src.eq(kPadId), false};
-  return decoder_(embed(tgt_in, tgt_weight(), 0), memory, self_mask, cross_mask);
+  return decoder_(embed(tgt_in, tgt_weight(), 0), memory, self_mask, cross_mask, readout);
 }
 
 torch::Tensor TransformerImpl::decode(const torch::Tensor& tgt_in, const torch::Tensor& memory,
@@ -175,9 +176,19 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& src, const torch::Te
 }
 
 TokenLoss TransformerImpl::loss(const torch::Tensor& src, const torch::Tensor& tgt_in,
-                                const torch::Tensor& tgt_out, double label_smoothing) {
-  return output_proj_->loss(decoder_states(tgt_in, encode(src), src), tgt_weight(), tgt_out,
-                            label_smoothing);
+                                const torch::Tensor& tgt_out, double label_smoothing,
+                                const GuidedAlignment* guided) {
+  if (guided == nullptr || !guided->links.defined() || guided->links.size(0) == 0) {
+    return output_proj_->loss(decoder_states(tgt_in, encode(src), src), tgt_weight(), tgt_out,
+                              label_smoothing);
+  }
+  AttentionReadout readout{guided->heads, torch::Tensor()};
+  TokenLoss loss = output_proj_->loss(decoder_states(tgt_in, encode(src), src, &readout),
+                                      tgt_weight(), tgt_out, label_smoothing);
+  const auto alignment = alignment_loss_sum(readout.log_probs, guided->links, guided->link_weights);
+  loss.loss_sum = loss.loss_sum + guided->weight * alignment.to(loss.loss_sum.scalar_type());
+  loss.alignment_sum = alignment.detach().to(torch::kFloat64);
+  return loss;
 }
 
 DecoderState TransformerImpl::start_decoding(const torch::Tensor& memory,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "trainer/common/token_ids.h"
+#include "trainer/model/alignment.h"
 #include "trainer/model/decoder_state.h"
 #include "trainer/model/layers.h"
 #include "trainer/model/output_layer.h"
@@ -80,9 +81,12 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& tgt_in);
   // The training loss of predicting tgt_out [batch, tgt_len] (kPadId at padding) from src and
   // tgt_in: forward() with the output layer fused into the loss (OutputProjection::loss), so the
-  // [batch, tgt_len, vocab] logits never exist whole.
+  // [batch, tgt_len, vocab] logits never exist whole. With guided alignment (links given), the
+  // loss adds guided->weight times alignment_loss_sum of the aligned heads' attention
+  // (TokenLoss::alignment_sum).
   TokenLoss loss(const torch::Tensor& src, const torch::Tensor& tgt_in,
-                 const torch::Tensor& tgt_out, double label_smoothing);
+                 const torch::Tensor& tgt_out, double label_smoothing,
+                 const GuidedAlignment* guided = nullptr);
 
   // Incremental decoding: start from an encoded batch (one decoder row per sentence; the state's
   // select() makes and reorders beams), then feed one token per row per step.
@@ -113,7 +117,7 @@ class TransformerImpl : public torch::nn::Module {
   HeldWeight tgt_weight() const;  // src_embed's weight when tied
   // Decoder stack output for tgt_in attending to memory: [batch, tgt_len, d_model].
   torch::Tensor decoder_states(const torch::Tensor& tgt_in, const torch::Tensor& memory,
-                               const torch::Tensor& src);
+                               const torch::Tensor& src, AttentionReadout* readout = nullptr);
 
   TransformerOptions options_;
   torch::nn::Embedding src_embed_{nullptr};

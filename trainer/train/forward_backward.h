@@ -20,6 +20,17 @@ struct RankStep {
   // [directions, 3]: per direction [summed -log p(target), targets, correct], float64 on the
   // device; undefined for a file of one direction
   torch::Tensor direction_sums;
+  // Guided alignment: [summed alignment cross-entropy, aligned target positions], float64 on the
+  // device; undefined without it.
+  torch::Tensor alignment_sums;
+};
+
+// What a step's loss is made of beyond the token loss.
+struct LossTerms {
+  double label_smoothing = 0;
+  // Guided alignment (weight > 0): the batches' links (Batch::links) learnt by these heads.
+  double alignment_weight = 0;
+  model::AlignmentHeads alignment_heads;
 };
 
 // Adds a micro-batch's [summed -log p(target), targets, correct] per direction into `sums`
@@ -27,13 +38,14 @@ struct RankStep {
 // Batch::direction row.
 void add_by_direction(torch::Tensor& sums, const model::TokenLoss& loss, const data::Batch& batch);
 
-// The loss is the summed (not averaged) smoothed cross-entropy; the caller scales the reduced
-// gradients by the global target count. Returns this rank's sums. Afterwards every gradient
+// The loss is the summed (not averaged) smoothed cross-entropy, plus the weighted alignment
+// loss's sum; the caller scales the reduced gradients by the global target count (so the
+// alignment loss is per target token too, as fairseq's and each micro-batch's alone). Returns this rank's sums. Afterwards every gradient
 // bucket has been launched (reducer.end_backward()), so the next collective may follow.
 // directions > 1 (the batches carry Batch::direction): the sums per direction too, zeros where
 // this rank saw none of a direction's pairs, so every rank's have the same shape.
 RankStep forward_backward(model::Transformer& model, const std::vector<data::Batch>& batches,
                           parallel::GradientReducer& reducer, const runtime::DeviceChoice& device,
-                          double label_smoothing, int64_t directions = 0);
+                          const LossTerms& terms, int64_t directions = 0);
 
 }  // namespace tandem::train

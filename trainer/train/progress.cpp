@@ -33,6 +33,10 @@ std::string ProgressRecord::line() const {
                 grad_norm, tokens_per_s, format_duration(elapsed_s).c_str());
   std::string out = buf;
   if (eta_s >= 0) out += " | ETA " + format_duration(eta_s);
+  if (alignment_loss >= 0) {
+    std::snprintf(buf, sizeof buf, " | align %.4f", alignment_loss);
+    out += buf;
+  }
   for (size_t k = 0; k < directions.size(); ++k) {
     std::snprintf(buf, sizeof buf, "%.4f", directions[k].loss);
     out += (k == 0 ? " | by corpus: " : ", ") + directions[k].name + " " + buf;
@@ -73,6 +77,7 @@ nlohmann::json ProgressRecord::json() const {
                            {"skipped_updates", skipped},
                            {"tgt_tokens_per_s", tokens_per_s},
                            {"elapsed_s", elapsed_s}};
+  if (alignment_loss >= 0) record["alignment_loss"] = alignment_loss;
   for (const DirectionProgress& direction : directions) {
     record["loss_" + direction.name] = direction.loss;
     record["accuracy_" + direction.name] = direction.accuracy;
@@ -102,11 +107,13 @@ void ProgressMeter::add(const StepStats& stats) {
   if (window_.steps == 0) {
     window_.token_sums = stats.token_sums.clone();
     if (stats.direction_sums.defined()) window_.direction_sums = stats.direction_sums.clone();
+    if (stats.alignment_sums.defined()) window_.alignment_sums = stats.alignment_sums.clone();
     window_.update = stats.update.clone();
     window_.last_skipped = skipped_at;
   } else {
     window_.token_sums.add_(stats.token_sums);
     if (stats.direction_sums.defined()) window_.direction_sums.add_(stats.direction_sums);
+    if (stats.alignment_sums.defined()) window_.alignment_sums.add_(stats.alignment_sums);
     window_.update.add_(stats.update);
     window_.last_skipped = torch::maximum(window_.last_skipped, skipped_at);
   }
@@ -121,20 +128,26 @@ ProgressRecord ProgressMeter::take(int64_t step, double epoch) {
   // The window's device figures, the ranks' loss sums added up (one collective), in one read.
   double nll = 0, correct = 0, norm_sum = 0, skipped = 0, last_skipped = 0;
   std::vector<double> by_direction;  // [nll, targets, correct] per direction
+  double alignment_sum = 0, aligned = -1;  // -1: no guided alignment
   if (window_.steps > 0) {
     torch::NoGradGuard no_grad;
-    const bool per_direction = !directions_.empty() && window_.direction_sums.defined();
-    torch::Tensor sums = per_direction
-                             ? torch::cat({window_.token_sums, window_.direction_sums.flatten()})
-                             : window_.token_sums;
+    // [nll, correct, (alignment sum, aligned targets), (per direction)]
+    std::vector<torch::Tensor> parts{window_.token_sums};
+    const bool guided = window_.alignment_sums.defined();
+    if (guided) parts.push_back(window_.alignment_sums);
+    if (!directions_.empty() && window_.direction_sums.defined()) {
+      parts.push_back(window_.direction_sums.flatten());
+    }
+    torch::Tensor sums = torch::cat(parts);
     if (sum_over_ranks_) sum_over_ranks_(sums);
     const torch::Tensor all =
         torch::cat({sums, window_.update, window_.last_skipped.reshape({1})}).cpu().contiguous();
     const auto v = all.accessor<double, 1>();
     nll = v[0], correct = v[1];
+    if (guided) alignment_sum = v[2], aligned = v[3];
     const int64_t after = sums.numel();
     norm_sum = v[after], skipped = v[after + 1], last_skipped = v[after + 2];
-    by_direction.assign(all.data_ptr<double>() + 2, all.data_ptr<double>() + after);
+    by_direction.assign(all.data_ptr<double>() + (guided ? 4 : 2), all.data_ptr<double>() + after);
   }
   const auto now = Clock::now();
   const double window_s = std::chrono::duration<double>(now - window_.start).count();
@@ -152,6 +165,7 @@ ProgressRecord ProgressMeter::take(int64_t step, double epoch) {
   r.tokens_per_s = window_s > 0 ? window_.tokens / window_s : 0;
   r.elapsed_s = std::chrono::duration<double>(now - started_).count();
   r.eta_s = eta(step, r.elapsed_s);
+  if (aligned >= 0) r.alignment_loss = aligned > 0 ? alignment_sum / aligned : 0;
   for (size_t k = 0; k < directions_.size() && 3 * k + 2 < by_direction.size(); ++k) {
     const double direction_tokens = by_direction[3 * k + 1];
     const double per_token = direction_tokens > 0 ? 1.0 / direction_tokens : 0.0;

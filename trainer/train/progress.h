@@ -27,6 +27,9 @@ struct StepStats {
   // float64 [directions, 3]: per direction [summed NLL, targets, correct] over this rank's
   // targets; undefined for a file of one direction
   torch::Tensor direction_sums;
+  // float64 [summed alignment cross-entropy, aligned target positions] over this rank's pairs;
+  // undefined without guided alignment (train.alignment.weight 0)
+  torch::Tensor alignment_sums;
   torch::Tensor update;      // float64 [gradient norm, 1 where the update was skipped (a
                              // non-finite norm: no update on any rank) else 0]
 };
@@ -53,10 +56,14 @@ struct ProgressRecord {
   double elapsed_s = 0;      // since this process started training
   double eta_s = -1;         // -1 when no step/time limit is set
   std::vector<DirectionProgress> directions;  // when the file holds several, else empty
-  // "... | ETA 1m02s | by corpus: en-es 3.2143, es-en 3.4012" (the last part with directions)
+  // Guided alignment: the mean alignment cross-entropy per aligned target position (nats);
+  // -1 without it.
+  double alignment_loss = -1;
+  // "... | ETA 1m02s | align 0.8123 | by corpus: en-es 3.2143, es-en 3.4012" (align with guided
+  // alignment, the last part with directions)
   std::string line() const;
   // With directions also loss_<name>, accuracy_<name> and tgt_tokens_<name> (TensorBoard:
-  // train/loss_<name>, ...).
+  // train/loss_<name>, ...); with guided alignment, alignment_loss.
   nlohmann::json json() const;
 };
 
@@ -127,6 +134,7 @@ class ProgressMeter {
     double lr = 0;               // the latest step's
     torch::Tensor token_sums;    // Σ StepStats::token_sums
     torch::Tensor direction_sums;  // Σ StepStats::direction_sums (with directions)
+    torch::Tensor alignment_sums;  // Σ StepStats::alignment_sums (with guided alignment)
     torch::Tensor update;        // Σ StepStats::update
     torch::Tensor last_skipped;  // max over the window of step × skipped
   };

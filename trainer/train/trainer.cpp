@@ -98,6 +98,24 @@ optim::ShardPlan shard_plan(const config::DistConfig& dist, const checkpoint::Na
 
 constexpr double kBytesPerMb = 1024.0 * 1024.0;
 
+// The loss's terms from train.*; std::invalid_argument when guided alignment is asked of a corpus
+// whose train split has no word alignments.
+LossTerms loss_terms(const config::Config& config, const data::Corpus& corpus) {
+  const config::AlignmentConfig& alignment = config.train.alignment;
+  LossTerms terms;
+  terms.label_smoothing = config.train.label_smoothing;
+  terms.alignment_weight = alignment.weight;
+  terms.alignment_heads = {model::bottom_up_layer(alignment.layer, config.model.decoder_layers),
+                           alignment.heads};
+  if (alignment.weight > 0 && !corpus.has_alignments("train")) {
+    throw std::invalid_argument(
+        "train.alignment.weight is above 0 but corpus '" + corpus.path() +
+        "' has no word alignments in its train split (tandem-prep --train-align; "
+        "docs/corpus.md)");
+  }
+  return terms;
+}
+
 }  // namespace
 
 Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const ResumeOptions& resume)
@@ -106,6 +124,7 @@ Trainer::Trainer(config::Config config, parallel::ProcessGroup& group, const Res
       corpus_(config_.data.corpus),
       cadence_(config_, group.rank()) {
   optimizer_.schedule = {config_.train.schedule, config_.train.lr, config_.train.warmup_steps};
+  loss_terms_ = loss_terms(config_, corpus_);
   const MetricsOutputs outputs = metrics_outputs(config_);
   if (group.rank() == 0) require_writable(outputs);
   runtime::configure_cpu_runtime(
@@ -209,6 +228,7 @@ void Trainer::open_data(const std::string& resume_path) {
   loader_ = std::make_unique<data::ShardedLoader>(corpus_, "train", std::move(plan), group.rank(),
                                                   group.size(), config_.data.prefetch_steps);
   loader_->pin_batches(device_.device.is_cuda());  // host-to-GPU copies that do not block
+  loader_->read_links(loss_terms_.alignment_weight > 0);
   validation_ = std::make_unique<Validation>(corpus_, config_, group.cpu());
 }
 
@@ -253,7 +273,7 @@ StepStats Trainer::train_step() {
   if (poison) poison_gradient(optimizer_.adam->parameters().front());
   // Forward and backward; gradient buckets are all-reduced while the last backward runs.
   const RankStep local = forward_backward(model_.net, batches, *optimizer_.reducer, device_,
-                                          config_.train.label_smoothing, loader_->directions());
+                                          loss_terms_, loader_->directions());
   // Agree across ranks: the global target count, and every rank's votes to stop or to save.
   const Agreement agreed =
       agree_across_ranks(local.tgt_tokens, cadence_.local_votes(), ranks_.group.cpu());
@@ -268,6 +288,7 @@ StepStats Trainer::train_step() {
   stats.rank_tokens = local.tgt_tokens;
   stats.token_sums = local.token_sums;
   stats.direction_sums = local.direction_sums;
+  stats.alignment_sums = local.alignment_sums;
   // Clip, update, and move the weights' average.
   update(stats);
   return stats;

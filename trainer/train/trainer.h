@@ -21,6 +21,7 @@
 #include "trainer/train/agreement.h"
 #include "trainer/train/cadence.h"
 #include "trainer/train/checkpoint_writer.h"
+#include "trainer/train/forward_backward.h"
 #include "trainer/train/metrics_log.h"
 #include "trainer/train/progress.h"
 #include "trainer/train/resume.h"
@@ -117,6 +118,7 @@ class Trainer {
   runtime::DeviceChoice device_;
   data::Corpus corpus_;
   std::unique_ptr<data::ShardedLoader> loader_;  // once data.max_tokens is a number
+  LossTerms loss_terms_;                          // label smoothing, guided alignment
   TrainerModel model_;
   TrainerOptimizer optimizer_;
   std::unique_ptr<Validation> validation_;

@@ -1,6 +1,6 @@
-// Tests for batch assembly (data/batching/batch.cpp) and the sharded loader
-// (data/batching/loader.cpp), kept in one file so the data tests compile only one translation unit
-// that includes LibTorch.
+// Tests for batch assembly (data/batching/batch.cpp: padding, the pairs' links) and the sharded
+// loader (data/batching/loader.cpp), kept in one file so the data tests compile only one
+// translation unit that includes LibTorch.
 #include "data/batching/loader.h"
 
 #include <gtest/gtest.h>
@@ -34,6 +34,29 @@ TEST(MakeBatch, NoPairsGiveAnEmptyBatch) {
   EXPECT_TRUE(batch.empty());
   EXPECT_EQ(batch.src.sizes(), (std::vector<int64_t>{0, 0}));
   EXPECT_EQ(batch.tgt_out.numel(), 0);
+}
+
+TEST(MakeBatch, LinksBecomeRowsOfRowTargetSourceWeightedByTheirTargetsLinkCount) {
+  // Links are source, target pairs by target then source (SentencePair::links).
+  const std::vector<SentencePair> pairs = {
+      {{5, 6, 7}, {8, 9}, {0, 0, 1, 0, 2, 0, 2, 1}},  // target 0 ← sources 0, 1, 2; 1 ← 2
+      {{5}, {8}, {}},                                 // no links: no loss for this pair
+      {{5, 6}, {8, 9, 10}, {1, 0, 0, 2, 1, 2}},       // target 0 ← 1; target 2 ← 0, 1
+  };
+  const Batch batch = make_batch(pairs);
+  ASSERT_TRUE(batch.links.defined());
+  EXPECT_TRUE(torch::equal(batch.links, torch::tensor({{0, 0, 0},
+                                                       {0, 0, 1},
+                                                       {0, 0, 2},
+                                                       {0, 1, 2},
+                                                       {2, 0, 1},
+                                                       {2, 2, 0},
+                                                       {2, 2, 1}},
+                                                      torch::kInt64)));
+  const float third = 1.0F / 3.0F;
+  EXPECT_TRUE(torch::equal(batch.link_weights,
+                           torch::tensor({third, third, third, 1.0F, 1.0F, 0.5F, 0.5F})));
+  EXPECT_EQ(batch.aligned_targets, 4);
 }
 
 // Every loader test runs without prefetching (0) and with it. A 300-pair corpus, a budget that cuts
