@@ -20,7 +20,11 @@ of its own, as Tandem and MarianTokenizer tokenize it, not SentencePiece's "▁"
 with language codes (an imported NLLB-200 or M2M-100) is given --source-prefix, its source
 language's code, before each source, and --target-prefix, the target's, as translate_batch's
 target_prefix; the code is left out of the output. A folder of a paired vocabulary (source.spm and
-target.spm) tokenizes with the one and detokenizes with the other, as Tandem does.
+target.spm) tokenizes with the one and detokenizes with the other, as Tandem does. With
+--alignments each line is followed by a tab and its word alignment from translate_batch's
+return_attention (the export's alignment_layer and alignment_heads), made as tandem-decode
+--alignments makes it: each target piece linked to its most attended source piece, pieces merged to
+the words between white space (a tag, code, EOS or piece of no word gives no link).
 """
 import argparse
 import json
@@ -59,6 +63,9 @@ def arguments():
                         help="a token before each source (a language code)")
     parser.add_argument("--target-prefix", default=None,
                         help="the token each translation starts with (target_prefix)")
+    parser.add_argument("--alignments", action="store_true",
+                        help="after each translation a tab and its word alignment (Pharaoh i-j), "
+                             "from return_attention as tandem-decode --alignments makes it")
     return parser.parse_args()
 
 
@@ -82,9 +89,55 @@ def tokenize(sp, line, tagged):
     return tag + sp.encode(line[:start] + line[close + 2:], out_type=str)
 
 
-def read_sources(args, sp):
-    with open(args.input, encoding="utf-8") as f:
-        lines = [line.rstrip("\r\n") for line in f]
+def word_spans(line):
+    """The byte ranges of the line's words, as Python's str.split() cuts them."""
+    spans, at, start = [], 0, None
+    for char in line + " ":
+        if char.isspace():
+            if start is not None:
+                spans.append((start, at))
+                start = None
+        elif start is None:
+            start = at
+        at += len(char.encode("utf-8"))
+    return spans
+
+
+def source_words(sp, line, pieces):
+    """Per source piece the word of `line` it comes from (-1: a tag or code, or none), as
+    tandem-prep and tandem-decode count them: the word holding the piece's first byte outside white
+    space; a lone "▁" takes the next piece's word. `pieces` are read_sources' (a leading tag or code
+    first), the line's own SentencePiece pieces after them."""
+    spans = word_spans(line)
+    encoded = sp.encode(line, out_type="immutable_proto").pieces
+    lead = len(pieces) - len(encoded)
+    raw = line.encode("utf-8")
+    words = []
+    for piece in encoded:
+        begin = piece.begin
+        while begin < piece.end and raw[begin:begin + 1].isspace():
+            begin += 1
+        found = [k for k, (b, e) in enumerate(spans) if b <= begin < e] if begin < piece.end else []
+        words.append(found[0] if found else None)
+    for k in range(len(words) - 1, -1, -1):  # a piece of no word's byte opens the next one's
+        if words[k] is None:
+            words[k] = words[k + 1] if k + 1 < len(words) else -1
+    return [-1] * lead + words
+
+
+def target_words(decode, pieces):
+    """Per target piece the word of the detokenized text it falls in (-1: before any): the last word
+    of the text its prefix decodes to."""
+    return [len(decode(pieces[:j + 1]).split()) - 1 for j in range(len(pieces))]
+
+
+def pharaoh(src_words, tgt_words, attended):
+    links = sorted({(src_words[a], t) for a, t in zip(attended, tgt_words)
+                    if t >= 0 and a < len(src_words) and src_words[a] >= 0})
+    return " ".join("%d-%d" % link for link in links)
+
+
+def read_sources(args, sp, lines):
     if args.pieces:
         return [line.split() for line in lines]
     prefix = [args.source_prefix] if args.source_prefix else []
@@ -105,7 +158,9 @@ def main():
             args.model_dir, "source.spm" if paired else "sentencepiece.model"))
         target_sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(
             args.model_dir, "target.spm")) if paired else sp
-    sources = read_sources(args, sp)
+    with open(args.input, encoding="utf-8") as f:
+        lines = [line.rstrip("\r\n") for line in f]
+    sources = read_sources(args, sp, lines)
     translator = ctranslate2.Translator(args.model_dir, device=args.device,
                                         compute_type=args.compute_type,
                                         inter_threads=args.threads, intra_threads=1)
@@ -117,7 +172,7 @@ def main():
             batch, beam_size=args.beam, length_penalty=args.lenpen,
             max_decoding_length=args.max_len, max_input_length=args.max_input_len,
             max_batch_size=args.batch_tokens, batch_type="tokens", use_vmap=args.use_vmap,
-            **options)
+            return_attention=args.alignments, **options)
 
     if args.warmup > 0:
         translate(sources[:args.warmup])
@@ -134,12 +189,22 @@ def main():
     # A model with language codes: the codes (and its other specials) are no text.
     with open(os.path.join(args.model_dir, "tandem.json"), encoding="utf-8") as f:
         special = set(json.load(f).get("special_pieces", []))
-    hypotheses = [[piece for piece in pieces if piece not in special] for pieces in hypotheses]
+    def decode(pieces):
+        pieces = [piece for piece in pieces if piece not in special]
+        return " ".join(pieces) if args.pieces else detokenize(target_sp, pieces) if paired \
+            else sp.decode(pieces)
+
     with open(args.output, "w", encoding="utf-8") as f:
-        for pieces in hypotheses:
-            text = " ".join(pieces) if args.pieces else detokenize(target_sp, pieces) if paired \
-                else sp.decode(pieces)
+        for i, pieces in enumerate(hypotheses):
+            text = decode(pieces)
+            if args.alignments:  # each target piece to its most attended source piece
+                attention = results[i].attention[0][skip:]
+                attended = [max(range(len(row)), key=row.__getitem__) for row in attention]
+                words = [-1 if piece in special else w
+                         for piece, w in zip(pieces, target_words(decode, pieces))]
+                text += "\t" + pharaoh(source_words(sp, lines[i], sources[i]), words, attended)
             f.write(text + "\n")
+    hypotheses = [[piece for piece in pieces if piece not in special] for pieces in hypotheses]
     # The upper median, as tandem-bench-decode takes its own rows'.
     wall, user, system = sorted(runs)[len(runs) // 2]
     print(json.dumps({"wall_s": wall, "user_s": user, "sys_s": system,

@@ -16,11 +16,44 @@ std::vector<int32_t> LanguageMarks::source(const Vocab& vocab, const std::string
   return vocab.encode(own_tag ? line : tag + " " + line, Side::kSource);
 }
 
+std::vector<int32_t> LanguageMarks::source(const Vocab& vocab, const std::string& line,
+                                           std::vector<int32_t>* words) const {
+  if (source_code >= 0) {
+    std::vector<int32_t> ids = {source_code};
+    const auto pieces = vocab.encode(line, Side::kSource, words);
+    ids.insert(ids.end(), pieces.begin(), pieces.end());
+    words->insert(words->begin(), -1);
+    return ids;
+  }
+  const bool own_tag = tag.empty() || line.compare(0, 2, ">>") == 0;
+  if (own_tag) {
+    auto ids = vocab.encode(line, Side::kSource, words);
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (vocab.tag_id(vocab.piece(ids[k])) >= 0) (*words)[k] = -1;
+    }
+    return ids;
+  }
+  // The tag as a word of its own before the line's: word k of the text is word k - 1 of the line.
+  auto ids = vocab.encode(tag + " " + line, Side::kSource, words);
+  for (int32_t& word : *words) --word;
+  return ids;
+}
+
 std::vector<int32_t> LanguageMarks::target(const Vocab& vocab, const std::string& line) const {
   std::vector<int32_t> ids;
   if (target_code >= 0) ids.push_back(target_code);
   const auto pieces = vocab.encode(line, Side::kTarget);
   ids.insert(ids.end(), pieces.begin(), pieces.end());
+  return ids;
+}
+
+std::vector<int32_t> LanguageMarks::target(const Vocab& vocab, const std::string& line,
+                                           std::vector<int32_t>* words) const {
+  std::vector<int32_t> ids;
+  if (target_code >= 0) ids.push_back(target_code);
+  const auto pieces = vocab.encode(line, Side::kTarget, words);
+  ids.insert(ids.end(), pieces.begin(), pieces.end());
+  if (target_code >= 0) words->insert(words->begin(), -1);
   return ids;
 }
 

@@ -31,8 +31,15 @@ struct LanguageMarks {
   // A line's source ids as the model reads them (without EOS). The tag goes in as text before the
   // line, as a user would type it.
   std::vector<int32_t> source(const Vocab& vocab, const std::string& line) const;
+  // The same ids, and for each the word of `line` it comes from (an index into
+  // split_words(line); -1 for the code or tag the marks add, and for a tag the line starts with).
+  std::vector<int32_t> source(const Vocab& vocab, const std::string& line,
+                              std::vector<int32_t>* words) const;
   // A reference line's ids as the model predicts them (without EOS).
   std::vector<int32_t> target(const Vocab& vocab, const std::string& line) const;
+  // The same ids, and for each the word of `line` it comes from (-1 for a code).
+  std::vector<int32_t> target(const Vocab& vocab, const std::string& line,
+                              std::vector<int32_t>* words) const;
   // Per sentence, the token its translation starts with (none without codes).
   std::vector<int32_t> first_tokens(size_t sentences) const;
 };

@@ -9,11 +9,9 @@
 #include <string>
 #include <vector>
 
-namespace tandem::data {
+#include "data/vocab/words.h"
 
-struct WordLink {
-  int32_t src = 0, tgt = 0;
-};
+namespace tandem::data {
 
 // The links of one line of a sentence pair with `src_words` and `tgt_words` words. Throws
 // std::invalid_argument saying what is wrong (the caller names the file and line): a field that

@@ -473,6 +473,23 @@ std::string Vocab::decode(const std::vector<int32_t>& ids, Side side) const {
   return text.substr(first, text.find_last_not_of(" \t\n\r\f\v") - first + 1);
 }
 
+// The word an id's text falls in is the last word of the text its prefix decodes to: an id that
+// opens a word adds one, one that continues a word adds none.
+std::string Vocab::decode(const std::vector<int32_t>& ids, Side side,
+                          std::vector<int32_t>* words) const {
+  std::string text = decode(ids, side);
+  if (words == nullptr) return text;
+  words->assign(ids.size(), -1);
+  std::vector<int32_t> prefix;
+  for (size_t j = 0; j < ids.size(); ++j) {
+    prefix.push_back(ids[j]);
+    if (special(ids[j]) || is_language_tag(piece(ids[j]))) continue;
+    const auto count = static_cast<int32_t>(split_words(decode(prefix, side)).size());
+    (*words)[j] = count - 1;
+  }
+  return text;
+}
+
 std::string Vocab::piece(int32_t id) const {
   if (id < 0 || id >= size()) {
     throw std::out_of_range("piece id " + std::to_string(id) + " outside the vocabulary of " +

@@ -84,6 +84,11 @@ class Vocab {
   std::vector<int32_t> encode(const std::string& text, Side side,
                               std::vector<int32_t>* words) const;
   std::string decode(const std::vector<int32_t>& ids, Side side) const;  // specials are skipped
+  // The same text, and for each id the word of it the id's text falls in (an index into
+  // split_words(text)); -1 for an id that decode() skips or a language tag, and for one before
+  // the text's first word. Decodes every prefix of `ids`: for output lines, not corpora.
+  std::string decode(const std::vector<int32_t>& ids, Side side,
+                     std::vector<int32_t>* words) const;
   // The text of piece `id` as SentencePiece spells it ("▁the", "<unk>", "</s>"): what other
   // engines' vocabulary files list. std::out_of_range unless 0 <= id < size().
   std::string piece(int32_t id) const;

@@ -66,4 +66,32 @@ std::vector<int32_t> words_of_pieces(const std::string& text, const std::vector<
   return found;
 }
 
+std::vector<WordLink> word_links(const std::vector<int32_t>& source_words,
+                                 const std::vector<int32_t>& target_words,
+                                 const std::vector<int32_t>& attended) {
+  std::vector<WordLink> links;
+  for (size_t j = 0; j < target_words.size() && j < attended.size(); ++j) {
+    const int32_t position = attended[j];
+    if (target_words[j] < 0 || position < 0 ||
+        static_cast<size_t>(position) >= source_words.size() || source_words[position] < 0) {
+      continue;
+    }
+    links.push_back({source_words[position], target_words[j]});
+  }
+  std::sort(links.begin(), links.end(), [](const WordLink& a, const WordLink& b) {
+    return a.src != b.src ? a.src < b.src : a.tgt < b.tgt;
+  });
+  links.erase(std::unique(links.begin(), links.end()), links.end());
+  return links;
+}
+
+std::string pharaoh(const std::vector<WordLink>& links) {
+  std::string text;
+  for (const WordLink& link : links) {
+    if (!text.empty()) text += ' ';
+    text += std::to_string(link.src) + '-' + std::to_string(link.tgt);
+  }
+  return text;
+}
+
 }  // namespace tandem::data

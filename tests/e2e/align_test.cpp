@@ -8,6 +8,7 @@
 // uninterrupted one; the alignment loss is logged; and its refusals (exit 2).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -201,6 +202,91 @@ TEST_F(GuidedAlignmentE2E, LoraAdaptersLearnTheAlignmentOnTwoRanksAsOnOneAccumul
   const auto records = training_records(run_dir("lora-two") + "/metrics.jsonl");
   ASSERT_FALSE(records.empty());
   EXPECT_TRUE(records.back().contains("alignment_loss"));
+}
+
+// The i-j pairs of a Pharaoh line.
+std::vector<std::pair<size_t, size_t>> links_of(const std::string& line) {
+  std::vector<std::pair<size_t, size_t>> links;
+  std::istringstream in(line);
+  for (std::string link; in >> link;) {
+    const size_t dash = link.find('-');
+    links.emplace_back(std::stoul(link.substr(0, dash)), std::stoul(link.substr(dash + 1)));
+  }
+  return links;
+}
+
+// tandem-decode --alignments: each line is the translation without the flag, a tab and links
+// between words the lines have; n-best entries carry theirs as a fourth field; tandem-score
+// --alignments of the translations (forced alignment) gives the same links; a file job writes
+// what standard output gets.
+TEST_F(GuidedAlignmentE2E, DecodeAndScoreWriteEachLinesWordAlignment) {
+  const auto trained = train("decoding", 1, 12);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const std::string checkpoint = run_dir("decoding") + "/last.h5";
+  const std::string decode = tool("tandem-decode") + " --checkpoint " + checkpoint + " --beam 1";
+  const std::string src = file("test.src");
+  const auto plain = run_command(decode + " < " + src);
+  const auto aligned = run_command(decode + " --alignments < " + src);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(aligned.exit_code, 0) << aligned.output;
+  const auto sources = lines_of(read_text(src));
+  const auto translations = lines_of(plain.output);
+  const auto lines = lines_of(aligned.output);
+  ASSERT_EQ(lines.size(), sources.size());
+  std::string hypotheses, alignments;
+  size_t linked = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const size_t tab = lines[i].find('\t');
+    ASSERT_NE(tab, std::string::npos) << lines[i];
+    EXPECT_EQ(lines[i].substr(0, tab), translations[i]);
+    for (const auto& [s, t] : links_of(lines[i].substr(tab + 1))) {
+      EXPECT_LT(s, words_in(sources[i])) << lines[i];
+      EXPECT_LT(t, words_in(translations[i])) << lines[i];
+      ++linked;
+    }
+    hypotheses += translations[i] + "\n";
+    alignments += lines[i].substr(tab + 1) + "\n";
+  }
+  EXPECT_GT(linked, lines.size());
+  write_file(file("hyp.tgt"), hypotheses);
+  const auto forced = run_command(tool("tandem-score") + " --checkpoint " + checkpoint +
+                                  " --src " + src + " --tgt " + file("hyp.tgt") +
+                                  " --alignments | cut -f5");
+  ASSERT_EQ(forced.exit_code, 0) << forced.output;
+  EXPECT_EQ(forced.output, alignments);
+  const auto nbest = run_command(tool("tandem-decode") + " --checkpoint " + checkpoint +
+                                 " --beam 2 --nbest 2 --alignments < " + src);
+  ASSERT_EQ(nbest.exit_code, 0) << nbest.output;
+  for (const auto& line : lines_of(nbest.output)) {
+    EXPECT_EQ(std::count(line.begin(), line.end(), '|'), 9) << line;  // four fields
+  }
+  const auto job = run_command(decode + " --alignments --input " + src + " --output " +
+                               file("hyp.aligned") + " --ranks 2 --chunk-lines 7");
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_EQ(read_text(file("hyp.aligned")), aligned.output);
+}
+
+// Heads the model lacks, named by the flags: one line, exit 2.
+TEST_F(GuidedAlignmentE2E, AlignmentFlagsNamingHeadsTheModelLacksAreRefused) {
+  const auto trained = train("flags", 1, 2);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const std::string decode = tool("tandem-decode") + " --checkpoint " + run_dir("flags") +
+                             "/last.h5 --alignments < " + file("test.src");
+  const auto layer = run_command(decode + " --alignment-layer 3");
+  EXPECT_EQ(layer.exit_code, 2);
+  EXPECT_EQ(layer.output,
+            "tandem-decode: error: --alignment-layer 3: the model's decoder has 3 layers (-3 to "
+            "2)\n");
+  const auto head = run_command(decode + " --alignment-head 4");
+  EXPECT_EQ(head.exit_code, 2);
+  EXPECT_EQ(head.output,
+            "tandem-decode: error: --alignment-head 4: the model's layers have 4 heads\n");
+  const auto score = run_command(tool("tandem-score") + " --checkpoint " + run_dir("flags") +
+                                 "/last.h5 --src " + file("test.src") + " --tgt " +
+                                 file("test.tgt") + " --alignments --alignment-heads 5");
+  EXPECT_EQ(score.exit_code, 2);
+  EXPECT_EQ(score.output,
+            "tandem-score: error: --alignment-heads 5: the model's layers have 4 heads\n");
 }
 
 // Guided alignment without alignments, or on heads the model does not have: one line, exit 2,

@@ -180,6 +180,29 @@ TEST_F(Export, GreedyTranslationsAreTandemDecodesForTiedEmbeddingsAndTheMovingAv
   EXPECT_EQ(provenance["step"], 400);
 }
 
+// The export records the alignment heads (the model's train.alignment: here the last layer's
+// first head), so CTranslate2's return_attention, merged to words as tandem-decode merges it,
+// gives tandem-decode --alignments' lines.
+TEST_F(Export, AlignmentsFromReturnAttentionAreTandemDecodesAlignments) {
+  const std::string out = file("ct2-tied-aligned");
+  const auto exported = export_model(checkpoint("tied"), out);
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const auto ct2 = ct2_translate(out, 1, "--alignments");
+  const auto decoded = run_command(tool("tandem-decode") + " --beam 1 --alignments --checkpoint " +
+                                   checkpoint("tied") + " < " + file("test.src") + " 2>/dev/null");
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.output;
+  const auto tandem = lines_of(decoded.output);
+  ASSERT_EQ(ct2.size(), tandem.size());
+  size_t same = 0, linked = 0;
+  for (size_t i = 0; i < ct2.size(); ++i) {
+    same += ct2[i] == tandem[i];
+    linked += tandem[i].find('-', tandem[i].find('\t')) != std::string::npos;
+  }
+  std::printf("alignments: %zu of %zu lines identical in CTranslate2\n", same, ct2.size());
+  EXPECT_GE(same * 100, ct2.size() * 99);
+  EXPECT_GE(linked * 10, ct2.size() * 9) << "lines with links";
+}
+
 TEST_F(Export, RawWeightsExportTranslatesAsDecodeWithRawWeights) {
   expect_greedy_identical("tied", "--raw-weights");
   const auto provenance = nlohmann::json::parse(read_text(file("ct2-tied-raw/tandem.json")));

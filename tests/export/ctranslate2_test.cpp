@@ -76,8 +76,9 @@ struct Exported {
   }
 };
 
-Exported exported(const model::Transformer& m, Ct2Quantization q = Ct2Quantization::kFloat32) {
-  const Ct2Model out = ct2_transformer(m, q);
+Exported exported(const model::Transformer& m, Ct2Quantization q = Ct2Quantization::kFloat32,
+                  const model::AlignmentHeads& alignment = {0, 1}) {
+  const Ct2Model out = ct2_transformer(m, q, alignment);
   EXPECT_EQ(out.spec, "TransformerSpec");
   EXPECT_EQ(out.revision, 7u);
   Exported e;
@@ -117,7 +118,20 @@ TEST(Ct2Transformer, ScalarsSayPostNormReluScaledEmbeddingsAndTheHeads) {
     EXPECT_EQ(e.variables.at(stack + "/activation").item<int64_t>(), 0);  // relu
     EXPECT_EQ(e.variables.at(stack + "/scale_embeddings").item<int64_t>(), 1);
   }
-  EXPECT_EQ(e.variables.at("decoder/alignment_layer").item<int64_t>(), -1);
+  EXPECT_EQ(e.variables.at("decoder/alignment_layer").item<int64_t>(), 0);
+  EXPECT_EQ(e.variables.at("decoder/alignment_heads").item<int64_t>(), 1);
+}
+
+// CTranslate2's return_attention averages the first alignment_heads heads of alignment_layer:
+// the heads guided alignment trained.
+TEST(Ct2Transformer, AlignmentLayerAndHeadsAreTheModelsAlignmentHeads) {
+  const Exported e = exported(tiny_model(true, false, 2, 2), Ct2Quantization::kFloat32, {1, 2});
+  EXPECT_EQ(e.variables.at("decoder/alignment_layer").scalar_type(), torch::kInt16);
+  EXPECT_EQ(e.variables.at("decoder/alignment_layer").item<int64_t>(), 1);
+  EXPECT_EQ(e.variables.at("decoder/alignment_heads").scalar_type(), torch::kInt16);
+  EXPECT_EQ(e.variables.at("decoder/alignment_heads").item<int64_t>(), 2);
+  EXPECT_THROW(exported(tiny_model(true, false, 2, 2), Ct2Quantization::kFloat32, {2, 1}),
+               std::invalid_argument);
 }
 
 TEST(Ct2Transformer, FusesSelfAttentionsQkvAndCrossAttentionsKv) {

@@ -17,16 +17,16 @@
 namespace tandem::model {
 namespace {
 
-// log(mean over heads h < count of softmax_k(q_h · k_h / sqrt(d_h))) in double, one number at a
+// log(mean over the heads read of softmax_k(q_h · k_h / sqrt(d_h))) in double, one number at a
 // time.
 double naive_log_prob(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& pad,
-                      int64_t heads, int64_t count, int64_t b, int64_t i, int64_t j) {
+                      int64_t heads, AlignmentHeads read, int64_t b, int64_t i, int64_t j) {
   const int64_t d_head = q.size(2) / heads;
   const auto q64 = q.detach().to(torch::kDouble), k64 = k.detach().to(torch::kDouble);
   const auto qa = q64.accessor<double, 3>();
   const auto ka = k64.accessor<double, 3>();
   double mean = 0;
-  for (int64_t h = 0; h < count; ++h) {
+  for (int64_t h = read.first; h < read.first + read.heads; ++h) {
     std::vector<double> scores;
     for (int64_t key = 0; key < k.size(1); ++key) {
       double dot = 0;
@@ -35,29 +35,32 @@ double naive_log_prob(const torch::Tensor& q, const torch::Tensor& k, const torc
     }
     double total = 0;
     for (const double s : scores) total += std::exp(s);
-    mean += std::exp(scores[j]) / total / static_cast<double>(count);
+    mean += std::exp(scores[j]) / total / static_cast<double>(read.heads);
   }
   return std::log(mean);
 }
 
-TEST(MeanAttentionLogProbs, AreTheLogOfTheFirstHeadsMeanSoftmaxOverUnpaddedKeys) {
+TEST(MeanAttentionLogProbs, AreTheLogOfTheHeadsMeanSoftmaxOverUnpaddedKeys) {
   torch::manual_seed(1);
   const auto q = torch::randn({2, 3, 8});
   const auto k = torch::randn({2, 5, 8});
   auto pad = torch::zeros({2, 5}, torch::kBool);
   pad[1][3] = true;
   pad[1][4] = true;
-  for (const int64_t count : {1, 3, 4}) {
-    const auto got = mean_attention_log_probs(q, k, pad, 4, count);
+  for (const AlignmentHeads read :
+       {AlignmentHeads{0, 1, 0}, AlignmentHeads{0, 3, 0}, AlignmentHeads{0, 4, 0},
+        AlignmentHeads{0, 1, 2}, AlignmentHeads{0, 2, 1}}) {
+    const auto got = mean_attention_log_probs(q, k, pad, 4, read);
     ASSERT_EQ(got.sizes(), (std::vector<int64_t>{2, 3, 5}));
     for (int64_t b = 0; b < 2; ++b) {
       for (int64_t i = 0; i < 3; ++i) {
         for (int64_t j = 0; j < 5; ++j) {
-          const double want = naive_log_prob(q, k, pad, 4, count, b, i, j);
+          const double want = naive_log_prob(q, k, pad, 4, read, b, i, j);
           if (std::isinf(want)) {
             EXPECT_TRUE(std::isinf(got[b][i][j].item<double>())) << b << i << j;
           } else {
-            EXPECT_NEAR(got[b][i][j].item<double>(), want, 1e-5) << count << " " << b << i << j;
+            EXPECT_NEAR(got[b][i][j].item<double>(), want, 1e-5)
+                << read.first << "+" << read.heads << " " << b << i << j;
           }
         }
       }
@@ -72,10 +75,10 @@ TEST(AlignmentLossSum, IsEachLinksWeightTimesMinusItsLogProbabilitySummed) {
   const auto weights = torch::tensor({0.5F, 0.5F, 1.0F, 1.0F});
   double want = 0;
   for (int64_t n = 0; n < links.size(0); ++n) {
-    want -= weights[n].item<double>() * log_probs[links[n][0].item<int64_t>()]
-                                                 [links[n][1].item<int64_t>()]
-                                                 [links[n][2].item<int64_t>()]
-                                                     .item<double>();
+    want -= weights[n].item<double>() *
+            log_probs[links[n][0].item<int64_t>()][links[n][1].item<int64_t>()]
+                     [links[n][2].item<int64_t>()]
+                         .item<double>();
   }
   EXPECT_NEAR(alignment_loss_sum(log_probs, links, weights).item<double>(), want, 1e-5);
 }
@@ -99,16 +102,19 @@ TEST(AttentionReadOut, IsTheMeanAttentionOfItsProjectionsAndLeavesTheOutputAsItI
   pad[0][4] = true;
   const kernels::AttentionMask mask{pad, false};
   torch::Tensor log_probs;
-  const auto out = attention->forward(query, memory, mask, 2, &log_probs);
+  const AlignmentHeads first_two{0, 2};
+  const auto out = attention->forward(query, memory, mask, &first_two, &log_probs);
   EXPECT_TRUE(torch::equal(out, attention->forward(query, memory, mask)));
   const auto params = attention->named_parameters();
-  const auto q = torch::nn::functional::linear(query, params["q_proj.weight"], params["q_proj.bias"]);
-  const auto k = torch::nn::functional::linear(memory, params["k_proj.weight"], params["k_proj.bias"]);
+  const auto q =
+      torch::nn::functional::linear(query, params["q_proj.weight"], params["q_proj.bias"]);
+  const auto k =
+      torch::nn::functional::linear(memory, params["k_proj.weight"], params["k_proj.bias"]);
   for (int64_t b = 0; b < 2; ++b) {
     for (int64_t i = 0; i < 3; ++i) {
       for (int64_t j = 0; j < 4; ++j) {  // row 0's key 4 is padding
-        EXPECT_NEAR(log_probs[b][i][j].item<double>(), naive_log_prob(q, k, pad, 4, 2, b, i, j),
-                    1e-5);
+        EXPECT_NEAR(log_probs[b][i][j].item<double>(),
+                    naive_log_prob(q, k, pad, 4, first_two, b, i, j), 1e-5);
       }
     }
   }
@@ -141,12 +147,12 @@ GuidedPass guided_pass(const AlignmentHeads& heads, double weight) {
   torch::manual_seed(5);
   const auto src = torch::randint(4, 23, {2, 6}, torch::kLong);
   const auto tgt = torch::randint(4, 23, {2, 5}, torch::kLong);
-  const GuidedAlignment guided{heads, weight,
-                               torch::tensor({{0, 0, 1}, {0, 0, 2}, {0, 3, 4}, {1, 1, 0}},
-                                             torch::kInt64),
-                               torch::tensor({0.5F, 0.5F, 1.0F, 1.0F})};
-  GuidedPass pass{weight > 0 ? model->loss(src, tgt.narrow(1, 0, 4), tgt.narrow(1, 1, 4), 0.1, &guided)
-                             : model->loss(src, tgt.narrow(1, 0, 4), tgt.narrow(1, 1, 4), 0.1),
+  const GuidedAlignment guided{
+      heads, weight, torch::tensor({{0, 0, 1}, {0, 0, 2}, {0, 3, 4}, {1, 1, 0}}, torch::kInt64),
+      torch::tensor({0.5F, 0.5F, 1.0F, 1.0F})};
+  GuidedPass pass{weight > 0
+                      ? model->loss(src, tgt.narrow(1, 0, 4), tgt.narrow(1, 1, 4), 0.1, &guided)
+                      : model->loss(src, tgt.narrow(1, 0, 4), tgt.narrow(1, 1, 4), 0.1),
                   {}};
   pass.loss.loss_sum.backward();
   for (const auto& item : model->named_parameters()) pass.grads[item.key()] = item.value().grad();
@@ -165,7 +171,8 @@ TEST(GuidedAlignment, AddsItsWeightedSumToTheLossAndReachesTheChosenHeadsAndWhat
   EXPECT_TRUE(torch::equal(guided.loss.stats, plain.loss.stats)) << "the token figures";
   for (const auto& [name, grad] : plain.grads) {
     const auto& other = guided.grads.at(name);
-    const bool above = name.rfind("decoder.layers.2.", 0) == 0 || name.rfind("output_proj", 0) == 0 ||
+    const bool above = name.rfind("decoder.layers.2.", 0) == 0 ||
+                       name.rfind("output_proj", 0) == 0 ||
                        name.rfind("decoder.layers.1.ffn", 0) == 0 ||
                        name.rfind("decoder.layers.1.cross_attn.v_proj", 0) == 0 ||
                        name.rfind("decoder.layers.1.cross_attn.out_proj", 0) == 0 ||

@@ -78,11 +78,21 @@ BatchRows batch_rows(const std::vector<RowInput>& rows, int64_t batch) {
 // The first step with each row's token forced (beam_search's first_tokens): the models read
 // `bos` as always, and every hypothesis starts with its row's token at score 0. → the next
 // step's input, those tokens.
+// Per decoder row, the source position its alignment heads attended to most at the step just
+// taken (DecoderState::attention); empty when the state reads none.
+std::vector<int32_t> attended_positions(const model::DecoderState& state) {
+  if (!state.readout) return {};
+  const auto best = state.attention.argmax(1).to(torch::kCPU, torch::kInt).contiguous();
+  return std::vector<int32_t>(best.data_ptr<int32_t>(), best.data_ptr<int32_t>() + best.numel());
+}
+
 torch::Tensor force_first_tokens(std::vector<model::Transformer>& models,
                                  std::vector<model::DecoderState>& states, const torch::Tensor& bos,
                                  const std::vector<int32_t>& first_tokens, Beams& beams) {
   for (size_t i = 0; i < models.size(); ++i) models[i]->decode_step(bos, states[i]);
   for (size_t row = 0; row < first_tokens.size(); ++row) beams.tokens[row] = {first_tokens[row]};
+  const auto attended = attended_positions(states.front());
+  for (size_t row = 0; row < attended.size(); ++row) beams.attended[row] = {attended[row]};
   return torch::tensor(std::vector<int64_t>(first_tokens.begin(), first_tokens.end()), torch::kLong)
       .to(bos.device());
 }
@@ -114,12 +124,42 @@ bool settled(const std::vector<Hypothesis>& finished, const std::vector<double>&
   return true;
 }
 
+// A step's continuations of one sentence's hypotheses: its candidates' prefixes as they become
+// hypotheses, with what their heads attended to (`attended`, per state row: this step's).
+struct Continuations {
+  const Beams& beams;
+  int64_t index;  // the sentence's place among the active ones
+  const std::vector<int32_t>& attended;
+
+  int64_t row(const Candidate& c) const { return index * beams.width + c.parent; }
+  std::vector<int32_t> tokens(const Candidate& c) const {
+    auto tokens = beams.tokens[row(c)];
+    tokens.push_back(c.token);
+    return tokens;
+  }
+  std::vector<int32_t> attended_by(const Candidate& c, bool with_token) const {
+    if (beams.attended.empty()) return {};
+    auto positions = beams.attended[row(c)];
+    if (with_token) positions.push_back(attended[row(c)]);
+    return positions;
+  }
+  // The parent ended by the candidate's EOS (left out of the tokens), or the candidate cut at the
+  // length limit.
+  Hypothesis ended(const Candidate& c) const {
+    return {beams.tokens[row(c)], c.score, true, 0, attended_by(c, false)};
+  }
+  Hypothesis cut(const Candidate& c) const {
+    return {tokens(c), c.score, false, 0, attended_by(c, true)};
+  }
+};
+
 // Advances one sentence by its candidates (in the order they are taken): EOS among the first K
 // finish, the first K others become its next live beam (appended to `next`, their parents' state
 // rows to `rows`), unless the sentence is done.
-void advance_sentence(const Beams& beams, int64_t index, const std::vector<Candidate>& candidates,
+void advance_sentence(const Continuations& from, const std::vector<Candidate>& candidates,
                       const DecodeOptions& options, int64_t step, int64_t limit,
                       std::vector<Hypothesis>& finished, Beams& next, std::vector<int64_t>& rows) {
+  const Beams& beams = from.beams;
   const int64_t beam = options.beam_size;
   std::vector<const Candidate*> live;
   for (size_t r = 0; r < candidates.size() && static_cast<int64_t>(live.size()) < beam; ++r) {
@@ -128,39 +168,38 @@ void advance_sentence(const Beams& beams, int64_t index, const std::vector<Candi
       // An EOS ranked past K would not have taken a beam slot, so it is not a result either. (One
       // banned before the minimum length ranks after at least 2K - 1 others, so never among K.)
       if (static_cast<int64_t>(r) < beam && static_cast<int64_t>(finished.size()) < beam) {
-        finished.push_back({beams.tokens[index * beams.width + c.parent], c.score, true});
+        finished.push_back(from.ended(c));
       }
       continue;
     }
     live.push_back(&c);
   }
   if (static_cast<int64_t>(finished.size()) >= beam) return;
-  auto prefix = [&](const Candidate& c) {
-    auto tokens = beams.tokens[index * beams.width + c.parent];
-    tokens.push_back(c.token);
-    return tokens;
-  };
   if (step >= limit) {
-    for (const auto* c : live) finished.push_back({prefix(*c), c->score, false});
+    for (const auto* c : live) finished.push_back(from.cut(*c));
     return;
   }
   if (live.empty()) return;  // every candidate ended (constrained search only)
   std::vector<double> live_scores;
   for (const auto* c : live) live_scores.push_back(c->score);
   if (settled(finished, live_scores, step, limit, options)) return;
-  next.sentence.push_back(beams.sentence[index]);
+  next.sentence.push_back(beams.sentence[from.index]);
   for (const auto* c : live) {
-    next.tokens.push_back(prefix(*c));
+    next.tokens.push_back(from.tokens(*c));
     next.scores.push_back(c->score);
     if (!beams.standing.empty()) next.standing.push_back(c->standing);
-    rows.push_back(index * beams.width + c->parent);
+    if (!beams.attended.empty()) next.attended.push_back(from.attended_by(*c, true));
+    rows.push_back(from.row(*c));
   }
 }
 
 // Applies one step to every active sentence; returns the state rows the next step keeps, in order.
+// `attended`: per state row the source position its alignment heads attended to most this step
+// (none without DecodeOptions::alignment).
 std::vector<int64_t> advance_beams(Beams& beams,
                                    const std::vector<std::vector<Candidate>>& candidates,
-                                   int64_t step, const std::vector<int64_t>& limits,
+                                   const std::vector<int32_t>& attended, int64_t step,
+                                   const std::vector<int64_t>& limits,
                                    const DecodeOptions& options,
                                    std::vector<std::vector<Hypothesis>>& finished) {
   Beams next;
@@ -168,7 +207,7 @@ std::vector<int64_t> advance_beams(Beams& beams,
   std::vector<int64_t> rows;
   for (size_t i = 0; i < beams.sentence.size(); ++i) {
     const int64_t sentence = beams.sentence[i];
-    advance_sentence(beams, static_cast<int64_t>(i), candidates[i], options, step,
+    advance_sentence({beams, static_cast<int64_t>(i), attended}, candidates[i], options, step,
                      limits[sentence], finished[sentence], next, rows);
   }
   beams = std::move(next);
@@ -214,15 +253,18 @@ bool constrained_rows(const std::vector<Constraints>& constraints, const DecodeO
 
 // Each model's decoder state for the encoded batch `src`, with room for `rows` rows of `steps`
 // positions, its output layer on `columns` when a shortlist gives them.
+// The first model's reads its alignment heads when options.alignment asks.
 std::vector<model::DecoderState> start_states(std::vector<model::Transformer>& models,
                                               const torch::Tensor& src, int64_t rows,
-                                              int64_t steps, const OutputColumns& columns) {
+                                              int64_t steps, const OutputColumns& columns,
+                                              const DecodeOptions& options) {
   std::vector<model::DecoderState> states;
   for (auto& model : models) {
     states.push_back(model->start_decoding(model->encode(src), src));
     states.back().reserve(rows, steps);
     if (columns.ids.defined()) model->restrict_output(states.back(), columns.ids);
   }
+  states.front().readout = options.alignment;
   return states;
 }
 
@@ -258,10 +300,15 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
   const auto columns =
       options.shortlist ? shortlist_columns(*options.shortlist, src, in.constraints, src.device())
                         : OutputColumns{};
+  if (options.alignment) {
+    const auto& o = models.front()->options();
+    model::check_alignment_heads(*options.alignment, o.decoder_layers, o.heads);
+  }
   auto states = start_states(models, src, batch * options.beam_size,
-                             *std::max_element(limits.begin(), limits.end()), columns);
+                             *std::max_element(limits.begin(), limits.end()), columns, options);
   Beams beams = start_beams(batch);
   if (constrained) beams.standing.assign(batch, ConstraintState{});
+  if (options.alignment) beams.attended.assign(batch, {});
   auto tokens = torch::full({batch}, kBosId, src.options());
   int64_t step = 1;
   if (forced) {
@@ -279,8 +326,8 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
     for (size_t i = 0; i < models.size(); ++i) {
       logits.push_back(models[i]->decode_step(tokens, states[i]));
     }
-    auto rows = advance_beams(beams, step_candidates(logits, beams, step, how, bans), step, limits,
-                              options, finished);
+    auto rows = advance_beams(beams, step_candidates(logits, beams, step, how, bans),
+                              attended_positions(states.front()), step, limits, options, finished);
     if (beams.sentence.empty()) break;
     for (auto& state : states) state.select(rows, beams.width);
     std::vector<int64_t> last;

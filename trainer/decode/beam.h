@@ -20,6 +20,9 @@ struct Hypothesis {
   double score = 0;             // sum of log-probabilities, EOS included (when emitted)
   bool ended = false;           // emitted EOS; false when cut at the length limit
   double normalized = 0;        // score / length^length_penalty, see hypothesis_length()
+  // With DecodeOptions::alignment, per token the source position (into the source tokens, EOS
+  // included) the alignment heads attended to most as they predicted it; else empty.
+  std::vector<int32_t> attended = {};
 };
 
 // The length a hypothesis is normalised by: its tokens plus EOS when it emitted one (so, the

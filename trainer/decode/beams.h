@@ -18,6 +18,9 @@ struct Beams {
   // [sentences * width] each hypothesis' standing with its sentence's constraints; empty when
   // no sentence of the batch has any.
   std::vector<ConstraintState> standing;
+  // [sentences * width] per prefix token the source position attended to most (Hypothesis::
+  // attended); empty without DecodeOptions::alignment.
+  std::vector<std::vector<int32_t>> attended;
   int64_t width = 1;
 };
 

@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "trainer/decode/sampling.h"
+#include "trainer/model/alignment.h"
 
 namespace tandem::data {
 class Shortlist;  // data/shortlist/shortlist.h
@@ -46,6 +48,10 @@ struct DecodeOptions {
   // (data/shortlist/shortlist.h); null: the whole vocabulary. Its vocabulary size must be the
   // model's.
   std::shared_ptr<const data::Shortlist> shortlist;
+  // Set: every hypothesis says, for each of its tokens, the source position these heads of the
+  // (first) model attended to most as they predicted it (Hypothesis::attended; tandem-decode
+  // --alignments).
+  std::optional<model::AlignmentHeads> alignment;
 };
 
 // Throws std::invalid_argument naming the field at fault.

@@ -123,6 +123,35 @@ std::vector<SentenceScore> sentence_scores(const decode::Ensemble& ensemble,
   return scores;
 }
 
+std::vector<std::vector<int32_t>> forced_attention(const decode::Ensemble& ensemble,
+                                                   std::vector<data::SentencePair> pairs,
+                                                   int64_t max_tokens,
+                                                   const model::AlignmentHeads& heads) {
+  truncate_pairs(ensemble, pairs);
+  auto model = ensemble.models().front();
+  model::check_alignment_heads(heads, model->options().decoder_layers, model->options().heads);
+  torch::NoGradGuard no_grad;
+  const kernels::FlushedDenormals flushed;
+  ensemble.eval();
+  const torch::Device device = ensemble.device();
+  std::vector<std::vector<int32_t>> out(pairs.size());
+  for (const auto& indices : length_batches(pairs, max_tokens)) {
+    std::vector<data::SentencePair> chunk;
+    for (int64_t i : indices) chunk.push_back(pairs[i]);
+    const auto batch = data::make_batch(chunk);
+    const auto best = model->cross_attention(batch.src.to(device), batch.tgt_in.to(device), heads)
+                          .argmax(2)
+                          .to(torch::kCPU, torch::kInt)
+                          .contiguous();  // [batch, tgt_len]
+    const auto cell = best.accessor<int32_t, 2>();
+    for (size_t row = 0; row < indices.size(); ++row) {
+      auto& attended = out[static_cast<size_t>(indices[row])];
+      for (size_t t = 0; t < chunk[row].tgt.size(); ++t) attended.push_back(cell[row][t]);
+    }
+  }
+  return out;
+}
+
 std::vector<std::vector<Translation>> translate_tokens_nbest(
     const decode::Ensemble& ensemble, const data::Vocab& vocab,
     std::vector<std::vector<int32_t>> sources, const decode::DecodeOptions& options,
@@ -137,8 +166,10 @@ std::vector<std::vector<Translation>> translate_tokens_nbest(
   for (const auto& hypotheses : decode::translate_nbest(ensemble, sources, options, rows)) {
     out.emplace_back();
     for (const auto& h : hypotheses) {
-      out.back().push_back(
-          {vocab.decode(h.tokens, data::Side::kTarget), h.score, h.normalized});
+      Translation translation{"", h.score, h.normalized, {}, h.attended};
+      translation.text = vocab.decode(h.tokens, data::Side::kTarget,
+                                      options.alignment ? &translation.words : nullptr);
+      out.back().push_back(std::move(translation));
     }
   }
   return out;

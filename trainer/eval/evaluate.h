@@ -51,7 +51,18 @@ struct Translation {
   std::string text;       // detokenized
   double score = 0;       // summed log-probability, EOS included (when emitted)
   double normalized = 0;  // score / length^length_penalty: what hypotheses are ranked by
+  // With DecodeOptions::alignment: per token of the translation, the word of `text` it falls in
+  // (-1: none) and the source position its alignment heads attended to most; else empty.
+  std::vector<int32_t> words = {}, attended = {};
 };
+
+// Forced alignment: per pair, for each target token (EOS not included) the source position
+// (into src + EOS) `heads` of the ensemble's first model attended to most as they predicted it,
+// teacher-forced, by the same batches and truncation as sentence_scores.
+std::vector<std::vector<int32_t>> forced_attention(const decode::Ensemble& ensemble,
+                                                   std::vector<data::SentencePair> pairs,
+                                                   int64_t max_tokens,
+                                                   const model::AlignmentHeads& heads);
 
 // The options.nbest best translations of each token sequence, best first, in input order. Sources
 // longer than the model's position table are truncated, with a warning. `rows`: none, or per

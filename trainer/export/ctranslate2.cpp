@@ -152,10 +152,13 @@ void encoder(Variables& v, const Tensors& t, const model::TransformerOptions& o)
   v.flag("encoder/multi_query_attention", false);
 }
 
-void decoder(Variables& v, const Tensors& t, const model::TransformerOptions& o) {
+// The alignment heads are CTranslate2's alignment_layer (0-based) and alignment_heads (its first
+// ones): the attention return_attention gives is theirs.
+void decoder(Variables& v, const Tensors& t, const model::TransformerOptions& o,
+             const model::AlignmentHeads& alignment) {
   stack(v, t, "decoder", o.decoder_layers, o);
-  v.scalar("decoder/alignment_layer", -1, torch::kInt16);
-  v.scalar("decoder/alignment_heads", 1, torch::kInt16);
+  v.scalar("decoder/alignment_layer", alignment.layer, torch::kInt16);
+  v.scalar("decoder/alignment_heads", alignment.heads, torch::kInt16);
   for (const char* flag : {"alibi", "alibi_use_positive_positions", "scale_alibi",
                            "start_from_zero_embedding"}) {
     v.flag(std::string("decoder/") + flag, false);
@@ -230,21 +233,26 @@ Ct2Quantization ct2_quantization(const std::string& name) {
                               "': expected float32, int8, int8_float16 or float16");
 }
 
-Ct2Model ct2_transformer(const model::Transformer& model, Ct2Quantization quantization) {
+Ct2Model ct2_transformer(const model::Transformer& model, Ct2Quantization quantization,
+                         const model::AlignmentHeads& alignment) {
   torch::NoGradGuard no_grad;
   const Tensors tensors(model);
   const model::TransformerOptions& options = model->options();
+  model::check_alignment_heads(alignment, options.decoder_layers, options.heads);
   Ct2Model out{kSpec, kSpecRevision, {}, {}};
   Variables variables(out, quantization);
   embeddings_and_output(variables, tensors, options);
   encoder(variables, tensors, options);
-  decoder(variables, tensors, options);
+  decoder(variables, tensors, options, alignment);
   return out;
 }
 
 void write_ct2_folder(const checkpoint::InferenceModel& model, Ct2Quantization quantization,
                       const Ct2Provenance& provenance, const std::string& dir) {
-  write_ct2_model(dir + "/model.bin", ct2_transformer(model.model, quantization));
+  const config::AlignmentConfig& trained = model.config.train.alignment;
+  const model::AlignmentHeads alignment{
+      model::bottom_up_layer(trained.layer, model.config.model.decoder_layers), trained.heads};
+  write_ct2_model(dir + "/model.bin", ct2_transformer(model.model, quantization, alignment));
   write_text(dir + "/config.json", ct2_config(model.vocab).dump(2) + "\n");
   nlohmann::json pieces = nlohmann::json::array();
   for (int32_t id = 0; id < model.vocab.size(); ++id) pieces.push_back(model.vocab.piece(id));

@@ -23,7 +23,10 @@ Ct2Quantization ct2_quantization(const std::string& name);  // std::invalid_argu
 // embeddings (scaled by sqrt(d_model) there too) with the table as the position encodings, q|k|v
 // fused into one self-attention projection and k|v into one for cross-attention, post- or
 // pre-norm with the final norms, relu, tied weights stored once and aliased.
-Ct2Model ct2_transformer(const model::Transformer& model, Ct2Quantization quantization);
+// `alignment`: the heads CTranslate2's return_attention averages (its alignment_layer, 0-based
+// here, and alignment_heads, the first ones: a model's train.alignment).
+Ct2Model ct2_transformer(const model::Transformer& model, Ct2Quantization quantization,
+                         const model::AlignmentHeads& alignment);
 
 // What the folder records of where it came from (tandem.json).
 struct Ct2Provenance {

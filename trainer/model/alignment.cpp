@@ -12,23 +12,38 @@ namespace tandem::model {
 int64_t bottom_up_layer(int64_t layer, int64_t layers) {
   const int64_t index = layer < 0 ? layers + layer : layer;
   if (index < 0 || index >= layers) {
-    throw std::invalid_argument("alignment layer " + std::to_string(layer) +
-                                ": the decoder has " + std::to_string(layers) + " layers");
+    throw std::invalid_argument("alignment layer " + std::to_string(layer) + ": the decoder has " +
+                                std::to_string(layers) + " layers");
   }
   return index;
 }
 
+void check_alignment_heads(const AlignmentHeads& read, int64_t layers, int64_t heads) {
+  if (read.layer < 0 || read.layer >= layers) {
+    throw std::invalid_argument("alignment layer " + std::to_string(read.layer) +
+                                ": the model's decoder has layers 0 to " +
+                                std::to_string(layers - 1));
+  }
+  if (read.first < 0 || read.heads < 1 || read.first + read.heads > heads) {
+    throw std::invalid_argument("alignment heads " + std::to_string(read.first) + " to " +
+                                std::to_string(read.first + read.heads - 1) +
+                                ": the model's layers have heads 0 to " +
+                                std::to_string(heads - 1));
+  }
+}
+
 torch::Tensor mean_attention_log_probs(const torch::Tensor& q, const torch::Tensor& k,
                                        const torch::Tensor& key_pad, int64_t heads,
-                                       int64_t count) {
+                                       const AlignmentHeads& read) {
+  const int64_t count = read.heads;
   // Autocast would make the products bf16: the probabilities of long sources lose their tails.
   c10::impl::ExcludeDispatchKeyGuard no_autocast(
       c10::DispatchKeySet({c10::DispatchKey::AutocastCPU, c10::DispatchKey::AutocastCUDA}));
   const int64_t batch = q.size(0), q_len = q.size(1), k_len = k.size(1);
   const int64_t d_head = q.size(2) / heads;
-  // [batch, len, d] → the first `count` heads, [batch, count, len, d_head], in float32.
+  // [batch, len, d] → the heads read, [batch, count, len, d_head], in float32.
   const auto first_heads = [&](const torch::Tensor& x, int64_t len) {
-    return x.narrow(2, 0, count * d_head)
+    return x.narrow(2, read.first * d_head, count * d_head)
         .reshape({batch, len, count, d_head})
         .transpose(1, 2)
         .to(torch::kFloat);
@@ -48,8 +63,8 @@ torch::Tensor mean_attention_log_probs(const torch::Tensor& q, const torch::Tens
 torch::Tensor alignment_loss_sum(const torch::Tensor& log_probs, const torch::Tensor& links,
                                  const torch::Tensor& link_weights) {
   const int64_t tgt_len = log_probs.size(1), src_len = log_probs.size(2);
-  const auto flat = (links.select(1, 0) * tgt_len + links.select(1, 1)) * src_len +
-                    links.select(1, 2);
+  const auto flat =
+      (links.select(1, 0) * tgt_len + links.select(1, 1)) * src_len + links.select(1, 2);
   const auto picked = log_probs.reshape({-1}).index_select(0, flat);
   return -(picked * link_weights).sum();
 }

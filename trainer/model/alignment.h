@@ -9,15 +9,21 @@
 
 namespace tandem::model {
 
-// The heads read as alignment: the first `heads` of decoder layer `layer` (0-based).
+// The heads read as alignment: `heads` heads of decoder layer `layer` (0-based) from head `first`
+// on (guided alignment trains the first ones; --alignment-head reads any one).
 struct AlignmentHeads {
   int64_t layer = 0;
   int64_t heads = 1;
+  int64_t first = 0;
 };
 
 // `layer` counted from the bottom (0-based) when negative counts from the top (-1: the last of
 // `layers`). std::invalid_argument when it is outside the stack.
 int64_t bottom_up_layer(int64_t layer, int64_t layers);
+
+// std::invalid_argument naming the layer or head `read` names that a model of `layers` decoder
+// layers of `heads` heads lacks.
+void check_alignment_heads(const AlignmentHeads& read, int64_t layers, int64_t heads);
 
 // What a forward pass reads out of the aligned layer's cross-attention: filled by the decoder.
 struct AttentionReadout {
@@ -27,12 +33,14 @@ struct AttentionReadout {
   torch::Tensor log_probs;
 };
 
-// log(mean over heads 0..count-1 of softmax(q_h k_hᵀ / sqrt(d_h)) over the unmasked keys), for
-// q [batch, q_len, d] and k [batch, k_len, d] split into `heads` heads of d / heads, key_pad
-// [batch, k_len] true at padding (undefined: none) → [batch, q_len, k_len] float32. Computed in
-// float32 with plain tensor operations (also under bf16 autocast), differentiable.
+// log(mean over heads h of `read` (first .. first + heads - 1) of softmax(q_h k_hᵀ / sqrt(d_h))
+// over the unmasked keys), for q [batch, q_len, d] and k [batch, k_len, d] split into `heads`
+// heads of d / heads, key_pad [batch, k_len] true at padding (undefined: none) → [batch, q_len,
+// k_len] float32. Computed in float32 with plain tensor operations (also under bf16 autocast),
+// differentiable.
 torch::Tensor mean_attention_log_probs(const torch::Tensor& q, const torch::Tensor& k,
-                                       const torch::Tensor& key_pad, int64_t heads, int64_t count);
+                                       const torch::Tensor& key_pad, int64_t heads,
+                                       const AlignmentHeads& read);
 
 // Guided alignment: the links of a batch, on the log-probabilities' device.
 struct GuidedAlignment {

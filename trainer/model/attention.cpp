@@ -4,7 +4,6 @@
 #include <stdexcept>
 
 #include "trainer/kernels/cpu/step_attention.h"
-#include "trainer/model/alignment.h"
 #include "trainer/model/frozen_base.h"
 
 namespace tandem::model {
@@ -111,8 +110,9 @@ void MultiheadAttentionImpl::freeze(kernels::InferencePrecision precision) {
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                                               const torch::Tensor& key_value,
                                               const kernels::AttentionMask& given,
-                                              int64_t readout_heads, torch::Tensor* log_probs) {
-  if (readout_heads > 0) return read_out(query, key_value, given, readout_heads, *log_probs);
+                                              const AlignmentHeads* readout,
+                                              torch::Tensor* log_probs) {
+  if (readout != nullptr) return read_out(query, key_value, given, *readout, *log_probs);
   if (batch_invariant_ && !given.causal) return project_out(row_attention(query, key_value, given));
   kernels::AttentionMask mask = given;
   mask.per_sentence = mask.per_sentence || batch_invariant_;
@@ -127,7 +127,8 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
 torch::Tensor MultiheadAttentionImpl::read_out(const torch::Tensor& query,
                                                const torch::Tensor& key_value,
                                                const kernels::AttentionMask& given,
-                                               int64_t readout_heads, torch::Tensor& log_probs) {
+                                               const AlignmentHeads& readout,
+                                               torch::Tensor& log_probs) {
   if (query.is_same(key_value) || given.causal) {
     throw std::invalid_argument("attention read-out: cross-attention only");
   }
@@ -135,7 +136,7 @@ torch::Tensor MultiheadAttentionImpl::read_out(const torch::Tensor& query,
   const auto q = project_q(query);
   const auto kv = project_kv(key_value);
   log_probs = mean_attention_log_probs(q, kv.narrow(2, 0, d), given.key_pad, options_.heads,
-                                       readout_heads);
+                                       readout);
   if (batch_invariant_) {
     return project_out(kernels::row_attention(q, kv, given.key_pad, options_.heads));
   }
@@ -166,9 +167,17 @@ torch::Tensor MultiheadAttentionImpl::step_self(const torch::Tensor& x, const to
 }
 
 torch::Tensor MultiheadAttentionImpl::step_cross(const torch::Tensor& x, const torch::Tensor& kv,
-                                                 const torch::Tensor& pad, int64_t width) {
-  return project_out(
-      kernels::step_attention(project_q(x), kv, kv.size(1), width, pad, options_.heads));
+                                                 const torch::Tensor& pad, int64_t width,
+                                                 const AlignmentHeads* readout,
+                                                 torch::Tensor* log_probs) {
+  const auto q = project_q(x);
+  if (readout != nullptr) {  // a sentence's `width` rows are its queries
+    const int64_t d = options_.d_model, sentences = kv.size(0);
+    *log_probs = mean_attention_log_probs(q.view({sentences, -1, d}), kv.narrow(2, 0, d), pad,
+                                          options_.heads, *readout)
+                     .view({q.size(0), kv.size(1)});
+  }
+  return project_out(kernels::step_attention(q, kv, kv.size(1), width, pad, options_.heads));
 }
 
 }  // namespace tandem::model

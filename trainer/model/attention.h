@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "trainer/model/adapter.h"
+#include "trainer/model/alignment.h"
 #include "trainer/model/bf16_linear.h"
 #include "trainer/kernels/cpu/frozen_linear.h"
 #include "trainer/kernels/fused/ops.h"
@@ -29,11 +30,12 @@ class MultiheadAttentionImpl : public torch::nn::Module {
 
   // query [batch, q_len, d_model] attends to key_value [batch, k_len, d_model] → [batch, q_len,
   // d_model]. Self-attention when key_value is query (the same tensor): one fused q|k|v product.
-  // With `readout_heads` > 0 (cross-attention only), *log_probs becomes the log of the mean
-  // attention of the first readout_heads heads, [batch, q_len, k_len] (mean_attention_log_probs:
-  // plain tensor operations beside the fused kernel, which keeps no probabilities).
+  // With `readout` (cross-attention only), *log_probs becomes the log of the mean attention of
+  // its heads, [batch, q_len, k_len] (mean_attention_log_probs: plain tensor operations beside
+  // the fused kernel, which keeps no probabilities); its layer is not looked at.
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key_value,
-                        const kernels::AttentionMask& given, int64_t readout_heads = 0,
+                        const kernels::AttentionMask& given,
+                        const AlignmentHeads* readout = nullptr,
                         torch::Tensor* log_probs = nullptr);
   // Incremental decoding (forward only). The source side, once per sentence: memory [sentences,
   // src_len, d_model] → keys | values [sentences, src_len, 2 d_model].
@@ -46,9 +48,12 @@ class MultiheadAttentionImpl : public torch::nn::Module {
                           const torch::Tensor& cache_rows, int64_t len);
   // Cross-attention of the newest position x [rows, d_model], `width` consecutive rows per
   // sentence, to kv [sentences, src_len, 2 d_model] (project_kv) with pad [sentences, src_len]
-  // (true at padding) → [rows, d_model].
+  // (true at padding) → [rows, d_model]. With `readout`, *log_probs becomes the log of its heads'
+  // mean attention, [rows, src_len].
   torch::Tensor step_cross(const torch::Tensor& x, const torch::Tensor& kv,
-                           const torch::Tensor& pad, int64_t width);
+                           const torch::Tensor& pad, int64_t width,
+                           const AlignmentHeads* readout = nullptr,
+                           torch::Tensor* log_probs = nullptr);
 
   // From now on the projections run on frozen copies of the weights as they are now (FrozenLinear:
   // packed fp32 or int8): for decoding, no gradients. The parameters themselves stay as they are.
@@ -70,9 +75,9 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   torch::Tensor project_qkv(const torch::Tensor& x);
   torch::Tensor project_q(const torch::Tensor& x);
   torch::Tensor project_out(const torch::Tensor& context);
-  // forward() with the read-out of the first readout_heads heads' attention into log_probs.
+  // forward() with the read-out of `readout`'s heads' attention into log_probs.
   torch::Tensor read_out(const torch::Tensor& query, const torch::Tensor& key_value,
-                         const kernels::AttentionMask& given, int64_t readout_heads,
+                         const kernels::AttentionMask& given, const AlignmentHeads& readout,
                          torch::Tensor& log_probs);
   // forward()'s attention (before project_out) with kernels::row_attention: each query row's
   // bits its own, whatever the batch (int8, non-causal).

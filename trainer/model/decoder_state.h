@@ -5,7 +5,10 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
+
+#include "trainer/model/alignment.h"
 
 namespace tandem::model {
 
@@ -52,6 +55,10 @@ class DecoderState {
   // The output layer for this batch when restricted to some target ids (a shortlist's:
   // Transformer::restrict_output; logits column i is id i of its ids()); null: the vocabulary.
   std::shared_ptr<const RestrictedOutput> output;
+  // Set: each step reads these heads' cross-attention into `attention`, [rows, src_len], the log
+  // of their mean attention for the newest position of each row (alignment.h).
+  std::optional<AlignmentHeads> readout;
+  torch::Tensor attention;
 
   int64_t rows() const { return rows_; }
   int64_t width() const { return width_; }  // consecutive decoder rows per sentence

@@ -176,11 +176,11 @@ DecoderLayerImpl::DecoderLayerImpl(const LayerOptions& options) : options_(optio
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& memory,
                                         const kernels::AttentionMask& self_mask,
                                         const kernels::AttentionMask& cross_mask,
-                                        int64_t readout_heads, torch::Tensor* log_probs) {
+                                        const AlignmentHeads* readout, torch::Tensor* log_probs) {
   auto h = residual(x, self_attn_norm_, options_, is_training(),
                     [&](const torch::Tensor& y) { return self_attn_->forward(y, y, self_mask); });
   h = residual(h, cross_attn_norm_, options_, is_training(), [&](const torch::Tensor& y) {
-    return cross_attn_->forward(y, memory, cross_mask, readout_heads, log_probs);
+    return cross_attn_->forward(y, memory, cross_mask, readout, log_probs);
   });
   return residual(h, ffn_norm_, options_, is_training(),
                   [&](const torch::Tensor& y) { return ffn_(y); });
@@ -196,8 +196,10 @@ torch::Tensor DecoderLayerImpl::step(const torch::Tensor& x, DecoderState& state
   auto h = residual(x, self_attn_norm_, options_, is_training(), [&](const torch::Tensor& y) {
     return self_attn_->step_self(y, cache.kv, cache.rows, state.step);
   });
+  const bool read = state.readout && state.readout->layer == static_cast<int64_t>(index);
   h = residual(h, cross_attn_norm_, options_, is_training(), [&](const torch::Tensor& y) {
-    return cross_attn_->step_cross(y, state.layers[index].cross_kv, state.src_pad, state.width());
+    return cross_attn_->step_cross(y, state.layers[index].cross_kv, state.src_pad, state.width(),
+                                   read ? &*state.readout : nullptr, &state.attention);
   });
   return residual(h, ffn_norm_, options_, is_training(),
                   [&](const torch::Tensor& y) { return ffn_(y); });
@@ -239,7 +241,7 @@ torch::Tensor DecoderImpl::forward(const torch::Tensor& x, const torch::Tensor& 
     const bool read = readout != nullptr && readout->heads.layer == static_cast<int64_t>(i);
     if (read) {
       h = layer->forward(h, memory.requires_grad() ? memory.view_as(memory) : memory, self_mask,
-                         cross_mask, readout->heads.heads, &readout->log_probs);
+                         cross_mask, &readout->heads, &readout->log_probs);
     } else if (recompute_ && is_training()) {
       h = recomputed(
           [layer, self_mask, cross_mask](const torch::Tensor& y, const torch::Tensor& m) mutable {

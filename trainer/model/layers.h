@@ -12,7 +12,6 @@
 #include <utility>
 #include <vector>
 
-#include "trainer/model/alignment.h"
 #include "trainer/model/attention.h"
 
 namespace tandem::model {
@@ -84,11 +83,12 @@ class DecoderLayerImpl : public torch::nn::Module {
  public:
   explicit DecoderLayerImpl(const LayerOptions& options);
   // x [batch, tgt_len, d_model], memory [batch, src_len, d_model]; self_mask over the target
-  // keys (causal), cross_mask over the source keys → like x. With readout_heads > 0, *log_probs
-  // becomes the log mean cross-attention of the first readout_heads heads (alignment.h).
+  // keys (causal), cross_mask over the source keys → like x. With `readout`, *log_probs becomes
+  // the log of its heads' mean cross-attention (alignment.h).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory,
                         const kernels::AttentionMask& self_mask,
-                        const kernels::AttentionMask& cross_mask, int64_t readout_heads = 0,
+                        const kernels::AttentionMask& cross_mask,
+                        const AlignmentHeads* readout = nullptr,
                         torch::Tensor* log_probs = nullptr);
 
   // Incremental decoding. start: fills cache.cross_kv from memory [sentences, src_len, d_model].

@@ -191,6 +191,14 @@ TokenLoss TransformerImpl::loss(const torch::Tensor& src, const torch::Tensor& t
   return loss;
 }
 
+torch::Tensor TransformerImpl::cross_attention(const torch::Tensor& src,
+                                               const torch::Tensor& tgt_in,
+                                               const AlignmentHeads& heads) {
+  AttentionReadout readout{heads, torch::Tensor()};
+  decoder_states(tgt_in, encode(src), src, &readout);
+  return readout.log_probs;
+}
+
 DecoderState TransformerImpl::start_decoding(const torch::Tensor& memory,
                                              const torch::Tensor& src) {
   DecoderState state(src.eq(kPadId));

@@ -88,6 +88,12 @@ class TransformerImpl : public torch::nn::Module {
                  const torch::Tensor& tgt_out, double label_smoothing,
                  const GuidedAlignment* guided = nullptr);
 
+  // Forced alignment: the log of `heads`' mean cross-attention as each position of tgt_in [batch,
+  // tgt_len] predicts the next (teacher forcing) → [batch, tgt_len, src_len] float32, -inf at
+  // src's padding. No output layer runs.
+  torch::Tensor cross_attention(const torch::Tensor& src, const torch::Tensor& tgt_in,
+                                const AlignmentHeads& heads);
+
   // Incremental decoding: start from an encoded batch (one decoder row per sentence; the state's
   // select() makes and reorders beams), then feed one token per row per step.
   DecoderState start_decoding(const torch::Tensor& memory, const torch::Tensor& src);

@@ -7,8 +7,10 @@
 #include <sstream>
 
 #include "data/shortlist/shortlist.h"
+#include "data/vocab/words.h"
 #include "trainer/bulk/chunked_tool.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/cli/alignment_flags.h"
 #include "trainer/cli/decode_flags.h"
 #include "trainer/cli/decode_input.h"
 #include "trainer/cli/language_flags.h"
@@ -41,6 +43,8 @@ constexpr const char* kExamples = R"(Examples:
                               # the output layer on a shortlist (tandem-shortlist)
   echo '{"text": "In the beginning God created the heavens.", "constraints": ["los cielos"]}' | \
     tandem-decode --checkpoint runs/tiny/last.h5 --json-input     # terminology constraints
+  tandem-decode --checkpoint runs/aligned/last.h5 --alignments < test.en > hyp.es.align
+                              # TRANSLATION<tab>0-0 1-2 2-1 (docs/alignments.md)
 
 With --input and --output, the input is cut into chunks of --chunk-lines lines, which the ranks
 translate one at a time; each finished chunk is kept in OUTPUT.parts/, and OUTPUT appears whole
@@ -56,8 +60,13 @@ where it stands as words of its own). A line that is not such an object, or a ph
 vocabulary cannot tokenize, stops tandem-decode with exit 2 naming the line: with --input before
 anything is translated, from standard input before any line of its chunk is written.
 
+With --alignments, each translation is followed by a tab and its word alignment, Pharaoh's
+"i-j" pairs (source word i, target word j, words counted between white space from 0), from the
+attention of the checkpoint's alignment heads (train.alignment): each target piece linked to the
+source piece it attended to most, pieces merged to their words.
+
 With --nbest N, each input line gives N lines, best first:
-  INDEX ||| TRANSLATION ||| SCORE
+  INDEX ||| TRANSLATION ||| SCORE        (with --alignments: ||| ALIGNMENT after it)
 INDEX is the 0-based input line, SCORE the length-normalised log-probability the hypotheses are
 ranked by: (sum of token log-probabilities, EOS included) / length^lenpen, where length counts the
 tokens plus EOS when emitted. --lenpen 1 ranks by the mean log-probability per token, 0 by the sum.)";
@@ -67,7 +76,15 @@ struct LineFormat {
   tandem::data::LanguageMarks marks;  // puts the languages where the model reads them
   bool json = false;                  // --json-input: JSON lines with constraints
   bool nbest = false;                 // INDEX ||| TRANSLATION ||| SCORE lines
+  bool alignments = false;            // each translation's word alignment after it
 };
+
+// A translation's word alignment, from the source words of its line's pieces.
+std::string word_alignment(const std::vector<int32_t>& source_words,
+                           const tandem::eval::Translation& translation) {
+  return tandem::data::pharaoh(
+      tandem::data::word_links(source_words, translation.words, translation.attended));
+}
 
 // Translates `lines` (line i is line first_index + i of the input, 0-based) into their output
 // text: one line each, or with `nbest` the INDEX ||| TRANSLATION ||| SCORE lines. A bad JSON line
@@ -78,9 +95,13 @@ std::string translate_lines(const tandem::checkpoint::InferenceEnsemble& models,
                             int64_t first_index) {
   const auto& vocab = models.members.front().vocab;
   const auto input = tandem::cli::read_input_lines(lines, format.json, vocab, first_index + 1);
-  std::vector<std::vector<int32_t>> sources;
+  std::vector<std::vector<int32_t>> sources, source_words(lines.size());
   sources.reserve(lines.size());
-  for (const auto& text : input.texts) sources.push_back(format.marks.source(vocab, text));
+  for (size_t i = 0; i < input.texts.size(); ++i) {
+    const auto& text = input.texts[i];
+    sources.push_back(format.alignments ? format.marks.source(vocab, text, &source_words[i])
+                                        : format.marks.source(vocab, text));
+  }
   // When sampling, each line draws from the stream of its index in the input.
   auto rows = tandem::decode::first_token_rows(format.marks.first_tokens(sources.size()));
   rows.resize(sources.size());
@@ -93,11 +114,18 @@ std::string translate_lines(const tandem::checkpoint::InferenceEnsemble& models,
   const bool nbest = format.nbest;
   for (const auto& list :
        tandem::eval::translate_tokens_nbest(models.ensemble, vocab, sources, options, rows)) {
-    if (!nbest) out << list.front().text << '\n';
+    const auto& words = source_words[static_cast<size_t>(index - first_index)];
+    if (!nbest) {
+      out << list.front().text;
+      if (format.alignments) out << '\t' << word_alignment(words, list.front());
+      out << '\n';
+    }
     for (size_t i = 0; nbest && i < list.size(); ++i) {
       char score[32];
       std::snprintf(score, sizeof score, "%.6f", list[i].normalized);
-      out << index << " ||| " << list[i].text << " ||| " << score << '\n';
+      out << index << " ||| " << list[i].text << " ||| " << score;
+      if (format.alignments) out << " ||| " << word_alignment(words, list[i]);
+      out << '\n';
     }
     ++index;
   }
@@ -142,6 +170,7 @@ struct Args {
   tandem::bulk::ChunkedJob chunked;          // --chunk-lines, --progress-s, --timeout-s
   const CLI::Option* chunk_lines = nullptr;  // whether --chunk-lines was given
   tandem::cli::LanguageFlags languages;
+  tandem::cli::AlignmentFlags alignments;
   std::string sampling;  // --sampling as given
   bool nbest = false;    // --nbest was given: INDEX ||| TRANSLATION ||| SCORE lines
   bool json = false;     // --json-input
@@ -170,7 +199,8 @@ void add_file_flags(CLI::App& app, Args& args) {
 }
 
 LineFormat line_format(const Args& args, const tandem::data::Vocab& vocab) {
-  return {tandem::cli::language_marks(vocab, args.languages), args.json, args.nbest};
+  return {tandem::cli::language_marks(vocab, args.languages), args.json, args.nbest,
+          args.alignments.on()};
 }
 
 // With --json-input and --input, every line of the input read before any is translated (a bad
@@ -209,12 +239,17 @@ void check_options(const CLI::App& app, Args& args) {
                                 ": an n-best list holds at most beam size hypotheses");
   }
   if (!args.sampling.empty()) apply_sampling(app, args.sampling, args.options);
-  if (!args.json && args.shortlist.empty()) return;
-  // The first checkpoint's vocabulary, read without its tensors.
-  const auto vocab = tandem::data::Vocab::from_bytes(
-      tandem::checkpoint::load_description(args.models.checkpoints.front()).vocab);
+  if (!args.json && args.shortlist.empty() && !args.alignments.on()) return;
+  // The first checkpoint's vocabulary and config, read without its tensors.
+  const auto first = tandem::checkpoint::load_description(args.models.checkpoints.front());
+  const auto vocab = tandem::data::Vocab::from_bytes(first.vocab);
   check_json_input(args, vocab);
   load_shortlist(args, vocab);
+  if (args.alignments.on()) {
+    const auto config = tandem::config::parse_config(
+        first.config_yaml, args.models.checkpoints.front() + " /config");
+    args.options.alignment = tandem::cli::alignment_heads(args.alignments, config);
+  }
 }
 
 // What shapes the output of a file job, for its record: every option but the threads and ranks.
@@ -238,6 +273,11 @@ std::vector<std::pair<std::string, std::string>> recorded_options(const Args& ar
   }
   for (auto& option : tandem::cli::recorded_language_options(args.languages)) {
     options.push_back(std::move(option));
+  }
+  if (o.alignment) {
+    for (auto& option : tandem::cli::recorded_alignment_options(args.alignments, *o.alignment)) {
+      options.push_back(std::move(option));
+    }
   }
   return options;
 }
@@ -323,6 +363,9 @@ int main(int argc, char** argv) {
                             "(Sockeye's form; see below)");
   add_sampling_flags(app, args.sampling, args.options.sampling);
   json->excludes("--sampling");
+  tandem::cli::add_alignment_flags(app, args.alignments,
+                                   "after the translation, tab-separated (with --nbest, a fourth "
+                                   "field of each entry)");
   app.add_option("--shortlist", args.shortlist,
                  "a lexical shortlist (tandem-shortlist): each batch's output layer scores only "
                  "the target pieces its source pieces' lists and the frequent ones give");

@@ -1,6 +1,7 @@
 // Words as aligners count them, and each piece's word: split_words against hand-made lines (Unicode
-// spaces included), words_of_pieces against hand-made spans, and Vocab::encode's words against the
-// pieces' own texts, joint and with a language tag.
+// spaces included), words_of_pieces against hand-made spans, word links and their Pharaoh text
+// against hand-made attention, Vocab::decode's words against Vocab::encode's, and Vocab::encode's
+// words against the pieces' own texts, joint and with a language tag.
 #include "data/vocab/words.h"
 
 #include <gtest/gtest.h>
@@ -116,6 +117,53 @@ TEST(Words, APairedVocabularysPiecesSpellTheirWordsOnEachSide) {
   EXPECT_EQ(paired.piece(ids[0]), ">>es<<");
   EXPECT_EQ(words[0], 0);
   expect_pieces_spell_their_words(paired, ">>es<< " + text.src[0], Side::kSource, 1);
+}
+
+// Decoding ids says the word each falls in: for a line that decodes back to itself, the words its
+// encoding gave each piece; specials and tags fall in none.
+void expect_decoded_words_are_the_encoded_ones(const Vocab& vocab, const std::string& line,
+                                               Side side) {
+  std::vector<int32_t> encoded_words, decoded_words;
+  std::vector<int32_t> ids = vocab.encode(line, side, &encoded_words);
+  ASSERT_EQ(vocab.decode(ids, side), line);
+  EXPECT_EQ(vocab.decode(ids, side, &decoded_words), line);
+  EXPECT_EQ(decoded_words, encoded_words) << line;
+  ids.push_back(static_cast<int32_t>(kEosId));
+  vocab.decode(ids, side, &decoded_words);
+  EXPECT_EQ(decoded_words.back(), -1) << "EOS";
+}
+
+TEST(Words, DecodingSaysTheWordEachIdFallsIn) {
+  const testing::SyntheticText text = testing::synthetic_text(200, 1);
+  const Vocab joint = Vocab::train(text.src, testing::small_vocab());
+  const Vocab source = Vocab::train(text.src, testing::small_vocab());
+  const Vocab target = Vocab::train(text.tgt, testing::small_vocab());
+  std::set<std::string> rest;
+  for (const Vocab* side : {&source, &target}) {
+    for (int32_t id = kEosId + 1; id < side->size(); ++id) rest.insert(side->piece(id));
+  }
+  std::vector<std::string> pieces = {"<pad>", "<unk>", "<s>", "</s>"};
+  pieces.insert(pieces.end(), rest.begin(), rest.end());
+  const Vocab paired = Vocab::from_pair(source.bytes(), target.bytes(), pieces);
+  for (size_t i = 0; i < 10; ++i) {
+    expect_decoded_words_are_the_encoded_ones(joint, text.src[i], Side::kSource);
+    expect_decoded_words_are_the_encoded_ones(paired, text.tgt[i], Side::kTarget);
+  }
+}
+
+TEST(WordLinks, LinkEachTargetPiecesWordToItsAttendedPiecesWordOnceInOrder) {
+  // Source pieces: a tag (no word), word 0 in two pieces, word 1, EOS (no word).
+  const std::vector<int32_t> source_words = {-1, 0, 0, 1, -1};
+  // Target pieces: word 0, word 1 in two pieces, a piece of no word.
+  const std::vector<int32_t> target_words = {0, 1, 1, -1};
+  EXPECT_EQ(word_links(source_words, target_words, {3, 1, 2, 1}),
+            (std::vector<WordLink>{{0, 1}, {1, 0}}));
+  EXPECT_EQ(word_links(source_words, target_words, {0, 4, 3, 3}), (std::vector<WordLink>{{1, 1}}))
+      << "to the tag and to EOS: no link";
+  EXPECT_EQ(word_links(source_words, target_words, {7, -1, 2}), (std::vector<WordLink>{{0, 1}}))
+      << "positions outside the source, and pieces without an attended position";
+  EXPECT_EQ(pharaoh({{0, 1}, {1, 0}, {12, 3}}), "0-1 1-0 12-3");
+  EXPECT_EQ(pharaoh({}), "");
 }
 
 }  // namespace
