@@ -266,6 +266,110 @@ TEST_F(GuidedAlignmentE2E, DecodeAndScoreWriteEachLinesWordAlignment) {
   EXPECT_EQ(read_text(file("hyp.aligned")), aligned.output);
 }
 
+// Tags taken from around words (paired, nested, self-closing, an entity) of a line.
+std::string tagged(const std::string& line, size_t k) {
+  std::istringstream in(line);
+  std::vector<std::string> words;
+  for (std::string word; in >> word;) words.push_back(word);
+  if (k % 4 == 3 || words.size() < 2) return line;  // left as it is
+  std::string out;
+  for (size_t w = 0; w < words.size(); ++w) {
+    if (w > 0) out += ' ';
+    if (w == 0 && k % 3 == 0) out += "<x id=\"" + std::to_string(k) + "\"/>";
+    if (w == 1 && k % 2 == 0) {
+      out += "<b class=\"a&amp;b\">" + words[w] + "</b>";
+    } else if (w == 1) {
+      out += "<a href=\"#" + std::to_string(k) + "\"><i>" + words[w] + "</i> &amp;</a>";
+    } else {
+      out += words[w];
+    }
+  }
+  return out;
+}
+
+// tandem-decode --markup: every line comes out well-formed with each of its tags once, byte for
+// byte, around the translation of its text; a line without markup comes out as without the flag;
+// a file job writes the same; a line with a tag left open stops it with exit 2 naming the line.
+TEST_F(GuidedAlignmentE2E, MarkupComesBackWellFormedAroundTheTranslationOfItsText) {
+  const auto trained = train("markup", 1, 12);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const std::string decode =
+      tool("tandem-decode") + " --checkpoint " + run_dir("markup") + "/last.h5 --beam 2";
+  const auto sources = lines_of(read_text(file("test.src")));
+  std::string text, plain_text;
+  for (size_t k = 0; k < sources.size(); ++k) {
+    text += tagged(sources[k], k) + "\n";
+    std::string plain = tagged(sources[k], k);  // the text the model reads
+    for (const std::string tag : {"<b class=\"a&amp;b\">", "</b>", "<i>", "</i>", "</a>"}) {
+      for (size_t at; (at = plain.find(tag)) != std::string::npos;) plain.erase(at, tag.size());
+    }
+    for (size_t at; (at = plain.find('<')) != std::string::npos;) {
+      plain.erase(at, plain.find('>', at) + 1 - at);
+    }
+    for (size_t at; (at = plain.find("&amp;")) != std::string::npos;) plain.replace(at, 5, "&");
+    plain_text += plain + "\n";
+  }
+  write_file(file("tagged.src"), text);
+  write_file(file("untagged.src"), plain_text);
+  const auto marked = run_command(decode + " --markup < " + file("tagged.src"));
+  const auto plain = run_command(decode + " < " + file("untagged.src"));
+  ASSERT_EQ(marked.exit_code, 0) << marked.output;
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto in = lines_of(text), out = lines_of(marked.output), translations = lines_of(plain.output);
+  ASSERT_EQ(out.size(), in.size());
+  for (size_t k = 0; k < in.size(); ++k) {
+    SCOPED_TRACE(in[k] + " → " + out[k]);
+    if (k % 4 == 3 || in[k] == sources[k]) {
+      EXPECT_EQ(out[k], translations[k]) << "no markup: as without --markup";
+      continue;
+    }
+    // Each tag of the line once, byte for byte; nothing else between '<' and '>'.
+    std::string rest = out[k];
+    for (const std::string& tag :
+         {"<x id=\"" + std::to_string(k) + "\"/>", std::string("<b class=\"a&amp;b\">"),
+          std::string("</b>"), "<a href=\"#" + std::to_string(k) + "\">", std::string("<i>"),
+          std::string("</i>"), std::string("</a>")}) {
+      const bool expected = in[k].find(tag) != std::string::npos;
+      const size_t at = rest.find(tag);
+      EXPECT_EQ(at != std::string::npos, expected) << tag;
+      if (at != std::string::npos) rest.erase(at, tag.size());
+      EXPECT_EQ(rest.find(tag), std::string::npos) << tag << " twice";
+    }
+    EXPECT_EQ(rest.find('<'), std::string::npos) << rest;
+    // The nesting: <i> inside <a>, each close after its open.
+    if (in[k].find("<i>") != std::string::npos) {
+      EXPECT_LT(out[k].find("<a href"), out[k].find("<i>"));
+      EXPECT_LT(out[k].find("</i>"), out[k].find("</a>"));
+    }
+    for (size_t at; (at = rest.find("&amp;")) != std::string::npos;) rest.replace(at, 5, "&");
+    EXPECT_EQ(rest, translations[k]) << "the text is the translation of the line's text";
+  }
+  // With int8 and with constraints (--json-input's text holds the markup) as well.
+  const auto int8 = run_command(decode + " --markup --precision int8 < " + file("tagged.src"));
+  ASSERT_EQ(int8.exit_code, 0) << int8.output;
+  EXPECT_EQ(lines_of(int8.output).size(), in.size());
+  const std::string first_word = sources[0].substr(0, sources[0].find(' '));
+  write_file(file("tagged.json"),
+             nlohmann::json{{"text", in[0]}, {"constraints", {first_word}}}.dump() + "\n");
+  const auto json = run_command(decode + " --markup --json-input < " + file("tagged.json"));
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  EXPECT_NE(json.output.find("<x id=\"0\"/>"), std::string::npos) << json.output;
+  EXPECT_NE(json.output.find(first_word), std::string::npos) << json.output;
+  const auto job = run_command(decode + " --markup --input " + file("tagged.src") + " --output " +
+                               file("tagged.out") + " --ranks 2 --chunk-lines 9");
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_EQ(read_text(file("tagged.out")), marked.output);
+  write_file(file("open.src"), text + "a <b>bold\n");
+  const auto open = run_command(decode + " --markup < " + file("open.src"));
+  EXPECT_EQ(open.exit_code, 2);
+  EXPECT_EQ(open.output, "tandem-decode: error: line " + std::to_string(in.size() + 1) +
+                             ": <b> at byte 2 is never closed\n");
+  const auto open_job = run_command(decode + " --markup --input " + file("open.src") +
+                                    " --output " + file("open.out") + " --ranks 2");
+  EXPECT_EQ(open_job.exit_code, 2);
+  EXPECT_FALSE(std::filesystem::exists(file("open.out")));
+}
+
 // Heads the model lacks, named by the flags: one line, exit 2.
 TEST_F(GuidedAlignmentE2E, AlignmentFlagsNamingHeadsTheModelLacksAreRefused) {
   const auto trained = train("flags", 1, 2);

@@ -18,6 +18,7 @@
 #include "trainer/common/fnv_hash.h"
 #include "trainer/eval/evaluate.h"
 #include "trainer/jobs/job_environment.h"
+#include "trainer/markup/markup.h"
 #include "trainer/model_io/model_io.h"
 
 namespace {
@@ -45,6 +46,8 @@ constexpr const char* kExamples = R"(Examples:
     tandem-decode --checkpoint runs/tiny/last.h5 --json-input     # terminology constraints
   tandem-decode --checkpoint runs/aligned/last.h5 --alignments < test.en > hyp.es.align
                               # TRANSLATION<tab>0-0 1-2 2-1 (docs/alignments.md)
+  echo 'Click <a href="/buy">here</a> to <b>buy</b> it.' | \
+    tandem-decode --checkpoint runs/aligned/last.h5 --markup     # tags carried across
 
 With --input and --output, the input is cut into chunks of --chunk-lines lines, which the ranks
 translate one at a time; each finished chunk is kept in OUTPUT.parts/, and OUTPUT appears whole
@@ -65,6 +68,14 @@ With --alignments, each translation is followed by a tab and its word alignment,
 attention of the checkpoint's alignment heads (train.alignment): each target piece linked to the
 source piece it attended to most, pieces merged to their words.
 
+With --markup, a line may hold inline tags (paired, nested, self-closing, with attributes;
+comments) and entities (&amp; &lt; &gt; &quot; &apos; &nbsp; &#N; &#xN;). The text between the
+tags, unescaped, is translated; a paired tag then wraps the target words aligned to the source
+words it wrapped, a self-closing tag stands before the target word aligned to the source word
+after it, every tag byte for byte as it came, and the text is escaped back. A line without tags
+or entities is written as without --markup. A tag left open, tags that cross, a stray '<' or an
+unknown entity stop tandem-decode with exit 2 naming the line (docs/alignments.md).
+
 With --nbest N, each input line gives N lines, best first:
   INDEX ||| TRANSLATION ||| SCORE        (with --alignments: ||| ALIGNMENT after it)
 INDEX is the 0-based input line, SCORE the length-normalised log-probability the hypotheses are
@@ -77,7 +88,24 @@ struct LineFormat {
   bool json = false;                  // --json-input: JSON lines with constraints
   bool nbest = false;                 // INDEX ||| TRANSLATION ||| SCORE lines
   bool alignments = false;            // each translation's word alignment after it
+  bool markup = false;                // --markup: tags and entities carried across
 };
+
+// With --markup, each line's tags and entities taken out (markup/markup.h); a bad line is
+// std::invalid_argument "line N: ...", where lines[0] is line first_line (1-based).
+std::vector<tandem::markup::MarkedLine> marked_lines(const std::vector<std::string>& lines,
+                                                     int64_t first_line) {
+  std::vector<tandem::markup::MarkedLine> marked;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    try {
+      marked.push_back(tandem::markup::parse(lines[i]));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("line " + std::to_string(first_line + static_cast<int64_t>(i)) +
+                                  ": " + e.what());
+    }
+  }
+  return marked;
+}
 
 // A translation's word alignment, from the source words of its line's pieces.
 std::string word_alignment(const std::vector<int32_t>& source_words,
@@ -95,12 +123,15 @@ std::string translate_lines(const tandem::checkpoint::InferenceEnsemble& models,
                             int64_t first_index) {
   const auto& vocab = models.members.front().vocab;
   const auto input = tandem::cli::read_input_lines(lines, format.json, vocab, first_index + 1);
+  const auto marked = format.markup ? marked_lines(input.texts, first_index + 1)
+                                    : std::vector<tandem::markup::MarkedLine>{};
+  const bool words = format.alignments || format.markup;
   std::vector<std::vector<int32_t>> sources, source_words(lines.size());
   sources.reserve(lines.size());
   for (size_t i = 0; i < input.texts.size(); ++i) {
-    const auto& text = input.texts[i];
-    sources.push_back(format.alignments ? format.marks.source(vocab, text, &source_words[i])
-                                        : format.marks.source(vocab, text));
+    const auto& text = format.markup ? marked[i].text : input.texts[i];
+    sources.push_back(words ? format.marks.source(vocab, text, &source_words[i])
+                            : format.marks.source(vocab, text));
   }
   // When sampling, each line draws from the stream of its index in the input.
   auto rows = tandem::decode::first_token_rows(format.marks.first_tokens(sources.size()));
@@ -114,17 +145,24 @@ std::string translate_lines(const tandem::checkpoint::InferenceEnsemble& models,
   const bool nbest = format.nbest;
   for (const auto& list :
        tandem::eval::translate_tokens_nbest(models.ensemble, vocab, sources, options, rows)) {
-    const auto& words = source_words[static_cast<size_t>(index - first_index)];
+    const auto line = static_cast<size_t>(index - first_index);
+    // The translation as written: its tags put back with --markup.
+    const auto text = [&](const tandem::eval::Translation& t) {
+      if (!format.markup) return t.text;
+      return tandem::markup::restore(
+          marked[line], t.text,
+          tandem::data::word_links(source_words[line], t.words, t.attended));
+    };
     if (!nbest) {
-      out << list.front().text;
-      if (format.alignments) out << '\t' << word_alignment(words, list.front());
+      out << text(list.front());
+      if (format.alignments) out << '\t' << word_alignment(source_words[line], list.front());
       out << '\n';
     }
     for (size_t i = 0; nbest && i < list.size(); ++i) {
       char score[32];
       std::snprintf(score, sizeof score, "%.6f", list[i].normalized);
-      out << index << " ||| " << list[i].text << " ||| " << score;
-      if (format.alignments) out << " ||| " << word_alignment(words, list[i]);
+      out << index << " ||| " << text(list[i]) << " ||| " << score;
+      if (format.alignments) out << " ||| " << word_alignment(source_words[line], list[i]);
       out << '\n';
     }
     ++index;
@@ -174,6 +212,7 @@ struct Args {
   std::string sampling;  // --sampling as given
   bool nbest = false;    // --nbest was given: INDEX ||| TRANSLATION ||| SCORE lines
   bool json = false;     // --json-input
+  bool markup = false;   // --markup
   std::string shortlist;  // --shortlist
   std::string input, output;
   tandem::jobs::LaunchFlags launch;
@@ -200,19 +239,23 @@ void add_file_flags(CLI::App& app, Args& args) {
 
 LineFormat line_format(const Args& args, const tandem::data::Vocab& vocab) {
   return {tandem::cli::language_marks(vocab, args.languages), args.json, args.nbest,
-          args.alignments.on()};
+          args.alignments.on(), args.markup};
 }
 
-// With --json-input and --input, every line of the input read before any is translated (a bad
-// one is std::invalid_argument naming the file and its line), so that a job never stops half-way
-// on one: by the launcher or the one process, not by every rank (only rank 0 reads the input,
+// With --json-input or --markup and --input, every line of the input read before any is
+// translated (a bad one is std::invalid_argument naming the file and its line), so that a job
+// never stops half-way on one: by the launcher or the one process, not by every rank (only rank
+// 0 reads the input,
 // which need not be on the other ranks' machines; under your own mpirun a bad line stops the job
 // at its chunk, naming the line, with no output written).
-void check_json_input(const Args& args, const tandem::data::Vocab& vocab) {
-  if (!args.json || args.input.empty() || tandem::jobs::started_as_rank()) return;
+void check_input(const Args& args, const tandem::data::Vocab& vocab) {
+  if ((!args.json && !args.markup) || args.input.empty() || tandem::jobs::started_as_rank()) {
+    return;
+  }
   const auto lines = tandem::cli::read_lines(args.input, "--input");
   try {
-    tandem::cli::read_input_lines(lines, true, vocab, 1);
+    const auto input = tandem::cli::read_input_lines(lines, args.json, vocab, 1);
+    if (args.markup) marked_lines(input.texts, 1);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("--input " + args.input + ": " + e.what());
   }
@@ -239,13 +282,13 @@ void check_options(const CLI::App& app, Args& args) {
                                 ": an n-best list holds at most beam size hypotheses");
   }
   if (!args.sampling.empty()) apply_sampling(app, args.sampling, args.options);
-  if (!args.json && args.shortlist.empty() && !args.alignments.on()) return;
+  if (!args.json && args.shortlist.empty() && !args.alignments.on() && !args.markup) return;
   // The first checkpoint's vocabulary and config, read without its tensors.
   const auto first = tandem::checkpoint::load_description(args.models.checkpoints.front());
   const auto vocab = tandem::data::Vocab::from_bytes(first.vocab);
-  check_json_input(args, vocab);
+  check_input(args, vocab);
   load_shortlist(args, vocab);
-  if (args.alignments.on()) {
+  if (args.alignments.on() || args.markup) {  // the tags go where the alignment heads say
     const auto config = tandem::config::parse_config(
         first.config_yaml, args.models.checkpoints.front() + " /config");
     args.options.alignment = tandem::cli::alignment_heads(args.alignments, config);
@@ -265,6 +308,7 @@ std::vector<std::pair<std::string, std::string>> recorded_options(const Args& ar
                                  {"--min-len", std::to_string(o.min_len)}});
   if (args.nbest) options.emplace_back("--nbest", std::to_string(o.nbest));
   if (args.json) options.emplace_back("--json-input", "yes");
+  if (args.markup) options.emplace_back("--markup", "yes");
   if (o.shortlist) options.emplace_back("--shortlist", tandem::hash_text(o.shortlist->fingerprint()));
   if (!args.sampling.empty()) {
     options.insert(options.end(), {{"--sampling", args.sampling},
@@ -366,6 +410,9 @@ int main(int argc, char** argv) {
   tandem::cli::add_alignment_flags(app, args.alignments,
                                    "after the translation, tab-separated (with --nbest, a fourth "
                                    "field of each entry)");
+  app.add_flag("--markup", args.markup,
+               "lines hold inline XML/HTML tags and entities: translate the text alone and put "
+               "each tag back by the word alignment (see below)");
   app.add_option("--shortlist", args.shortlist,
                  "a lexical shortlist (tandem-shortlist): each batch's output layer scores only "
                  "the target pieces its source pieces' lists and the frequent ones give");
