@@ -90,32 +90,30 @@ def tokenize(sp, line, tagged):
 
 
 def word_spans(line):
-    """The byte ranges of the line's words, as Python's str.split() cuts them."""
-    spans, at, start = [], 0, None
-    for char in line + " ":
+    """The character ranges of the line's words, as Python's str.split() cuts them."""
+    spans, start = [], None
+    for at, char in enumerate(line + " "):
         if char.isspace():
             if start is not None:
                 spans.append((start, at))
                 start = None
         elif start is None:
             start = at
-        at += len(char.encode("utf-8"))
     return spans
 
 
 def source_words(sp, line, pieces):
     """Per source piece the word of `line` it comes from (-1: a tag or code, or none), as
-    tandem-prep and tandem-decode count them: the word holding the piece's first byte outside white
-    space; a lone "▁" takes the next piece's word. `pieces` are read_sources' (a leading tag or code
+    tandem-prep and tandem-decode count them: the word holding the piece's first character outside
+    white space; a lone "▁" takes the next piece's word. `pieces` are read_sources' (a leading tag or code
     first), the line's own SentencePiece pieces after them."""
     spans = word_spans(line)
-    encoded = sp.encode(line, out_type="immutable_proto").pieces
+    encoded = sp.encode(line, out_type="immutable_proto").pieces  # offsets in characters
     lead = len(pieces) - len(encoded)
-    raw = line.encode("utf-8")
     words = []
     for piece in encoded:
         begin = piece.begin
-        while begin < piece.end and raw[begin:begin + 1].isspace():
+        while begin < piece.end and line[begin].isspace():
             begin += 1
         found = [k for k, (b, e) in enumerate(spans) if b <= begin < e] if begin < piece.end else []
         words.append(found[0] if found else None)

@@ -2,7 +2,7 @@
 # Fuzzes Tandem's readers of outside input with libFuzzer (docs/sanitizers.md): builds the targets
 # of tests/fuzz with clang, ASan + UBSan and libFuzzer's coverage in build-fuzz/ (or
 # $TANDEM_BUILD_DIR), then runs each named target (all by default: config text vocab corpus
-# manifest checkpoint safetensors) for FUZZ_SECONDS (default 1200) on FUZZ_JOBS at a time (default: the
+# manifest checkpoint safetensors markup) for FUZZ_SECONDS (default 1200) on FUZZ_JOBS at a time (default: the
 # cores). Each starts from its seeds (real files Tandem's code writes) and tests/fuzz/inputs/<t>/;
 # what it learns goes to work/fuzz/<t>/corpus/, a crash, hang or oversized allocation to
 # work/fuzz/<t>/ (crash-*, timeout-*, oom-*), to be turned into a file of tests/fuzz/inputs/<t>/.
@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(config text vocab corpus manifest checkpoint safetensors)
+[ ${#targets[@]} -gt 0 ] || targets=(config text vocab corpus manifest checkpoint safetensors markup)
 seconds=${FUZZ_SECONDS:-1200}
 jobs=${FUZZ_JOBS:-$(nproc)}
 build=${TANDEM_BUILD_DIR:-build-fuzz}
