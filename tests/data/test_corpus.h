@@ -73,6 +73,23 @@ inline VocabTrainOptions small_vocab() {
   return options;
 }
 
+// A paired vocabulary (a SentencePiece model a side, one id table, as an imported MarianMT model
+// has) of small models trained on `src` and `tgt`: the four specials, then `extra` (language tags),
+// then every piece of either side once, in byte order.
+inline Vocab paired_vocab(const std::vector<std::string>& src, const std::vector<std::string>& tgt,
+                          const std::vector<std::string>& extra = {}) {
+  const Vocab source = Vocab::train(src, small_vocab());
+  const Vocab target = Vocab::train(tgt, small_vocab());
+  std::set<std::string> rest;
+  for (const Vocab* side : {&source, &target}) {
+    for (int32_t id = kEosId + 1; id < side->size(); ++id) rest.insert(side->piece(id));
+  }
+  std::vector<std::string> pieces = {"<pad>", "<unk>", "<s>", "</s>"};
+  pieces.insert(pieces.end(), extra.begin(), extra.end());
+  pieces.insert(pieces.end(), rest.begin(), rest.end());
+  return Vocab::from_pair(source.bytes(), target.bytes(), pieces);
+}
+
 // Writes `text` as train files in `dir` and prepares "<dir>/corpus.h5"; returns its path.
 inline std::string prepare_synthetic_corpus(const TempDir& dir, const SyntheticText& text) {
   write_lines(dir.file("train.src"), text.src);

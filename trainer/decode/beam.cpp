@@ -253,11 +253,16 @@ bool constrained_rows(const std::vector<Constraints>& constraints, const DecodeO
 
 // Each model's decoder state for the encoded batch `src`, with room for `rows` rows of `steps`
 // positions, its output layer on `columns` when a shortlist gives them.
-// The first model's reads its alignment heads when options.alignment asks.
+// The first model's reads its alignment heads when options.alignment asks (std::invalid_argument
+// for heads it lacks).
 std::vector<model::DecoderState> start_states(std::vector<model::Transformer>& models,
                                               const torch::Tensor& src, int64_t rows,
                                               int64_t steps, const OutputColumns& columns,
                                               const DecodeOptions& options) {
+  if (options.alignment) {
+    const auto& o = models.front()->options();
+    model::check_alignment_heads(*options.alignment, o.decoder_layers, o.heads);
+  }
   std::vector<model::DecoderState> states;
   for (auto& model : models) {
     states.push_back(model->start_decoding(model->encode(src), src));
@@ -300,10 +305,6 @@ std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& ensemble,
   const auto columns =
       options.shortlist ? shortlist_columns(*options.shortlist, src, in.constraints, src.device())
                         : OutputColumns{};
-  if (options.alignment) {
-    const auto& o = models.front()->options();
-    model::check_alignment_heads(*options.alignment, o.decoder_layers, o.heads);
-  }
   auto states = start_states(models, src, batch * options.beam_size,
                              *std::max_element(limits.begin(), limits.end()), columns, options);
   Beams beams = start_beams(batch);

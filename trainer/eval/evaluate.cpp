@@ -53,26 +53,43 @@ void truncate_pairs(const decode::Ensemble& ensemble, std::vector<data::Sentence
   warn_truncated(truncated, limit);
 }
 
-// Calls `score(batch, log_probs)` for each batch of `pairs` (length_batches' cut): the batch on the
-// ensemble's device and the ensemble's unnormalised log-probabilities [batch, tgt_len, vocab] of
-// its teacher-forced targets (a log_softmax of them is its distribution).
-template <typename Score>
-void for_each_forced_batch(const decode::Ensemble& ensemble,
-                           const std::vector<data::SentencePair>& pairs, int64_t max_tokens,
-                           Score score) {
+// Calls `use(indices, batch)` for each batch of `pairs` (length_batches' cut), its tensors on the
+// ensemble's device, in inference (eval mode, no gradients, denormals flushed as beam_search does:
+// attention's far keys cost nothing).
+template <typename Use>
+void for_each_batch(const decode::Ensemble& ensemble, const std::vector<data::SentencePair>& pairs,
+                    int64_t max_tokens, Use use) {
   torch::NoGradGuard no_grad;
-  const kernels::FlushedDenormals flushed;  // as beam_search: attention's far keys cost nothing
+  const kernels::FlushedDenormals flushed;
   ensemble.eval();
   const torch::Device device = ensemble.device();
   for (const auto& indices : length_batches(pairs, max_tokens)) {
     std::vector<data::SentencePair> chunk;
     for (int64_t i : indices) chunk.push_back(pairs[i]);
-    const auto batch = data::make_batch(chunk);
-    const auto src = batch.src.to(device), tgt_in = batch.tgt_in.to(device);
-    std::vector<torch::Tensor> logits;
-    for (auto member : ensemble.models()) logits.push_back(member->forward(src, tgt_in));
-    score(indices, batch.tgt_out.to(device), decode::combine_log_probs(logits, ensemble.weights()));
+    auto batch = data::make_batch(chunk);
+    batch.src = batch.src.to(device);
+    batch.tgt_in = batch.tgt_in.to(device);
+    batch.tgt_out = batch.tgt_out.to(device);
+    use(indices, batch);
   }
+}
+
+// Calls `score(indices, targets, log_probs)` for each batch of `pairs`: its targets and the
+// ensemble's unnormalised log-probabilities [batch, tgt_len, vocab] of them, teacher-forced (a
+// log_softmax of them is its distribution).
+template <typename Score>
+void for_each_forced_batch(const decode::Ensemble& ensemble,
+                           const std::vector<data::SentencePair>& pairs, int64_t max_tokens,
+                           Score score) {
+  for_each_batch(ensemble, pairs, max_tokens,
+                 [&](const std::vector<int64_t>& indices, const data::Batch& batch) {
+                   std::vector<torch::Tensor> logits;
+                   for (auto member : ensemble.models()) {
+                     logits.push_back(member->forward(batch.src, batch.tgt_in));
+                   }
+                   score(indices, batch.tgt_out,
+                         decode::combine_log_probs(logits, ensemble.weights()));
+                 });
 }
 
 }  // namespace
@@ -130,25 +147,20 @@ std::vector<std::vector<int32_t>> forced_attention(const decode::Ensemble& ensem
   truncate_pairs(ensemble, pairs);
   auto model = ensemble.models().front();
   model::check_alignment_heads(heads, model->options().decoder_layers, model->options().heads);
-  torch::NoGradGuard no_grad;
-  const kernels::FlushedDenormals flushed;
-  ensemble.eval();
-  const torch::Device device = ensemble.device();
   std::vector<std::vector<int32_t>> out(pairs.size());
-  for (const auto& indices : length_batches(pairs, max_tokens)) {
-    std::vector<data::SentencePair> chunk;
-    for (int64_t i : indices) chunk.push_back(pairs[i]);
-    const auto batch = data::make_batch(chunk);
-    const auto best = model->cross_attention(batch.src.to(device), batch.tgt_in.to(device), heads)
-                          .argmax(2)
-                          .to(torch::kCPU, torch::kInt)
-                          .contiguous();  // [batch, tgt_len]
-    const auto cell = best.accessor<int32_t, 2>();
-    for (size_t row = 0; row < indices.size(); ++row) {
-      auto& attended = out[static_cast<size_t>(indices[row])];
-      for (size_t t = 0; t < chunk[row].tgt.size(); ++t) attended.push_back(cell[row][t]);
-    }
-  }
+  for_each_batch(
+      ensemble, pairs, max_tokens,
+      [&](const std::vector<int64_t>& indices, const data::Batch& batch) {
+        const auto best = model->cross_attention(batch.src, batch.tgt_in, heads)
+                              .argmax(2)
+                              .to(torch::kCPU, torch::kInt)
+                              .contiguous();  // [batch, tgt_len]
+        const auto cell = best.accessor<int32_t, 2>();
+        for (size_t row = 0; row < indices.size(); ++row) {
+          const auto pair = static_cast<size_t>(indices[row]);
+          for (size_t t = 0; t < pairs[pair].tgt.size(); ++t) out[pair].push_back(cell[row][t]);
+        }
+      });
   return out;
 }
 

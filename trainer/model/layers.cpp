@@ -239,24 +239,21 @@ torch::Tensor DecoderImpl::forward(const torch::Tensor& x, const torch::Tensor& 
   for (size_t i = 0; i < layers_.size(); ++i) {
     auto& layer = layers_[i];
     const bool read = readout != nullptr && readout->heads.layer == static_cast<int64_t>(i);
-    if (read) {
-      h = layer->forward(h, memory.requires_grad() ? memory.view_as(memory) : memory, self_mask,
-                         cross_mask, &readout->heads, &readout->log_probs);
-    } else if (recompute_ && is_training()) {
+    if (recompute_ && is_training() && !read) {
       h = recomputed(
           [layer, self_mask, cross_mask](const torch::Tensor& y, const torch::Tensor& m) mutable {
             return layer(y, m, self_mask, cross_mask);
           },
           h, memory);
-    } else if (memory.requires_grad()) {
-      // A recomputed layer hands back its uses' gradients of memory as one sum; here a view per
-      // layer sums them the same way before memory's gradient adds the layers up. (With adapters
-      // beside cross-attention's k and v, a layer uses memory three times, and float sums
-      // grouped otherwise would not be bitwise those of recomputed layers.)
-      h = layer(h, memory.view_as(memory), self_mask, cross_mask);
-    } else {
-      h = layer(h, memory, self_mask, cross_mask);
+      continue;
     }
+    // A recomputed layer hands back its uses' gradients of memory as one sum; here a view per
+    // layer sums them the same way before memory's gradient adds the layers up. (With adapters
+    // beside cross-attention's k and v, a layer uses memory three times, and float sums grouped
+    // otherwise would not be bitwise those of recomputed layers.)
+    const torch::Tensor m = memory.requires_grad() ? memory.view_as(memory) : memory;
+    h = layer->forward(h, m, self_mask, cross_mask, read ? &readout->heads : nullptr,
+                       read ? &readout->log_probs : nullptr);
   }
   return final_norm_ ? normalize(final_norm_, h) : h;
 }

@@ -178,13 +178,12 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& src, const torch::Te
 TokenLoss TransformerImpl::loss(const torch::Tensor& src, const torch::Tensor& tgt_in,
                                 const torch::Tensor& tgt_out, double label_smoothing,
                                 const GuidedAlignment* guided) {
-  if (guided == nullptr || !guided->links.defined() || guided->links.size(0) == 0) {
-    return output_proj_->loss(decoder_states(tgt_in, encode(src), src), tgt_weight(), tgt_out,
-                              label_smoothing);
-  }
-  AttentionReadout readout{guided->heads, torch::Tensor()};
-  TokenLoss loss = output_proj_->loss(decoder_states(tgt_in, encode(src), src, &readout),
-                                      tgt_weight(), tgt_out, label_smoothing);
+  const bool linked = guided != nullptr && guided->links.defined() && guided->links.size(0) > 0;
+  AttentionReadout readout{linked ? guided->heads : AlignmentHeads{}, torch::Tensor()};
+  TokenLoss loss =
+      output_proj_->loss(decoder_states(tgt_in, encode(src), src, linked ? &readout : nullptr),
+                         tgt_weight(), tgt_out, label_smoothing);
+  if (!linked) return loss;
   const auto alignment = alignment_loss_sum(readout.log_probs, guided->links, guided->link_weights);
   loss.loss_sum = loss.loss_sum + guided->weight * alignment.to(loss.loss_sum.scalar_type());
   loss.alignment_sum = alignment.detach().to(torch::kFloat64);

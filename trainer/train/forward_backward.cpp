@@ -57,7 +57,7 @@ RankStep forward_backward(model::Transformer& model, const std::vector<data::Bat
   RankStep totals;
   const auto float64_on_device = torch::TensorOptions(device.device).dtype(torch::kFloat64);
   if (directions > 1) totals.direction_sums = torch::zeros({directions, 3}, float64_on_device);
-  torch::Tensor alignment_sum = torch::zeros({}, float64_on_device);
+  torch::Tensor alignment_sum;  // summed on the device, with guided alignment
   double aligned_targets = 0;
   torch::Tensor stats;  // [nll sum, tokens, correct] summed on the device
   const size_t completing = completing_micro_batch(batches);
@@ -73,7 +73,8 @@ RankStep forward_backward(model::Transformer& model, const std::vector<data::Bat
     loss.loss_sum.backward();
     stats = stats.defined() ? stats + loss.stats : loss.stats;
     if (loss.alignment_sum.defined()) {
-      alignment_sum = alignment_sum + loss.alignment_sum;
+      alignment_sum =
+          alignment_sum.defined() ? alignment_sum + loss.alignment_sum : loss.alignment_sum;
       aligned_targets += static_cast<double>(batches[m].aligned_targets);
     }
     if (totals.direction_sums.defined()) add_by_direction(totals.direction_sums, loss, batches[m]);
@@ -86,6 +87,7 @@ RankStep forward_backward(model::Transformer& model, const std::vector<data::Bat
   totals.token_sums =
       stats.defined() ? stats.slice(0, 0, 3, 2) : torch::zeros({2}, float64_on_device);
   if (terms.alignment_weight > 0) {  // on every rank, so that the ranks' figures add up
+    if (!alignment_sum.defined()) alignment_sum = torch::zeros({}, float64_on_device);
     totals.alignment_sums = torch::stack(
         {alignment_sum, torch::full({}, aligned_targets, float64_on_device)});
   }

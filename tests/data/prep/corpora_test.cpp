@@ -239,15 +239,8 @@ TEST_F(Corpora, AGivenVocabularyMustHaveTheTags) {
 // that table, as MarianTokenizer would tokenize ">>de<< ..." (the paired encode of the tagged
 // line).
 TEST_F(Corpora, AnImportedMultilingualVocabularyKeepsItsTags) {
-  const Vocab source = Vocab::train(forward_.src, testing::small_vocab());
-  const Vocab target = Vocab::train(forward_.tgt, testing::small_vocab());
-  std::set<std::string> rest;
-  for (const Vocab* side : {&source, &target}) {
-    for (int32_t id = kEosId + 1; id < side->size(); ++id) rest.insert(side->piece(id));
-  }
-  std::vector<std::string> pieces = {"<pad>", "<unk>", "<s>", "</s>", ">>de<<", ">>en<<", ">>fr<<"};
-  pieces.insert(pieces.end(), rest.begin(), rest.end());
-  const Vocab paired = Vocab::from_pair(source.bytes(), target.bytes(), pieces);
+  const Vocab paired =
+      testing::paired_vocab(forward_.src, forward_.tgt, {">>de<<", ">>en<<", ">>fr<<"});
   EXPECT_EQ(paired.language_tags(), (std::vector<std::string>{">>de<<", ">>en<<", ">>fr<<"}));
   PrepOptions options = this->options();
   options.vocab_bytes = paired.bytes();

@@ -129,22 +129,14 @@ TEST(Prep, AGivenPairedVocabularyEncodesEachSideWithItsModel) {
   const testing::SyntheticText text = testing::synthetic_text(100, 3);
   testing::write_lines(dir.file("train.src"), text.src);
   testing::write_lines(dir.file("train.tgt"), text.tgt);
-  const Vocab source = Vocab::train(text.src, testing::small_vocab());
-  const Vocab target = Vocab::train(text.tgt, testing::small_vocab());
-  std::set<std::string> rest;
-  for (const Vocab* side : {&source, &target}) {
-    for (int32_t id = kEosId + 1; id < side->size(); ++id) rest.insert(side->piece(id));
-  }
-  std::vector<std::string> pieces = {"<pad>", "<unk>", "<s>", "</s>"};
-  pieces.insert(pieces.end(), rest.begin(), rest.end());
-  const Vocab paired = Vocab::from_pair(source.bytes(), target.bytes(), pieces);
+  const Vocab paired = testing::paired_vocab(text.src, text.tgt);
 
   PrepOptions options;
   options.splits = {{"train", {dir.file("train.src")}, {dir.file("train.tgt")}}};
   options.out = dir.file("corpus.h5");
   options.vocab_bytes = paired.bytes();
   options.vocab_from = "imported.h5";
-  EXPECT_EQ(prepare_corpus(options).vocab_size, static_cast<int64_t>(pieces.size()));
+  EXPECT_EQ(prepare_corpus(options).vocab_size, paired.size());
   const Corpus corpus(options.out);
   EXPECT_EQ(corpus.vocab().bytes(), paired.bytes());
   const auto pairs = corpus.read("train", {0, 1, 2, 99});

@@ -99,15 +99,7 @@ TEST(Words, ALeadingLanguageTagIsTheFirstWord) {
 // has): each side's pieces spell their words, and a leading ">>es<<" tag is word 0 and one id.
 TEST(Words, APairedVocabularysPiecesSpellTheirWordsOnEachSide) {
   const testing::SyntheticText text = testing::synthetic_text(100, 3);
-  const Vocab source = Vocab::train(text.src, testing::small_vocab());
-  const Vocab target = Vocab::train(text.tgt, testing::small_vocab());
-  std::set<std::string> rest = {">>es<<"};
-  for (const Vocab* side : {&source, &target}) {
-    for (int32_t id = kEosId + 1; id < side->size(); ++id) rest.insert(side->piece(id));
-  }
-  std::vector<std::string> pieces = {"<pad>", "<unk>", "<s>", "</s>"};
-  pieces.insert(pieces.end(), rest.begin(), rest.end());
-  const Vocab paired = Vocab::from_pair(source.bytes(), target.bytes(), pieces);
+  const Vocab paired = testing::paired_vocab(text.src, text.tgt, {">>es<<"});
   for (size_t i = 0; i < 10; ++i) {
     expect_pieces_spell_their_words(paired, text.src[i], Side::kSource, 0);
     expect_pieces_spell_their_words(paired, text.tgt[i], Side::kTarget, 0);
@@ -136,15 +128,7 @@ void expect_decoded_words_are_the_encoded_ones(const Vocab& vocab, const std::st
 TEST(Words, DecodingSaysTheWordEachIdFallsIn) {
   const testing::SyntheticText text = testing::synthetic_text(200, 1);
   const Vocab joint = Vocab::train(text.src, testing::small_vocab());
-  const Vocab source = Vocab::train(text.src, testing::small_vocab());
-  const Vocab target = Vocab::train(text.tgt, testing::small_vocab());
-  std::set<std::string> rest;
-  for (const Vocab* side : {&source, &target}) {
-    for (int32_t id = kEosId + 1; id < side->size(); ++id) rest.insert(side->piece(id));
-  }
-  std::vector<std::string> pieces = {"<pad>", "<unk>", "<s>", "</s>"};
-  pieces.insert(pieces.end(), rest.begin(), rest.end());
-  const Vocab paired = Vocab::from_pair(source.bytes(), target.bytes(), pieces);
+  const Vocab paired = testing::paired_vocab(text.src, text.tgt);
   for (size_t i = 0; i < 10; ++i) {
     expect_decoded_words_are_the_encoded_ones(joint, text.src[i], Side::kSource);
     expect_decoded_words_are_the_encoded_ones(paired, text.tgt[i], Side::kTarget);
