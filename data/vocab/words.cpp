@@ -85,6 +85,49 @@ std::vector<WordLink> word_links(const std::vector<int32_t>& source_words,
   return links;
 }
 
+WordAttention word_attention(const std::vector<int32_t>& source_words,
+                             const std::vector<int32_t>& target_words,
+                             const std::vector<float>& rows, int64_t positions) {
+  const auto words = [](const std::vector<int32_t>& of) {
+    return of.empty() ? 0 : int64_t{*std::max_element(of.begin(), of.end())} + 1;
+  };
+  WordAttention out{words(source_words), words(target_words), {}};
+  out.weights.assign(static_cast<size_t>(out.source_words * out.target_words), 0.0f);
+  std::vector<int64_t> pieces(static_cast<size_t>(out.target_words), 0);
+  const auto columns = std::min<int64_t>(positions, static_cast<int64_t>(source_words.size()));
+  for (size_t j = 0; j < target_words.size() && (j + 1) * positions <= rows.size(); ++j) {
+    const int64_t t = target_words[j];
+    if (t < 0) continue;
+    ++pieces[static_cast<size_t>(t)];
+    for (int64_t k = 0; k < columns; ++k) {
+      const int64_t s = source_words[static_cast<size_t>(k)];
+      if (s < 0) continue;
+      out.weights[static_cast<size_t>(t * out.source_words + s)] +=
+          rows[j * static_cast<size_t>(positions) + static_cast<size_t>(k)];
+    }
+  }
+  for (int64_t t = 0; t < out.target_words; ++t) {
+    const auto n = pieces[static_cast<size_t>(t)];
+    for (int64_t s = 0; n > 1 && s < out.source_words; ++s) {
+      out.weights[static_cast<size_t>(t * out.source_words + s)] /= static_cast<float>(n);
+    }
+  }
+  return out;
+}
+
+WordAttention links_as_attention(const std::vector<WordLink>& links, int64_t source_words,
+                                 int64_t target_words) {
+  WordAttention out{source_words, target_words, {}};
+  out.weights.assign(static_cast<size_t>(source_words * target_words), 0.0f);
+  for (const WordLink& link : links) {
+    if (link.src < 0 || link.src >= source_words || link.tgt < 0 || link.tgt >= target_words) {
+      continue;
+    }
+    out.weights[static_cast<size_t>(int64_t{link.tgt} * source_words + link.src)] = 1.0f;
+  }
+  return out;
+}
+
 std::string pharaoh(const std::vector<WordLink>& links) {
   std::string text;
   for (const WordLink& link : links) {

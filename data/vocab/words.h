@@ -1,6 +1,7 @@
 // Words as word aligners count them (eflomal, fast_align, the Pharaoh "i-j" format): the runs of a
 // line's bytes between white space, numbered from 0; which word each SentencePiece piece of the
-// line belongs to, from the bytes the piece comes from; and word links from piece attention.
+// line belongs to, from the bytes the piece comes from; and word links and word-to-word attention
+// from piece attention.
 #pragma once
 
 #include <cstddef>
@@ -41,6 +42,30 @@ struct WordLink {
 std::vector<WordLink> word_links(const std::vector<int32_t>& source_words,
                                  const std::vector<int32_t>& target_words,
                                  const std::vector<int32_t>& attended);
+
+// How much each target word attended to each source word: a matrix of target words by source
+// words. From piece attention (word_attention) it is soft; from hard links (links_as_attention),
+// 1 where linked and 0 elsewhere.
+struct WordAttention {
+  int64_t source_words = 0, target_words = 0;
+  std::vector<float> weights = {};  // [target_words][source_words], row-major
+  float at(int64_t target, int64_t source) const {
+    return weights[static_cast<size_t>(target * source_words + source)];
+  }
+};
+
+// From a translation's piece attention: `rows` holds, for target piece j, its attention over the
+// `positions` source positions (row j at rows[j * positions]). Target word t's row is the mean,
+// over its pieces, of each source word's summed attention (over that word's pieces). Pieces of no
+// word (-1, as in word_links) and positions past source_words count for no word. The matrix has
+// max(word) + 1 rows and columns.
+WordAttention word_attention(const std::vector<int32_t>& source_words,
+                             const std::vector<int32_t>& target_words,
+                             const std::vector<float>& rows, int64_t positions);
+
+// Hard links as a WordAttention of `source_words` by `target_words` words (links outside ignored).
+WordAttention links_as_attention(const std::vector<WordLink>& links, int64_t source_words,
+                                 int64_t target_words);
 
 // "0-0 1-2 2-1": Pharaoh's format, as eflomal and fast_align write it.
 std::string pharaoh(const std::vector<WordLink>& links);

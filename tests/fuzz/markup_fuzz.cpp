@@ -50,7 +50,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                              words.size());
     links.push_back({static_cast<int32_t>(w), target});
   }
-  const std::string out = markup::restore(marked, marked.text, links);
+  const auto count = static_cast<int64_t>(words.size());
+  const std::string out =
+      markup::restore(marked, marked.text, data::links_as_attention(links, count, count));
   markup::MarkedLine back;
   try {
     back = markup::parse(out);

@@ -76,9 +76,28 @@ TEST(Parse, RefusesUnclosedCrossingAndStrayTagsAndUnknownEntities) {
   EXPECT_EQ(parse_error("x <!-- y"), "comment at byte 2 never ends");
 }
 
+// Hard links as the attention restore reads: 1 where linked.
+data::WordAttention hard(const std::string& text, const std::string& translation,
+                         const std::vector<WordLink>& links) {
+  return data::links_as_attention(links, static_cast<int64_t>(data::split_words(text).size()),
+                                  static_cast<int64_t>(data::split_words(translation).size()));
+}
+
 std::string restored(const std::string& line, const std::string& translation,
                      const std::vector<WordLink>& links) {
-  return restore(parse(line), translation, links);
+  const MarkedLine marked = parse(line);
+  return restore(marked, translation, hard(marked.text, translation, links));
+}
+
+// Soft attention: rows[t][s], target word t's attention to source word s.
+std::string restored_soft(const std::string& line, const std::string& translation,
+                     const std::vector<std::vector<float>>& rows) {
+  data::WordAttention attention{static_cast<int64_t>(rows.front().size()),
+                                static_cast<int64_t>(rows.size()), {}};
+  for (const auto& row : rows) {
+    attention.weights.insert(attention.weights.end(), row.begin(), row.end());
+  }
+  return restore(parse(line), translation, attention);
 }
 
 TEST(Restore, PairedTagsWrapTheWordsAlignedToWhatTheyWrapped) {
@@ -87,11 +106,33 @@ TEST(Restore, PairedTagsWrapTheWordsAlignedToWhatTheyWrapped) {
             "<i>coche</i> <b>rojo</b>");
   EXPECT_EQ(restored("<p>the <b>big</b> dog</p>", "el perro grande", {{0, 0}, {1, 2}, {2, 1}}),
             "<p>el perro <b>grande</b></p>");
-  // Two wrapped words aligned apart: the span from the first to the last.
-  EXPECT_EQ(restored("<a href=\"#\">new house</a> now", "casa ya nueva", {{0, 2}, {1, 0}, {2, 1}}),
-            "<a href=\"#\">casa ya nueva</a>");
+  // Two wrapped words aligned next to each other, in the other order: both.
+  EXPECT_EQ(restored("<a href=\"#\">new house</a> now", "ya casa nueva", {{0, 2}, {1, 1}, {2, 0}}),
+            "ya <a href=\"#\">casa nueva</a>");
   EXPECT_EQ(restored("un<b>believ</b>able story", "historia increible", {{0, 1}, {1, 0}}),
             "historia <b>increible</b>");
+}
+
+TEST(Restore, OfTargetWordsApartThePairWrapsTheRunWithTheMostAttentionToItsWords) {
+  // "casa" and "nueva" both attend most to the wrapped words, apart: the run with more of it.
+  const std::vector<std::vector<float>> rows = {
+      {0.2f, 0.7f, 0.1f}, {0.1f, 0.1f, 0.8f}, {0.5f, 0.2f, 0.3f}};
+  EXPECT_EQ(restored_soft("<a href=\"#\">new house</a> now", "casa ya nueva", rows),
+            "<a href=\"#\">casa</a> ya nueva");
+  const std::vector<std::vector<float>> more = {
+      {0.5f, 0.4f, 0.1f}, {0.1f, 0.1f, 0.8f}, {0.9f, 0.05f, 0.05f}};
+  EXPECT_EQ(restored_soft("<a href=\"#\">new house</a> now", "casa ya nueva", more),
+            "casa ya <a href=\"#\">nueva</a>");
+  // Equal runs: the first.
+  EXPECT_EQ(restored("<a href=\"#\">new house</a> now", "casa ya nueva", {{0, 2}, {1, 0}, {2, 1}}),
+            "<a href=\"#\">casa</a> ya nueva");
+}
+
+TEST(Restore, WrappedWordsNoTargetWordAttendsMostToTakeTheWordAttendingToThemMost) {
+  // Every target word attends most to "the" or "dog"; "big" is second for "grande" and "perro".
+  const std::vector<std::vector<float>> rows = {
+      {0.7f, 0.2f, 0.1f}, {0.1f, 0.3f, 0.6f}, {0.2f, 0.35f, 0.45f}};
+  EXPECT_EQ(restored_soft("the <b>big</b> dog", "el perro grande", rows), "el perro <b>grande</b>");
 }
 
 TEST(Restore, SelfClosingTagsStandBeforeTheWordAlignedToTheNextSourceWord) {
@@ -154,7 +195,7 @@ TEST(Restore, EveryOutputIsWellFormedWithEveryTagOnceAndReadsAsTheTranslation) {
     for (int s = 0; s < words; ++s) {
       for (int k = pick(3); k > 0; --k) links.push_back({s, pick(target_words)});
     }
-    const std::string out = restore(marked, translation, links);
+    const std::string out = restore(marked, translation, hard(marked.text, translation, links));
     SCOPED_TRACE(line + " → " + out);
     MarkedLine back;
     ASSERT_NO_THROW(back = parse(out));

@@ -140,25 +140,40 @@ std::vector<SentenceScore> sentence_scores(const decode::Ensemble& ensemble,
   return scores;
 }
 
-std::vector<std::vector<int32_t>> forced_attention(const decode::Ensemble& ensemble,
-                                                   std::vector<data::SentencePair> pairs,
-                                                   int64_t max_tokens,
-                                                   const model::AlignmentHeads& heads) {
+std::vector<int32_t> most_attended(const AttentionRows& attention) {
+  std::vector<int32_t> best;
+  const auto width = static_cast<size_t>(attention.positions);
+  for (size_t at = 0; width > 0 && at + width <= attention.rows.size(); at += width) {
+    const auto row = attention.rows.begin() + static_cast<std::ptrdiff_t>(at);
+    best.push_back(static_cast<int32_t>(
+        std::max_element(row, row + static_cast<std::ptrdiff_t>(width)) - row));
+  }
+  return best;
+}
+
+std::vector<AttentionRows> forced_attention(const decode::Ensemble& ensemble,
+                                            std::vector<data::SentencePair> pairs,
+                                            int64_t max_tokens,
+                                            const model::AlignmentHeads& heads) {
   truncate_pairs(ensemble, pairs);
   auto model = ensemble.models().front();
   model::check_alignment_heads(heads, model->options().decoder_layers, model->options().heads);
-  std::vector<std::vector<int32_t>> out(pairs.size());
+  std::vector<AttentionRows> out(pairs.size());
   for_each_batch(
       ensemble, pairs, max_tokens,
       [&](const std::vector<int64_t>& indices, const data::Batch& batch) {
-        const auto best = model->cross_attention(batch.src, batch.tgt_in, heads)
-                              .argmax(2)
-                              .to(torch::kCPU, torch::kInt)
-                              .contiguous();  // [batch, tgt_len]
-        const auto cell = best.accessor<int32_t, 2>();
+        const auto attention = model->cross_attention(batch.src, batch.tgt_in, heads)
+                                   .exp()
+                                   .to(torch::kCPU, torch::kFloat)
+                                   .contiguous();  // [batch, tgt_len, src_len]
+        const auto cell = attention.accessor<float, 3>();
         for (size_t row = 0; row < indices.size(); ++row) {
-          const auto pair = static_cast<size_t>(indices[row]);
-          for (size_t t = 0; t < pairs[pair].tgt.size(); ++t) out[pair].push_back(cell[row][t]);
+          const auto& pair = pairs[static_cast<size_t>(indices[row])];
+          auto& rows = out[static_cast<size_t>(indices[row])];
+          rows.positions = static_cast<int64_t>(pair.src.size()) + 1;
+          for (size_t t = 0; t < pair.tgt.size(); ++t) {
+            for (int64_t k = 0; k < rows.positions; ++k) rows.rows.push_back(cell[row][t][k]);
+          }
         }
       });
   return out;
@@ -178,7 +193,8 @@ std::vector<std::vector<Translation>> translate_tokens_nbest(
   for (const auto& hypotheses : decode::translate_nbest(ensemble, sources, options, rows)) {
     out.emplace_back();
     for (const auto& h : hypotheses) {
-      Translation translation{"", h.score, h.normalized, {}, h.attended};
+      Translation translation{"", h.score, h.normalized, {}, {}, h.attended};
+      if (options.alignment) translation.tokens = h.tokens;
       translation.text = vocab.decode(h.tokens, data::Side::kTarget,
                                       options.alignment ? &translation.words : nullptr);
       out.back().push_back(std::move(translation));

@@ -51,18 +51,28 @@ struct Translation {
   std::string text;       // detokenized
   double score = 0;       // summed log-probability, EOS included (when emitted)
   double normalized = 0;  // score / length^length_penalty: what hypotheses are ranked by
-  // With DecodeOptions::alignment: per token of the translation, the word of `text` it falls in
-  // (-1: none) and the source position its alignment heads attended to most; else empty.
-  std::vector<int32_t> words = {}, attended = {};
+  // With DecodeOptions::alignment: its tokens, and per token the word of `text` it falls in (-1:
+  // none) and the source position its alignment heads attended to most; else empty.
+  std::vector<int32_t> tokens = {}, words = {}, attended = {};
 };
 
-// Forced alignment: per pair, for each target token (EOS not included) the source position
-// (into src + EOS) `heads` of the ensemble's first model attended to most as they predicted it,
-// teacher-forced, by the same batches and truncation as sentence_scores.
-std::vector<std::vector<int32_t>> forced_attention(const decode::Ensemble& ensemble,
-                                                   std::vector<data::SentencePair> pairs,
-                                                   int64_t max_tokens,
-                                                   const model::AlignmentHeads& heads);
+// What alignment heads attended to as they predicted a target: per target token (EOS not
+// included) a row over the source positions (the source's tokens, then EOS).
+struct AttentionRows {
+  int64_t positions = 0;
+  std::vector<float> rows = {};  // row j at rows[j * positions]
+};
+
+// Per row, the position attended to most (the first of equals).
+std::vector<int32_t> most_attended(const AttentionRows& attention);
+
+// Forced alignment: per pair, what `heads` of the ensemble's first model attended to as they
+// predicted each target token, teacher-forced, by the same batches and truncation as
+// sentence_scores.
+std::vector<AttentionRows> forced_attention(const decode::Ensemble& ensemble,
+                                            std::vector<data::SentencePair> pairs,
+                                            int64_t max_tokens,
+                                            const model::AlignmentHeads& heads);
 
 // The options.nbest best translations of each token sequence, best first, in input order. Sources
 // longer than the model's position table are truncated, with a warning. `rows`: none, or per

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstdint>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 namespace tandem::markup {
 namespace {
@@ -198,11 +200,11 @@ struct Node {
 class Placement {
  public:
   Placement(const MarkedLine& line, const std::string& translation,
-            const std::vector<data::WordLink>& links)
+            const data::WordAttention& attention)
       : line_(line),
         source_(data::split_words(line.text)),
         target_(data::split_words(translation)),
-        links_(links) {
+        attention_(attention) {
     build_tree();
     place(0);
   }
@@ -213,27 +215,73 @@ class Placement {
   int64_t single_at(int64_t tag) const { return single_at_[static_cast<size_t>(tag)]; }
 
  private:
-  // The target words aligned to source words overlapping bytes [begin, end) of the plain text.
-  std::vector<int32_t> aligned(size_t begin, size_t end) const {
-    std::vector<int32_t> words;
-    for (const auto& link : links_) {
-      if (link.src < 0 || static_cast<size_t>(link.src) >= source_.size() || link.tgt < 0 ||
-          static_cast<size_t>(link.tgt) >= target_.size()) {
-        continue;  // not a word of these texts
-      }
-      const auto& w = source_[static_cast<size_t>(link.src)];
-      if (w.begin < end && w.end > begin) words.push_back(link.tgt);
+  // The source words overlapping bytes [begin, end) of the plain text.
+  std::vector<int64_t> sources_in(size_t begin, size_t end) const {
+    std::vector<int64_t> words;
+    const auto count =
+        std::min<int64_t>(attention_.source_words, static_cast<int64_t>(source_.size()));
+    for (int64_t s = 0; s < count; ++s) {
+      const auto& w = source_[static_cast<size_t>(s)];
+      if (w.begin < end && w.end > begin) words.push_back(s);
     }
     return words;
   }
 
-  // Before which target word what stands at plain byte `at` goes: the first target word aligned
-  // to the first source word from `at` on that has links; past the last word when none has.
+  // Whether target word t attends most to one of `sources` (ties count; a row of zeros never).
+  bool strongest_in(int64_t t, const std::vector<int64_t>& sources) const {
+    float top = 0;
+    for (int64_t s = 0; s < attention_.source_words; ++s) top = std::max(top, attention_.at(t, s));
+    return top > 0 && std::any_of(sources.begin(), sources.end(),
+                                  [&](int64_t s) { return attention_.at(t, s) == top; });
+  }
+
+  // Target word t's attention to `sources`, summed.
+  float mass(int64_t t, const std::vector<int64_t>& sources) const {
+    float sum = 0;
+    for (const int64_t s : sources) sum += attention_.at(t, s);
+    return sum;
+  }
+
+  // The target words [begin, end) the source words over plain bytes [begin, end) became: of the
+  // target words that attend most to one of them, the contiguous run holding the most of their
+  // attention (the first of equals); when no target word does, the one word that attends to them
+  // most; empty (begin == end) when none attends to them at all.
+  std::pair<int64_t, int64_t> translated(size_t begin, size_t end) const {
+    const auto sources = sources_in(begin, end);
+    const int64_t words =
+        std::min<int64_t>(attention_.target_words, static_cast<int64_t>(target_.size()));
+    std::pair<int64_t, int64_t> best = {0, 0};
+    float best_mass = 0;
+    for (int64_t t = 0; t < words;) {
+      if (!strongest_in(t, sources)) {
+        ++t;
+        continue;
+      }
+      float run_mass = 0;
+      const int64_t first = t;
+      for (; t < words && strongest_in(t, sources); ++t) run_mass += mass(t, sources);
+      if (best.first == best.second || run_mass > best_mass) {
+        best = {first, t};
+        best_mass = run_mass;
+      }
+    }
+    if (best.first < best.second) return best;
+    for (int64_t t = 0; t < words; ++t) {  // no target word attends most to them
+      if (mass(t, sources) > best_mass) {
+        best = {t, t + 1};
+        best_mass = mass(t, sources);
+      }
+    }
+    return best;
+  }
+
+  // Before which target word what stands at plain byte `at` goes: where the translation of the
+  // first source word from `at` on that has one begins; past the last word when none has.
   int64_t anchor(size_t at) const {
     for (const auto& w : source_) {
       if (w.end <= at) continue;
-      const auto words = aligned(w.begin, w.end);
-      if (!words.empty()) return *std::min_element(words.begin(), words.end());
+      const auto [begin, end] = translated(w.begin, w.end);
+      if (begin < end) return begin;
     }
     return static_cast<int64_t>(target_.size());
   }
@@ -251,14 +299,9 @@ class Placement {
         single_at_[k] = anchor(tag.at);
       } else {
         const Tag& close = line_.tags[static_cast<size_t>(tag.partner)];
-        const auto words = aligned(tag.at, close.at);
         Node node{static_cast<int64_t>(k), 0, 0, {}, {}};
-        if (words.empty()) {
-          node.begin = node.end = anchor(tag.at);
-        } else {
-          node.begin = *std::min_element(words.begin(), words.end());
-          node.end = *std::max_element(words.begin(), words.end()) + 1;
-        }
+        std::tie(node.begin, node.end) = translated(tag.at, close.at);
+        if (node.begin == node.end) node.begin = node.end = anchor(tag.at);
         nodes_.push_back(node);
         nodes_[stack.back()].children.push_back(nodes_.size() - 1);
         stack.push_back(nodes_.size() - 1);
@@ -294,7 +337,7 @@ class Placement {
 
   const MarkedLine& line_;
   std::vector<data::ByteRange> source_, target_;
-  const std::vector<data::WordLink>& links_;
+  const data::WordAttention& attention_;
   std::vector<Node> nodes_;
   std::vector<int64_t> single_at_;
 };
@@ -387,9 +430,9 @@ class Writer {
 }  // namespace
 
 std::string restore(const MarkedLine& line, const std::string& translation,
-                    const std::vector<data::WordLink>& links) {
+                    const data::WordAttention& attention) {
   if (!line.marked) return translation;
-  const Placement placement(line, translation, links);
+  const Placement placement(line, translation, attention);
   return Writer(line, translation, placement).write();
 }
 

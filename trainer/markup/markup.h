@@ -1,9 +1,10 @@
 // Inline markup carried across translation (tandem-decode --markup): a line's XML/HTML tags and
 // entities are taken out, the text alone is translated, and the tags are put back by the word
-// alignment. A paired tag wraps the target words aligned to the source words it wrapped (the span
-// from the first to the last, nesting kept valid); a self-closing tag (or a comment) stands before
-// the target word aligned to the source word that followed it. Each tag comes out byte for byte as
-// it came in; text is unescaped for the model and escaped back.
+// attention between their words. A paired tag wraps the target words that attend most to the
+// source words it wrapped (the contiguous run of them with the most of that attention; nesting kept
+// valid); a self-closing tag (or a comment) stands before the translation of the source word that
+// followed it. Each tag comes out byte for byte as it came in; text is unescaped for the model and
+// escaped back.
 #pragma once
 
 #include <cstddef>
@@ -39,10 +40,11 @@ struct MarkedLine {
 MarkedLine parse(const std::string& line);
 
 // The translation `translation` (plain text, as the model wrote it) of a MarkedLine's text,
-// with `links` between the words of line.text (data::split_words) and those of the translation,
-// escaped (& < >) and with line's tags put back. Unmarked lines come back as they are.
+// with `attention` from the words of the translation to those of line.text (both as
+// data::split_words counts them), escaped (& < >) and with line's tags put back. Unmarked lines
+// come back as they are.
 std::string restore(const MarkedLine& line, const std::string& translation,
-                    const std::vector<data::WordLink>& links);
+                    const data::WordAttention& attention);
 
 // & → &amp;, < → &lt;, > → &gt;.
 std::string escape(const std::string& text);

@@ -70,9 +70,10 @@ source piece it attended to most, pieces merged to their words.
 
 With --markup, a line may hold inline tags (paired, nested, self-closing, with attributes;
 comments) and entities (&amp; &lt; &gt; &quot; &apos; &nbsp; &#N; &#xN;). The text between the
-tags, unescaped, is translated; a paired tag then wraps the target words aligned to the source
-words it wrapped, a self-closing tag stands before the target word aligned to the source word
-after it, every tag byte for byte as it came, and the text is escaped back. A line without tags
+tags, unescaped, is translated; a paired tag then wraps the target words that attend most to
+the source words it wrapped (by the alignment heads; the run with the most of that attention
+when they lie apart), a self-closing tag stands before the translation of the source word after
+it, every tag byte for byte as it came, and the text is escaped back. A line without tags
 or entities is written as without --markup. A tag left open, tags that cross, a stray '<' or an
 unknown entity stop tandem-decode with exit 2 naming the line (docs/alignments.md).
 
@@ -114,6 +115,41 @@ std::string word_alignment(const std::vector<int32_t>& source_words,
       tandem::data::word_links(source_words, translation.words, translation.attended));
 }
 
+// With --markup, per line and per translation in its list, the attention between their words
+// that puts the tags back: the alignment heads' whole rows, from a teacher-forced pass over each
+// translation of a marked line (beam search keeps only each row's strongest position); none for
+// an unmarked line, which is written as the model wrote it.
+std::vector<std::vector<tandem::data::WordAttention>> markup_attention(
+    const tandem::decode::Ensemble& ensemble, const std::vector<tandem::markup::MarkedLine>& marked,
+    const std::vector<std::vector<int32_t>>& sources,
+    const std::vector<std::vector<int32_t>>& source_words,
+    const std::vector<std::vector<tandem::eval::Translation>>& lists,
+    const tandem::decode::DecodeOptions& options) {
+  std::vector<tandem::data::SentencePair> pairs;
+  std::vector<std::pair<size_t, size_t>> of_pair;  // (line, translation)
+  for (size_t line = 0; line < lists.size(); ++line) {
+    for (size_t i = 0; marked[line].marked && i < lists[line].size(); ++i) {
+      pairs.push_back({sources[line], lists[line][i].tokens});
+      of_pair.emplace_back(line, i);
+    }
+  }
+  std::vector<std::vector<tandem::data::WordAttention>> out(lists.size());
+  for (size_t line = 0; line < lists.size(); ++line) out[line].resize(lists[line].size());
+  if (pairs.empty()) return out;
+  const auto rows =
+      tandem::eval::forced_attention(ensemble, pairs, options.batch_tokens, *options.alignment);
+  for (size_t p = 0; p < pairs.size(); ++p) {
+    const auto [line, i] = of_pair[p];
+    // The positions the pass read (a source past the model's positions is cut), then EOS.
+    auto words = source_words[line];
+    words.resize(static_cast<size_t>(rows[p].positions - 1));
+    words.push_back(-1);
+    out[line][i] = tandem::data::word_attention(words, lists[line][i].words, rows[p].rows,
+                                                rows[p].positions);
+  }
+  return out;
+}
+
 // Translates `lines` (line i is line first_index + i of the input, 0-based) into their output
 // text: one line each, or with `nbest` the INDEX ||| TRANSLATION ||| SCORE lines. A bad JSON line
 // is std::invalid_argument naming its 1-based line number, before anything is translated.
@@ -140,28 +176,31 @@ std::string translate_lines(const tandem::checkpoint::InferenceEnsemble& models,
     rows[i].stream = first_index + static_cast<int64_t>(i);
     if (!input.constraints.empty()) rows[i].constraints = input.constraints[i];
   }
+  const auto lists =
+      tandem::eval::translate_tokens_nbest(models.ensemble, vocab, sources, options, rows);
+  const auto attention =
+      format.markup
+          ? markup_attention(models.ensemble, marked, sources, source_words, lists, options)
+          : std::vector<std::vector<tandem::data::WordAttention>>{};
   std::ostringstream out;
   int64_t index = first_index;
   const bool nbest = format.nbest;
-  for (const auto& list :
-       tandem::eval::translate_tokens_nbest(models.ensemble, vocab, sources, options, rows)) {
+  for (const auto& list : lists) {
     const auto line = static_cast<size_t>(index - first_index);
     // The translation as written: its tags put back with --markup.
-    const auto text = [&](const tandem::eval::Translation& t) {
-      if (!format.markup) return t.text;
-      return tandem::markup::restore(
-          marked[line], t.text,
-          tandem::data::word_links(source_words[line], t.words, t.attended));
+    const auto text = [&](size_t i) {
+      if (!format.markup) return list[i].text;
+      return tandem::markup::restore(marked[line], list[i].text, attention[line][i]);
     };
     if (!nbest) {
-      out << text(list.front());
+      out << text(0);
       if (format.alignments) out << '\t' << word_alignment(source_words[line], list.front());
       out << '\n';
     }
     for (size_t i = 0; nbest && i < list.size(); ++i) {
       char score[32];
       std::snprintf(score, sizeof score, "%.6f", list[i].normalized);
-      out << index << " ||| " << text(list[i]) << " ||| " << score;
+      out << index << " ||| " << text(i) << " ||| " << score;
       if (format.alignments) out << " ||| " << word_alignment(source_words[line], list[i]);
       out << '\n';
     }

@@ -133,17 +133,18 @@ tandem::bulk::ChunkFunction chunk_scorer(const Args& args, const std::string& de
     const auto& vocab = models->members.front().vocab;
     const ChunkPairs in = chunk_pairs(chunk, vocab, marks, alignment.has_value());
     const auto scores = tandem::eval::sentence_scores(models->ensemble, in.pairs, max_tokens);
-    std::vector<std::vector<int32_t>> attended;
+    std::vector<tandem::eval::AttentionRows> attention;
     if (alignment) {
-      attended =
+      attention =
           tandem::eval::forced_attention(models->ensemble, in.pairs, max_tokens, *alignment);
     }
     std::string text;
     for (size_t i = 0; i < scores.size(); ++i) {
       text += score_line(scores[i], length_penalty);
       if (alignment) {
-        text += '\t' + tandem::data::pharaoh(tandem::data::word_links(
-                            in.source_words[i], in.target_words[i], attended[i]));
+        text += '\t' + tandem::data::pharaoh(
+                            tandem::data::word_links(in.source_words[i], in.target_words[i],
+                                                     tandem::eval::most_attended(attention[i])));
       }
       text += '\n';
     }

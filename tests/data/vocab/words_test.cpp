@@ -150,5 +150,30 @@ TEST(WordLinks, LinkEachTargetPiecesWordToItsAttendedPiecesWordOnceInOrder) {
   EXPECT_EQ(pharaoh({}), "");
 }
 
+TEST(WordAttention, AWordsRowIsTheMeanOverItsPiecesOfEachSourceWordsSummedAttention) {
+  // Source pieces: a tag (no word), word 0 in two pieces, word 1, EOS (no word).
+  const std::vector<int32_t> source_words = {-1, 0, 0, 1, -1};
+  // Target pieces: word 0, word 1 in two pieces, a piece of no word.
+  const std::vector<int32_t> target_words = {0, 1, 1, -1};
+  const int64_t positions = 5;
+  const std::vector<float> rows = {0.1f, 0.2f, 0.3f, 0.3f, 0.1f,   //
+                                   0.0f, 0.5f, 0.0f, 0.4f, 0.1f,   //
+                                   0.2f, 0.1f, 0.1f, 0.2f, 0.4f,   //
+                                   0.9f, 0.0f, 0.0f, 0.0f, 0.1f};
+  const WordAttention attention = word_attention(source_words, target_words, rows, positions);
+  ASSERT_EQ(attention.source_words, 2);
+  ASSERT_EQ(attention.target_words, 2);
+  EXPECT_FLOAT_EQ(attention.at(0, 0), 0.2f + 0.3f);
+  EXPECT_FLOAT_EQ(attention.at(0, 1), 0.3f);
+  EXPECT_FLOAT_EQ(attention.at(1, 0), ((0.5f + 0.0f) + (0.1f + 0.1f)) / 2);
+  EXPECT_FLOAT_EQ(attention.at(1, 1), (0.4f + 0.2f) / 2);
+  // A row cut short is no row: the last piece's word keeps the first piece's attention alone.
+  const std::vector<float> cut(rows.begin(), rows.begin() + 2 * positions + 3);
+  EXPECT_FLOAT_EQ(word_attention(source_words, target_words, cut, positions).at(1, 1), 0.4f);
+
+  const WordAttention hard = links_as_attention({{0, 1}, {1, 0}, {5, 0}}, 2, 2);
+  EXPECT_EQ(hard.weights, (std::vector<float>{0, 1, 1, 0})) << "links outside are ignored";
+}
+
 }  // namespace
 }  // namespace tandem::data
