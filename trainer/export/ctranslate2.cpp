@@ -1,13 +1,12 @@
 #include "trainer/export/ctranslate2.h"
 
 #include <cfloat>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "trainer/common/token_ids.h"
-#include "trainer/decode/beam.h"
+#include "trainer/export/model_tensors.h"
 
 namespace tandem::exporter {
 namespace {
@@ -15,30 +14,6 @@ namespace {
 constexpr const char* kSpec = "TransformerSpec";
 constexpr uint32_t kSpecRevision = 7;
 constexpr int64_t kRelu = 0, kSwish = 2;  // CTranslate2's ops::ActivationType
-
-// The model's tensors by name, parameters and the "positions" buffer; a missing one is a model
-// this exporter does not know.
-class Tensors {
- public:
-  explicit Tensors(const model::Transformer& model) {
-    for (const auto& item : model->named_parameters(/*recurse=*/true)) {
-      tensors_[item.key()] = item.value().detach().to(torch::kCPU, torch::kFloat);
-    }
-    for (const auto& item : model->named_buffers(/*recurse=*/false)) {
-      tensors_[item.key()] = item.value().to(torch::kCPU, torch::kFloat);
-    }
-  }
-  const torch::Tensor& operator()(const std::string& name) const {
-    const auto it = tensors_.find(name);
-    if (it == tensors_.end()) {
-      throw std::invalid_argument("the model has no tensor '" + name + "' to export");
-    }
-    return it->second;
-  }
-
- private:
-  std::map<std::string, torch::Tensor> tensors_;
-};
 
 // Adds variables in the stored precision: weights of linear layers and embeddings per
 // `quantization`, every other float (biases, LayerNorm, position table) in float32 or float16.
@@ -73,7 +48,7 @@ class Variables {
     weight(scope + "/weight", weight_value);
     other(scope + "/bias", bias);
   }
-  void layer_norm(const std::string& scope, const Tensors& t, const std::string& name) {
+  void layer_norm(const std::string& scope, const ModelTensors& t, const std::string& name) {
     other(scope + "/gamma", t(name + ".weight"));
     other(scope + "/beta", t(name + ".bias"));
   }
@@ -101,8 +76,8 @@ class Variables {
 // Self-attention's q, k and v projections as one [3 d, d] layer; cross-attention's q alone and k,
 // v as one [2 d, d] layer (CTranslate2 projects the encoder's output once per sentence). Then the
 // sublayer's LayerNorm, which CTranslate2 keeps inside the attention's scope.
-void attention(Variables& v, const Tensors& t, const std::string& scope, const std::string& name,
-               bool self) {
+void attention(Variables& v, const ModelTensors& t, const std::string& scope,
+               const std::string& name, bool self) {
   const auto w = [&](const char* proj) { return t(name + "." + proj + ".weight"); };
   const auto b = [&](const char* proj) { return t(name + "." + proj + ".bias"); };
   if (self) {
@@ -118,7 +93,7 @@ void attention(Variables& v, const Tensors& t, const std::string& scope, const s
   v.layer_norm(scope + "/layer_norm", t, name + "_norm");  // "self_attn" → "self_attn_norm"
 }
 
-void feed_forward(Variables& v, const Tensors& t, const std::string& scope,
+void feed_forward(Variables& v, const ModelTensors& t, const std::string& scope,
                   const std::string& name) {
   v.linear(scope + "/linear_0", t(name + ".fc1.weight"), t(name + ".fc1.bias"));
   v.linear(scope + "/linear_1", t(name + ".fc2.weight"), t(name + ".fc2.bias"));
@@ -128,7 +103,7 @@ void feed_forward(Variables& v, const Tensors& t, const std::string& scope,
 // An encoder or decoder stack: what TransformerEncoderSpec and TransformerDecoderSpec declare as
 // scalars (as their Python specs set them for this architecture), its layers (the decoder's with
 // cross-attention) and, in pre-norm, the final LayerNorm.
-void stack(Variables& v, const Tensors& t, const std::string& scope, int64_t layers,
+void stack(Variables& v, const ModelTensors& t, const std::string& scope, int64_t layers,
            const model::TransformerOptions& o) {
   const bool decoder = scope == "decoder";
   v.scalar(scope + "/num_heads", o.heads, torch::kInt16);
@@ -146,7 +121,7 @@ void stack(Variables& v, const Tensors& t, const std::string& scope, int64_t lay
   if (o.pre_norm) v.layer_norm(scope + "/layer_norm", t, scope + ".final_norm");
 }
 
-void encoder(Variables& v, const Tensors& t, const model::TransformerOptions& o) {
+void encoder(Variables& v, const ModelTensors& t, const model::TransformerOptions& o) {
   stack(v, t, "encoder", o.encoder_layers, o);
   v.scalar("encoder/embeddings_merge", 0, torch::kInt8);  // concat (of one embedding)
   v.flag("encoder/multi_query_attention", false);
@@ -154,7 +129,7 @@ void encoder(Variables& v, const Tensors& t, const model::TransformerOptions& o)
 
 // The alignment heads are CTranslate2's alignment_layer (0-based) and alignment_heads (its first
 // ones): the attention return_attention gives is theirs.
-void decoder(Variables& v, const Tensors& t, const model::TransformerOptions& o,
+void decoder(Variables& v, const ModelTensors& t, const model::TransformerOptions& o,
              const model::AlignmentHeads& alignment) {
   stack(v, t, "decoder", o.decoder_layers, o);
   v.scalar("decoder/alignment_layer", alignment.layer, torch::kInt16);
@@ -167,7 +142,8 @@ void decoder(Variables& v, const Tensors& t, const model::TransformerOptions& o,
 
 // Embeddings, the output layer and the position table: tied weights stored once under the name
 // CTranslate2's converter keeps (the first in name order) and aliased under the others.
-void embeddings_and_output(Variables& v, const Tensors& t, const model::TransformerOptions& o) {
+void embeddings_and_output(Variables& v, const ModelTensors& t,
+                           const model::TransformerOptions& o) {
   v.other("decoder/position_encodings/encodings", t("positions"));
   v.alias("encoder/position_encodings/encodings", "decoder/position_encodings/encodings");
   v.other("decoder/projection/bias", t("output_proj.bias"));
@@ -182,13 +158,6 @@ void embeddings_and_output(Variables& v, const Tensors& t, const model::Transfor
   }
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw std::runtime_error("cannot write '" + path + "'");
-}
-
 // config.json: the special tokens by their pieces, the source's EOS added by CTranslate2 itself
 // (Tandem ends every source with it), Tandem's LayerNorm epsilon (CTranslate2's default is 1e-6).
 nlohmann::json ct2_config(const data::Vocab& vocab) {
@@ -200,21 +169,6 @@ nlohmann::json ct2_config(const data::Vocab& vocab) {
           {"unk_token", vocab.piece(kUnkId)},
           {"layer_norm_epsilon", 1e-5},
           {"multi_query_attention", false}};
-}
-
-// tandem.json: where the weights came from, and tandem-decode's defaults in CTranslate2's terms.
-nlohmann::json provenance_json(const Ct2Provenance& p, Ct2Quantization quantization) {
-  const decode::DecodeOptions defaults;
-  return {{"checkpoint", p.checkpoint},
-          {"step", p.step},
-          {"weights", p.averaged ? "averaged" : "raw"},
-          {"quantization", ct2_quantization_names().at(static_cast<size_t>(quantization))},
-          {"tandem_decode_defaults",
-           {{"beam_size", defaults.beam_size},
-            {"length_penalty", defaults.length_penalty},
-            {"max_len_a", defaults.max_len_a},
-            {"max_len_b", defaults.max_len_b},
-            {"min_decoding_length", defaults.min_len}}}};
 }
 
 }  // namespace
@@ -236,7 +190,7 @@ Ct2Quantization ct2_quantization(const std::string& name) {
 Ct2Model ct2_transformer(const model::Transformer& model, Ct2Quantization quantization,
                          const model::AlignmentHeads& alignment) {
   torch::NoGradGuard no_grad;
-  const Tensors tensors(model);
+  const ModelTensors tensors(model);
   const model::TransformerOptions& options = model->options();
   model::check_alignment_heads(alignment, options.decoder_layers, options.heads);
   Ct2Model out{kSpec, kSpecRevision, {}, {}};
@@ -248,7 +202,7 @@ Ct2Model ct2_transformer(const model::Transformer& model, Ct2Quantization quanti
 }
 
 void write_ct2_folder(const checkpoint::InferenceModel& model, Ct2Quantization quantization,
-                      const Ct2Provenance& provenance, const std::string& dir) {
+                      const Provenance& provenance, const std::string& dir) {
   const config::AlignmentConfig& trained = model.config.train.alignment;
   const model::AlignmentHeads alignment{
       model::bottom_up_layer(trained.layer, model.config.model.decoder_layers), trained.heads};
@@ -265,7 +219,8 @@ void write_ct2_folder(const checkpoint::InferenceModel& model, Ct2Quantization q
   } else {
     write_text(dir + "/sentencepiece.model", model.vocab.sentencepiece_bytes(data::Side::kSource));
   }
-  nlohmann::json info = provenance_json(provenance, quantization);
+  nlohmann::json info = provenance_json(provenance);
+  info["quantization"] = ct2_quantization_names().at(static_cast<size_t>(quantization));
   if (model.vocab.coded()) {
     // A model with language codes (NLLB-200, M2M-100): each source starts with its language's
     // piece and translate_batch's target_prefix is the target's; detokenization leaves these

@@ -8,6 +8,7 @@
 
 #include "data/shortlist/shortlist.h"
 #include "trainer/export/ct2_model_file.h"
+#include "trainer/export/export_files.h"
 #include "trainer/model_io/model_io.h"
 
 namespace tandem::exporter {
@@ -28,17 +29,10 @@ Ct2Quantization ct2_quantization(const std::string& name);  // std::invalid_argu
 Ct2Model ct2_transformer(const model::Transformer& model, Ct2Quantization quantization,
                          const model::AlignmentHeads& alignment);
 
-// What the folder records of where it came from (tandem.json).
-struct Ct2Provenance {
-  std::string checkpoint;
-  int64_t step = 0;
-  bool averaged = false;  // the weights are the checkpoint's moving average
-};
-
 // Writes model.bin, config.json (LayerNorm epsilon, the special tokens, the source's EOS added
 // automatically), shared_vocabulary.json, sentencepiece.model and tandem.json into `dir`.
 void write_ct2_folder(const checkpoint::InferenceModel& model, Ct2Quantization quantization,
-                      const Ct2Provenance& provenance, const std::string& dir);
+                      const Provenance& provenance, const std::string& dir);
 
 // CTranslate2's vocabulary map of `shortlist` (data/shortlist/shortlist.h) at `path`, the vmap.txt
 // that translate_batch(use_vmap=True) reads from the model folder: a first line holding the

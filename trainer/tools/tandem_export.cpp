@@ -1,5 +1,6 @@
-// tandem-export: a checkpoint's model in another engine's format (CTranslate2), or as a plain
-// Tandem checkpoint (a LoRA checkpoint's adapters merged), written whole or not at all.
+// tandem-export: a checkpoint's model in another engine's format (CTranslate2, Hugging Face
+// transformers), or as a plain Tandem checkpoint (a LoRA checkpoint's adapters merged), written
+// whole or not at all.
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -11,6 +12,7 @@
 #include "trainer/cli/tool_main.h"
 #include "trainer/common/staged_dir.h"
 #include "trainer/export/ctranslate2.h"
+#include "trainer/export/huggingface.h"
 #include "trainer/export/plain_checkpoint.h"
 #include "trainer/model_io/model_io.h"
 
@@ -20,6 +22,9 @@ constexpr const char* kExamples = R"(Examples:
   tandem-export --checkpoint runs/tiny/last.h5 --to ctranslate2 --out runs/tiny/ct2
   tandem-export --checkpoint runs/tiny/last.h5 --to ctranslate2 --out ct2-int8 --quantization int8
   tandem-export --checkpoint runs/lora/last.h5 --to tandem --out runs/lora/merged.h5
+  tandem-export --checkpoint runs/tiny/last.h5 --to huggingface --out runs/tiny/hf
+  python3 -c 'from transformers import pipeline
+  print(pipeline("translation", model="runs/tiny/hf")("In the beginning")[0]["translation_text"])'
   python3 -c 'import ctranslate2, sentencepiece as spm
   sp = spm.SentencePieceProcessor(model_file="runs/tiny/ct2/sentencepiece.model")
   tr = ctranslate2.Translator("runs/tiny/ct2")
@@ -32,6 +37,10 @@ The folder holds model.bin, config.json, shared_vocabulary.json, sentencepiece.m
 tandem.json (the checkpoint, step and weights it came from). CTranslate2 adds the source's EOS
 itself; tokenize with sentencepiece.model and pass the pieces. beam_size=4, length_penalty=0.6
 (and CTranslate2's default min_decoding_length=1) is tandem-decode's own search (docs/serving.md).
+--to huggingface writes a folder that transformers loads as it is (AutoTokenizer,
+AutoModelForSeq2SeqLM, pipeline("translation")): config.json, generation_config.json,
+model.safetensors, MarianTokenizer's source.spm, target.spm, vocab.json, tokenizer_config.json
+and special_tokens_map.json, and tandem.json (docs/serving.md).
 --to tandem writes one checkpoint file: the weights (a LoRA checkpoint's base with its adapters
 merged in), the config without its lora section, the vocabulary; no optimizer state.)";
 
@@ -79,22 +88,24 @@ void check_out(const Args& args) {
       throw std::invalid_argument(where + " is not a Tandem checkpoint, and --force replaces "
                                   "only those");
     }
-  } else if (!replaceable(args.out, "model.bin")) {
-    throw std::invalid_argument(where +
-                                " holds files but no model.bin: it is not an exported model, "
-                                "and --force replaces only those (or an empty folder)");
+  } else if (const char* marker = args.to == "ctranslate2" ? "model.bin" : "model.safetensors";
+             !replaceable(args.out, marker)) {
+    throw std::invalid_argument(where + " holds files but no " + marker +
+                                ": it is not an exported model, and --force replaces only those "
+                                "(or an empty folder)");
   }
 }
 
 // The flags that only one --to takes.
 void check_flags(const Args& args) {
-  if (args.to == "tandem" && !args.shortlist.empty()) {
+  if (args.to != "ctranslate2" && !args.shortlist.empty()) {
     throw std::invalid_argument("--shortlist is for --to ctranslate2 (its vmap.txt); "
                                 "tandem-decode reads the shortlist file itself");
   }
-  if (args.to == "tandem" && args.quantization != "float32") {
-    throw std::invalid_argument("--quantization '" + args.quantization +
-                                "' is for --to ctranslate2; a Tandem checkpoint is float32");
+  if (args.to != "ctranslate2" && args.quantization != "float32") {
+    throw std::invalid_argument("--quantization '" + args.quantization + "' is for --to "
+                                "ctranslate2; a Tandem checkpoint or transformers folder is "
+                                "float32");
   }
 }
 
@@ -127,19 +138,37 @@ int export_ctranslate2(const Args& args) {
   return 0;
 }
 
+// The folder, staged and published whole; a model no transformers class computes is refused
+// before anything is written.
+int export_huggingface(const Args& args) {
+  const auto model = tandem::checkpoint::load_for_inference(args.checkpoint, args.weights);
+  tandem::exporter::check_huggingface(model);
+  tandem::StagedDir out(args.out, args.force);
+  tandem::exporter::write_hf_folder(model, {args.checkpoint, model.step, model.averaged},
+                                    out.path());
+  out.commit();
+  std::printf("exported %s (step %lld, %s weights) to %s as a Hugging Face transformers model\n",
+              args.checkpoint.c_str(), static_cast<long long>(model.step),
+              model.averaged ? "averaged" : "raw", args.out.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Write a checkpoint's model in another engine's format (CTranslate2), or as a plain "
+  CLI::App app{"Write a checkpoint's model in another engine's format (CTranslate2, Hugging Face "
+               "transformers), or as a plain "
                "Tandem checkpoint (LoRA adapters merged)."};
   Args args;
   app.add_option("--checkpoint", args.checkpoint, "checkpoint file (*.h5)")->required();
   app.add_option("--to", args.to,
-                 "the format to write: ctranslate2 (a model folder), or tandem (a checkpoint file "
-                 "with the weights alone, LoRA adapters merged)")
+                 "the format to write: ctranslate2 (a model folder), huggingface (a transformers "
+                 "model folder), or tandem (a checkpoint file with the weights alone, LoRA "
+                 "adapters merged)")
       ->required()
-      ->check(CLI::IsMember({"ctranslate2", "tandem"}));
-  app.add_option("--out", args.out, "the model folder (ctranslate2) or file (tandem) to create")
+      ->check(CLI::IsMember({"ctranslate2", "huggingface", "tandem"}));
+  app.add_option("--out", args.out,
+                 "the model folder (ctranslate2, huggingface) or file (tandem) to create")
       ->required();
   app.add_option("--quantization", args.quantization,
                  "how the weights are stored: float32, int8 (linear and embedding matrices "
@@ -151,7 +180,8 @@ int main(int argc, char** argv) {
                  "with --to ctranslate2, a lexical shortlist (tandem-shortlist) written as the "
                  "folder's vmap.txt, CTranslate2's vocabulary map (translate_batch(use_vmap=True))");
   app.add_flag("--force", args.force,
-               "replace --out if it exists and holds an earlier export (a model.bin) or nothing; "
+               "replace --out if it exists and holds an earlier export (a model.bin, a "
+               "model.safetensors) or nothing; "
                "with --to tandem, if it is a Tandem checkpoint");
   app.footer(kExamples);
   if (const auto done = tandem::cli::parse_command_line(app, "tandem-export", argc, argv))
@@ -159,6 +189,7 @@ int main(int argc, char** argv) {
   return tandem::cli::run_tool("tandem-export", [&] {
     check_flags(args);
     check_out(args);
-    return args.to == "tandem" ? export_tandem(args) : export_ctranslate2(args);
+    if (args.to == "tandem") return export_tandem(args);
+    return args.to == "huggingface" ? export_huggingface(args) : export_ctranslate2(args);
   });
 }
