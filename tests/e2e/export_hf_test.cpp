@@ -2,7 +2,7 @@
 // pinned Python package from launch/transformers.sh, run by tests/e2e/hf_export_check.py) loading
 // and running what it wrote, as a user would: checkpoints trained here on the synthetic
 // reverse-the-words corpus, tied with the paper's interleaved positions, untied with swish and
-// MarianMT's positions, and a multilingual one with >>xx<< tags.
+// MarianMT's positions, pre-norm, and a multilingual one with >>xx<< tags.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -70,7 +70,8 @@ class ExportHf : public ::testing::Test {
           "--set model.tie_embeddings=false --set model.activation=swish "
           "--set model.positions=halves");
     train("multi", "multi.h5", 400, "");
-    train("prenorm", "corpus.h5", 2, "--set model.pre_norm=true");
+    train("prenorm", "corpus.h5", 400, "--set model.pre_norm=true --set model.activation=swish");
+    train("fairseq", "corpus.h5", 2, "--set model.pre_norm=true --set model.positions=fairseq");
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -171,6 +172,12 @@ TEST_F(ExportHf, TransformersComputesWhatTandemDoesForUntiedEmbeddingsSwishAndHa
   expect_transformers_computes_tandems("untied");
 }
 
+// Pre-norm layers: a Pegasus model, its table the interleaved one reordered.
+TEST_F(ExportHf, TransformersComputesWhatTandemDoesForPreNormLayers) {
+  expect_transformers_computes_tandems("prenorm");
+  EXPECT_EQ(json::parse(read_text(file("hf-prenorm/config.json")))["model_type"], "pegasus");
+}
+
 // A model of two directions chosen by >>r<< and >>c<<: each direction's greedy lines are
 // tandem-decode --target-lang's, the tag typed before the line as MarianTokenizer reads it.
 TEST_F(ExportHf, AMultilingualModelTranslatesEachDirectionAsTandemDecodes) {
@@ -232,8 +239,8 @@ TEST_F(ExportHf, BadInputExitsTwoOnOneLineAndLeavesWhatWasThere) {
   EXPECT_EQ(export_hf("untied", earlier, "--force").exit_code, 0);
   EXPECT_EQ(json::parse(read_text(earlier + "/config.json"))["tie_word_embeddings"], false);
   // What no transformers class computes, and a flag of another format: nothing written.
-  expect_refused(export_hf("prenorm", file("hf-prenorm")), "model.pre_norm");
-  EXPECT_FALSE(fs::exists(file("hf-prenorm")));
+  expect_refused(export_hf("fairseq", file("hf-fairseq")), "model.positions: fairseq");
+  EXPECT_FALSE(fs::exists(file("hf-fairseq")));
   expect_refused(export_hf("tied", file("hf-int8"), "--quantization int8"), "--quantization");
   EXPECT_FALSE(fs::exists(file("hf-int8")));
   const auto unknown = run_command(tool("tandem-export") + " --checkpoint " + checkpoint("tied") +

@@ -59,12 +59,12 @@ torch::Tensor width_order(int64_t d, model::PositionLayout layout) {
   return torch::cat({torch::arange(0, d, 2, torch::kLong), torch::arange(1, d, 2, torch::kLong)});
 }
 
-// The model's tensors under MarianMT's names, the width reordered where a tensor meets the
-// residual stream: the columns of what reads it, the rows of what writes to it, LayerNorm's
-// entries.
-class MarianTensors {
+// The model's tensors under transformers' names (MarianMT's and Pegasus's are BART's), the width
+// reordered where a tensor meets the residual stream: the columns of what reads it, the rows of
+// what writes to it, LayerNorm's entries, the position table's columns.
+class HfTensors {
  public:
-  MarianTensors(const ModelTensors& t, torch::Tensor order) : t_(t), order_(std::move(order)) {}
+  HfTensors(const ModelTensors& t, torch::Tensor order) : t_(t), order_(std::move(order)) {}
 
   void reads(const std::string& hf, const std::string& tandem) {
     add(hf + ".weight", t_(tandem + ".weight").index_select(1, order_));
@@ -82,6 +82,7 @@ class MarianTensors {
   void embedding(const std::string& hf, const std::string& tandem, const torch::Tensor& rows) {
     add(hf, t_(tandem).index_select(0, rows).index_select(1, order_));
   }
+  void positions(const std::string& hf) { add(hf, t_("positions").index_select(1, order_)); }
   void add(const std::string& name, const torch::Tensor& value) {
     out_.emplace_back(name, value.contiguous());
   }
@@ -99,12 +100,17 @@ class MarianTensors {
   std::vector<std::pair<std::string, torch::Tensor>> out_;
 };
 
-std::vector<std::pair<std::string, torch::Tensor>> marian_tensors(
-    const model::Transformer& model, const HfVocab& vocab) {
+// The transformers class that computes the model: MarianMT for post-norm layers, Pegasus for
+// pre-norm ones (its layers normalise before each sublayer and its stacks end with a LayerNorm, as
+// Tandem's pre-norm stacks do; its sinusoid table is MarianMT's, stored with the weights).
+bool pegasus(const model::TransformerOptions& o) { return o.pre_norm; }
+
+std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(const model::Transformer& model,
+                                                               const HfVocab& vocab) {
   torch::NoGradGuard no_grad;
   const ModelTensors t(model);
   const model::TransformerOptions& o = model->options();
-  MarianTensors out(t, width_order(o.d_model, o.positions));
+  HfTensors out(t, width_order(o.d_model, o.positions));
   const auto rows = torch::tensor(vocab.rows, torch::kLong);
   if (o.tie_embeddings) {
     out.embedding("model.shared.weight", "src_embed.weight", rows);
@@ -130,39 +136,46 @@ std::vector<std::pair<std::string, torch::Tensor>> marian_tensors(
       out.writes(hf + "fc2", tandem + "ffn.fc2");
       out.norm(hf + "final_layer_norm", tandem + "ffn_norm");
     }
+    if (pegasus(o)) {
+      out.norm("model." + std::string(stack) + ".layer_norm", std::string(stack) + ".final_norm");
+      out.positions("model." + std::string(stack) + ".embed_positions.weight");
+    }
   }
   return out.tensors();
 }
 
-ordered_json marian_config(const model::TransformerOptions& o, const HfVocab& v) {
+ordered_json hf_config(const model::TransformerOptions& o, const HfVocab& v) {
   const auto n = static_cast<int64_t>(v.rows.size());
-  return {{"architectures", {"MarianMTModel"}},
-          {"model_type", "marian"},
-          {"vocab_size", n},
-          {"decoder_vocab_size", n},
-          {"d_model", o.d_model},
-          {"encoder_layers", o.encoder_layers},
-          {"decoder_layers", o.decoder_layers},
-          {"encoder_attention_heads", o.heads},
-          {"decoder_attention_heads", o.heads},
-          {"encoder_ffn_dim", o.d_ff},
-          {"decoder_ffn_dim", o.d_ff},
-          {"activation_function", o.activation == model::Activation::kSwish ? "swish" : "relu"},
-          {"dropout", o.dropout},
-          {"attention_dropout", 0.0},
-          {"activation_dropout", 0.0},
-          {"encoder_layerdrop", 0.0},
-          {"decoder_layerdrop", 0.0},
-          {"max_position_embeddings", o.max_positions},
-          {"scale_embedding", true},
-          {"share_encoder_decoder_embeddings", o.tie_embeddings},
-          {"tie_word_embeddings", o.tie_embeddings},
-          {"is_encoder_decoder", true},
-          {"pad_token_id", v.pad},
-          {"eos_token_id", v.eos},
-          {"decoder_start_token_id", v.start},
-          {"forced_eos_token_id", v.eos},
-          {"dtype", "float32"}};
+  ordered_json config = {
+      {"architectures", {pegasus(o) ? "PegasusForConditionalGeneration" : "MarianMTModel"}},
+      {"model_type", pegasus(o) ? "pegasus" : "marian"},
+      {"vocab_size", n}};
+  if (!pegasus(o)) config["decoder_vocab_size"] = n;
+  config.update(ordered_json{
+      {"d_model", o.d_model},
+      {"encoder_layers", o.encoder_layers},
+      {"decoder_layers", o.decoder_layers},
+      {"encoder_attention_heads", o.heads},
+      {"decoder_attention_heads", o.heads},
+      {"encoder_ffn_dim", o.d_ff},
+      {"decoder_ffn_dim", o.d_ff},
+      {"activation_function", o.activation == model::Activation::kSwish ? "swish" : "relu"},
+      {"dropout", o.dropout},
+      {"attention_dropout", 0.0},
+      {"activation_dropout", 0.0},
+      {"encoder_layerdrop", 0.0},
+      {"decoder_layerdrop", 0.0},
+      {"max_position_embeddings", o.max_positions},
+      {"scale_embedding", true}});
+  if (!pegasus(o)) config["share_encoder_decoder_embeddings"] = o.tie_embeddings;
+  config.update(ordered_json{{"tie_word_embeddings", o.tie_embeddings},
+                             {"is_encoder_decoder", true},
+                             {"pad_token_id", v.pad},
+                             {"eos_token_id", v.eos},
+                             {"decoder_start_token_id", v.start},
+                             {"forced_eos_token_id", v.eos},
+                             {"dtype", "float32"}});
+  return config;
 }
 
 // tandem-decode's search as far as generate() has it: beam 4, length penalty 0.6 (fairseq's
@@ -213,17 +226,20 @@ void check_huggingface(const checkpoint::InferenceModel& model) {
         "computes it with M2M-100's classes, which tandem-export --to huggingface does not write "
         "yet (it writes MarianMT folders)");
   }
-  if (m.pre_norm) {
-    throw std::invalid_argument(
-        "model.pre_norm: true: transformers computes pre-norm layers with M2M-100's classes, "
-        "which tandem-export --to huggingface does not write yet (MarianMT's layers are "
-        "post-norm); train with model.pre_norm: false to export to transformers");
-  }
   if (m.positions == config::PositionLayout::kFairseq) {
     throw std::invalid_argument(
-        "model.positions: fairseq with post-norm layers: no transformers class computes that "
-        "table with post-norm layers (MarianMT's is 'halves'); train with model.positions: "
-        "interleaved or halves");
+        std::string("model.positions: fairseq") +
+        (m.pre_norm ? ": M2M-100's classes compute that table, and tandem-export --to "
+                      "huggingface does not write them yet"
+                    : " with post-norm layers: no transformers class computes that table with "
+                      "post-norm layers") +
+        "; train with model.positions: interleaved or halves (MarianMT's and Pegasus's table)");
+  }
+  if (m.pre_norm && !m.tie_embeddings) {
+    throw std::invalid_argument(
+        "model.tie_embeddings: false with model.pre_norm: true: transformers' pre-norm class "
+        "with this model's table (Pegasus) shares one embedding between encoder and decoder; "
+        "train with model.tie_embeddings: true, or post-norm layers (MarianMT has untied ones)");
   }
 }
 
@@ -232,8 +248,8 @@ void write_hf_folder(const checkpoint::InferenceModel& model, const Provenance& 
   check_huggingface(model);
   const HfVocab vocab = hf_vocab(model.vocab);
   const model::TransformerOptions& o = model.model->options();
-  write_safetensors(dir + "/model.safetensors", marian_tensors(model.model, vocab));
-  write_text(dir + "/config.json", marian_config(o, vocab).dump(2) + "\n");
+  write_safetensors(dir + "/model.safetensors", hf_tensors(model.model, vocab));
+  write_text(dir + "/config.json", hf_config(o, vocab).dump(2) + "\n");
   write_text(dir + "/generation_config.json", generation_config(o, vocab).dump(2) + "\n");
   write_tokenizer(model.vocab, vocab, dir);
   write_text(dir + "/tandem.json", provenance_json(provenance).dump(2) + "\n");

@@ -2,13 +2,16 @@
 // AutoTokenizer.from_pretrained and AutoModelForSeq2SeqLM.from_pretrained load as they are, with
 // no code of Tandem's, and which computes what Tandem computes.
 //
-// A post-norm model with tied embeddings is a MarianMTModel (model_type "marian"): MarianMT's
-// layers are Tandem's post-norm ones, its embeddings are scaled by sqrt(d_model), and its
-// sinusoid table has the sines in the first half of the width and the cosines in the second
-// (Tandem's "halves"). Tandem's "interleaved" table is the same table with the width's coordinates
-// in another order, and nothing else in the model depends on that order (LayerNorm, attention and
-// the feed-forward layers treat the residual stream's coordinates alike): the export reorders the
-// width of every tensor that touches the residual stream, which gives exactly the same function.
+// A post-norm model, tied or untied, is a MarianMTModel (model_type "marian"): MarianMT's layers
+// are Tandem's post-norm ones, its embeddings are scaled by sqrt(d_model), its output has a bias
+// (final_logits_bias), and its sinusoid table has the sines in the first half of the width and the
+// cosines in the second (Tandem's "halves"). A pre-norm model with tied embeddings is a
+// PegasusForConditionalGeneration: the same, with LayerNorm before each sublayer and at the end of
+// each stack, and the table stored with the weights. Tandem's "interleaved" table is the same
+// table with the width's coordinates in another order, and nothing else in the model depends on
+// that order (LayerNorm, attention and the feed-forward layers treat the residual stream's
+// coordinates alike): the export reorders the width of every tensor that touches the residual
+// stream, which gives exactly the same function.
 // The tokenizer is MarianTokenizer: source.spm, target.spm and vocab.json. A vocabulary Tandem
 // trained keeps its ids (<pad> 0, <unk> 1, <s> 2, </s> 3: the decoder starts with <s>); a MarianMT
 // model's imported one gets MarianMT's back (</s> 0, <unk> 1, its pieces, <pad> last: the decoder
