@@ -72,6 +72,9 @@ class ExportHf : public ::testing::Test {
     train("multi", "multi.h5", 400, "");
     train("prenorm", "corpus.h5", 400, "--set model.pre_norm=true --set model.activation=swish");
     train("fairseq", "corpus.h5", 2, "--set model.pre_norm=true --set model.positions=fairseq");
+    // LoRA adapters on the tied model, trained on its own task from its weights.
+    train("lora", "corpus.h5", 100,
+          "--set lora.base=" + checkpoint("tied") + " --set lora.rank=4 --set lora.alpha=8");
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -176,6 +179,15 @@ TEST_F(ExportHf, TransformersComputesWhatTandemDoesForUntiedEmbeddingsSwishAndHa
 TEST_F(ExportHf, TransformersComputesWhatTandemDoesForPreNormLayers) {
   expect_transformers_computes_tandems("prenorm");
   EXPECT_EQ(json::parse(read_text(file("hf-prenorm/config.json")))["model_type"], "pegasus");
+}
+
+// A LoRA checkpoint exports merged: transformers computes what the adapter checkpoint does (not
+// the base: its NLL differs).
+TEST_F(ExportHf, ALoraCheckpointExportsMergedAndComputesWhatTheAdaptersDo) {
+  expect_transformers_computes_tandems("lora");
+  const json lora = json::parse(read_text(file("hf-lora.json")));
+  const json base = json::parse(read_text(file("hf-tied.json")));
+  EXPECT_NE(lora["nll"], base["nll"]);
 }
 
 // A model of two directions chosen by >>r<< and >>c<<: each direction's greedy lines are
