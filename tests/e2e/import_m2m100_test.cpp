@@ -26,6 +26,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/common/temp_dir.h"
 #include "trainer/common/token_ids.h"
+#include "trainer/import/safetensors.h"
 #include "trainer/model_io/model_io.h"
 
 namespace tandem::test {
@@ -453,6 +454,16 @@ TEST_P(ImportNllb, FineTunesOnTwoRanksInBothDirectionsAndTheTargetCodePicksTheDi
   EXPECT_LT(after, before - 0.5);
 
   expect_the_target_code_picks_the_direction(tuned, test_src, test_tgt);
+
+  // Fine-tuned in full, its output bias is no longer zero, and M2M-100's class has none: refused,
+  // nothing written.
+  const auto exported = run_command(tool("tandem-export") + " --checkpoint " + tuned +
+                                    " --to huggingface --out " + dir + "/ft-hf");
+  EXPECT_EQ(exported.exit_code, 2) << exported.output;
+  EXPECT_EQ(lines_of(exported.output).size(), 1u) << exported.output;
+  EXPECT_NE(exported.output.find("output_proj.bias is not zero"), std::string::npos)
+      << exported.output;
+  EXPECT_FALSE(fs::exists(dir + "/ft-hf"));
 }
 
 // CTranslate2 4.x on the CPU (launch/ctranslate2.sh) translates the exported NLLB-layout model,
@@ -482,6 +493,72 @@ TEST_P(ImportNllb, CTranslate2GivesTandemDecodesGreedyLinesWithTheTargetPrefix) 
   const auto ours = lines_of(decode.output), theirs = lines_of(read_text(dir + "/ct2.hyp"));
   ASSERT_EQ(ours.size(), theirs.size());
   for (size_t i = 0; i < ours.size(); ++i) EXPECT_EQ(theirs[i], ours[i]) << "line " << i;
+}
+
+// The original folder's tensors, from all its shards.
+std::map<std::string, torch::Tensor> folder_tensors(const std::string& dir) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".safetensors") continue;
+    for (auto& [name, tensor] : importer::read_safetensors(entry.path().string())) {
+      out.emplace(name, tensor);
+    }
+  }
+  return out;
+}
+
+// tandem-export --to huggingface of the import writes the original NLLB-layout folder back: each
+// of its tensors (in one file, not in shards), and a tokenizer that tokenizes as the original's;
+// tandem-import of it is the import, bit for bit; transformers runs it with the target's code
+// forced (generation_config's forced_bos_token_id from --target-lang) and gives the reference's
+// greedy lines, and its teacher-forced NLL is tandem-eval's.
+TEST_P(ImportNllb, AHuggingFaceExportOfTheImportIsTheOriginalAndImportsBackBitwise) {
+  const std::string out = out_dir() + "/exported-hf";
+  const auto exported = run_command(tool("tandem-export") + " --checkpoint " + imported() +
+                                    " --to huggingface --out " + out + languages());
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const auto original = folder_tensors(model_dir()), written = folder_tensors(out);
+  EXPECT_EQ(written.size(), original.size());
+  for (const auto& [name, tensor] : original) {
+    ASSERT_TRUE(written.count(name)) << name;
+    EXPECT_TRUE(torch::equal(written.at(name), tensor)) << name;
+  }
+  const auto again = run_command(tool("tandem-import") + " --from " + out + " --out " + out_dir() +
+                                 "/reimported.h5");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  const auto a = checkpoint::load_model_only(imported());
+  const auto b = checkpoint::load_model_only(out_dir() + "/reimported.h5");
+  ASSERT_EQ(a.model.size(), b.model.size());
+  for (size_t i = 0; i < a.model.size(); ++i) {
+    EXPECT_EQ(a.model[i].first, b.model[i].first);
+    EXPECT_TRUE(torch::equal(a.model[i].second, b.model[i].second)) << a.model[i].first;
+  }
+  EXPECT_TRUE(a.vocab == b.vocab);
+
+  const auto install = run_command(std::string(TANDEM_LAUNCH_DIR) + "/transformers.sh");
+  ASSERT_EQ(install.exit_code, 0) << install.output;
+  const char* python = std::getenv("PYTHON");
+  const auto r = run_command(
+      "PYTHONPATH=" + lines_of(install.output).back() + " " +
+      (python != nullptr ? python : "python3") + " -S " + TANDEM_TESTS_DIR +
+      "/e2e/hf_export_check.py " + out + " " + bible("test.src") + " " + bible("test.tgt") + " " +
+      out + ".json --max-new-tokens " + std::to_string(kMaxNewTokens));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json hf = json::parse(read_text(out + ".json"));
+  EXPECT_TRUE(hf["load_notes"].empty()) << hf["load_notes"].dump();
+  const auto& greedy = ref_["greedy"];
+  ASSERT_EQ(hf["greedy"].size(), greedy.size());
+  for (size_t i = 0; i < greedy.size(); ++i) {
+    EXPECT_EQ(hf["greedy"][i], greedy[i]["text"]) << "line " << i;
+  }
+  const auto eval = run_command(tool("tandem-eval") + " --checkpoint " + imported() + languages() +
+                                " --src " + bible("test.src") + " --ref " + bible("test.tgt") +
+                                " --beam 1 --json 2>&1");
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  const json tandem = json::parse(lines_of(eval.output).back());
+  EXPECT_EQ(hf["tokens"], tandem["tokens"]);
+  const double loss = tandem["loss"].get<double>();
+  EXPECT_NEAR(hf["nll"].get<double>() / hf["tokens"].get<double>(), loss, 1e-5 * loss);
 }
 
 const Layout kNllb{"nllb", "eng_Latn", "spa_Latn", 202};

@@ -25,11 +25,34 @@ struct HfVocab {
   bool bos_piece = false;  // "<s>" is a token of its own (decoded text leaves it out)
 };
 
+// An imported NLLB-200 or M2M-100 model's ids back: fairseq's dictionary (<s> <pad> </s> <unk>),
+// then its other ids in order. The import gave Tandem's <pad> <unk> <s> </s> the model's pad, unk,
+// eos and eos rows (the decoder starts with </s>) and moved the model's <s> last, as "<model <s>>".
+HfVocab coded_vocab(const data::Vocab& vocab) {
+  const int64_t n = vocab.size();
+  if (n < 6 || vocab.piece(static_cast<int32_t>(n - 1)) != "<model <s>>") {
+    throw std::invalid_argument(
+        "the vocabulary has language codes but not the ids of an imported NLLB-200 or M2M-100 "
+        "model (its last id is not the model's <s>): it has no transformers tokenizer");
+  }
+  HfVocab v;
+  v.rows = {n - 1, kPadId, kEosId, kUnkId};
+  v.pieces = {"<s>", "<pad>", "</s>", "<unk>"};
+  for (int64_t id = kEosId + 1; id < n - 1; ++id) {
+    v.rows.push_back(id);
+    v.pieces.push_back(vocab.piece(static_cast<int32_t>(id)));
+  }
+  v.pad = 1, v.eos = v.start = 2, v.unk = 3;
+  v.banned = {v.pad};  // Tandem's <pad>; its <s>, the eos row with a bias of -1e9, is not here
+  return v;
+}
+
 // A vocabulary Tandem trained keeps its ids; an imported MarianMT one gets MarianMT's order back:
 // </s>, <unk>, its other pieces, <pad> last, whose row is Tandem's <s> (the import gave Marian's
 // pad row to both <s> and <pad>, Tandem's <pad> with an output bias of -1e9: the softmax is the
 // same over the one row as over the two).
 HfVocab hf_vocab(const data::Vocab& vocab) {
+  if (vocab.coded()) return coded_vocab(vocab);
   HfVocab v;
   const int64_t n = vocab.size();
   if (!vocab.paired()) {
@@ -45,8 +68,8 @@ HfVocab hf_vocab(const data::Vocab& vocab) {
     v.banned = {v.pad};
   }
   for (const int64_t row : v.rows) {
-    v.pieces.push_back(vocab.piece(static_cast<int32_t>(row == kBosId && !v.bos_piece ? kPadId
-                                                                                      : row)));
+    const int64_t id = row == kBosId && !v.bos_piece ? kPadId : row;
+    v.pieces.push_back(vocab.piece(static_cast<int32_t>(id)));
   }
   return v;
 }
@@ -55,7 +78,7 @@ HfVocab hf_vocab(const data::Vocab& vocab) {
 // of the export is coordinate order[c] of the model. Tandem's "halves" is MarianMT's table;
 // "interleaved" puts sin(pos · f_i) at 2i and cos at 2i + 1, MarianMT at i and ceil(d/2) + i.
 torch::Tensor width_order(int64_t d, model::PositionLayout layout) {
-  if (layout == model::PositionLayout::kHalves) return torch::arange(d, torch::kLong);
+  if (layout != model::PositionLayout::kInterleaved) return torch::arange(d, torch::kLong);
   return torch::cat({torch::arange(0, d, 2, torch::kLong), torch::arange(1, d, 2, torch::kLong)});
 }
 
@@ -100,10 +123,16 @@ class HfTensors {
   std::vector<std::pair<std::string, torch::Tensor>> out_;
 };
 
-// The transformers class that computes the model: MarianMT for post-norm layers, Pegasus for
+// The transformers class that computes the model: MarianMT for post-norm layers; Pegasus for
 // pre-norm ones (its layers normalise before each sublayer and its stacks end with a LayerNorm, as
-// Tandem's pre-norm stacks do; its sinusoid table is MarianMT's, stored with the weights).
-bool pegasus(const model::TransformerOptions& o) { return o.pre_norm; }
+// Tandem's pre-norm stacks do; its sinusoid table is MarianMT's, stored with the weights); M2M-100
+// for fairseq's table (pre-norm, the table computed at load from the padding id, no output bias).
+enum class Family { kMarian, kPegasus, kM2m100 };
+
+Family family(const model::TransformerOptions& o) {
+  if (o.positions == model::PositionLayout::kFairseq) return Family::kM2m100;
+  return o.pre_norm ? Family::kPegasus : Family::kMarian;
+}
 
 std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(const model::Transformer& model,
                                                                const HfVocab& vocab) {
@@ -119,7 +148,8 @@ std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(const model::Trans
     out.embedding("model.decoder.embed_tokens.weight", "tgt_embed.weight", rows);
     out.embedding("lm_head.weight", "output_proj.weight", rows);
   }
-  out.add("final_logits_bias", t("output_proj.bias").index_select(0, rows).unsqueeze(0));
+  const auto bias = t("output_proj.bias").index_select(0, rows);
+  if (family(o) != Family::kM2m100) out.add("final_logits_bias", bias.unsqueeze(0));
   for (const char* stack : {"encoder", "decoder"}) {
     const bool decoder = std::string(stack) == "decoder";
     const int64_t layers = decoder ? o.decoder_layers : o.encoder_layers;
@@ -136,8 +166,10 @@ std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(const model::Trans
       out.writes(hf + "fc2", tandem + "ffn.fc2");
       out.norm(hf + "final_layer_norm", tandem + "ffn_norm");
     }
-    if (pegasus(o)) {
+    if (o.pre_norm) {
       out.norm("model." + std::string(stack) + ".layer_norm", std::string(stack) + ".final_norm");
+    }
+    if (family(o) == Family::kPegasus) {
       out.positions("model." + std::string(stack) + ".embed_positions.weight");
     }
   }
@@ -146,11 +178,13 @@ std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(const model::Trans
 
 ordered_json hf_config(const model::TransformerOptions& o, const HfVocab& v) {
   const auto n = static_cast<int64_t>(v.rows.size());
-  ordered_json config = {
-      {"architectures", {pegasus(o) ? "PegasusForConditionalGeneration" : "MarianMTModel"}},
-      {"model_type", pegasus(o) ? "pegasus" : "marian"},
-      {"vocab_size", n}};
-  if (!pegasus(o)) config["decoder_vocab_size"] = n;
+  const Family f = family(o);
+  const char* type = f == Family::kMarian ? "marian" : f == Family::kPegasus ? "pegasus" : "m2m_100";
+  const char* model = f == Family::kMarian    ? "MarianMTModel"
+                      : f == Family::kPegasus ? "PegasusForConditionalGeneration"
+                                              : "M2M100ForConditionalGeneration";
+  ordered_json config = {{"architectures", {model}}, {"model_type", type}, {"vocab_size", n}};
+  if (f == Family::kMarian) config["decoder_vocab_size"] = n;
   config.update(ordered_json{
       {"d_model", o.d_model},
       {"encoder_layers", o.encoder_layers},
@@ -167,13 +201,13 @@ ordered_json hf_config(const model::TransformerOptions& o, const HfVocab& v) {
       {"decoder_layerdrop", 0.0},
       {"max_position_embeddings", o.max_positions},
       {"scale_embedding", true}});
-  if (!pegasus(o)) config["share_encoder_decoder_embeddings"] = o.tie_embeddings;
+  if (f == Family::kMarian) config["share_encoder_decoder_embeddings"] = o.tie_embeddings;
+  if (f == Family::kM2m100) config["bos_token_id"] = 0;
   config.update(ordered_json{{"tie_word_embeddings", o.tie_embeddings},
                              {"is_encoder_decoder", true},
                              {"pad_token_id", v.pad},
                              {"eos_token_id", v.eos},
                              {"decoder_start_token_id", v.start},
-                             {"forced_eos_token_id", v.eos},
                              {"dtype", "float32"}});
   return config;
 }
@@ -181,22 +215,73 @@ ordered_json hf_config(const model::TransformerOptions& o, const HfVocab& v) {
 // tandem-decode's search as far as generate() has it: beam 4, length penalty 0.6 (fairseq's
 // normalisation, as transformers' beam search), at least one token before </s>, never <pad> or
 // <s>. Its a · length + b limit has no counterpart: max_length is the positions' table.
-ordered_json generation_config(const model::TransformerOptions& o, const HfVocab& v) {
+// tandem-decode's search as far as generate() has it: beam 4, length penalty 0.6 (fairseq's
+// normalisation, as transformers' beam search), at least one token before </s>, never what
+// tandem-decode never emits; with a target language, its code first (forced_bos_token_id). Its
+// a · length + b limit has no counterpart: max_length is the positions' table.
+ordered_json generation_config(const model::TransformerOptions& o, const HfVocab& v,
+                               int64_t target_code) {
   const decode::DecodeOptions defaults;
   ordered_json banned = ordered_json::array();
   for (const int64_t id : v.banned) banned.push_back({id});
-  return {{"decoder_start_token_id", v.start},
-          {"eos_token_id", v.eos},
-          {"forced_eos_token_id", v.eos},
-          {"pad_token_id", v.pad},
-          {"bad_words_ids", banned},
-          {"num_beams", defaults.beam_size},
-          {"length_penalty", defaults.length_penalty},
-          {"min_new_tokens", defaults.min_len},
-          {"max_length", o.max_positions}};
+  ordered_json config = {{"decoder_start_token_id", v.start},
+                         {"eos_token_id", v.eos},
+                         {"pad_token_id", v.pad},
+                         {"bad_words_ids", banned},
+                         {"num_beams", defaults.beam_size},
+                         {"length_penalty", defaults.length_penalty},
+                         {"min_new_tokens", defaults.min_len},
+                         {"max_length", o.max_positions}};
+  if (target_code >= 0) config["forced_bos_token_id"] = target_code;
+  return config;
 }
 
-void write_tokenizer(const data::Vocab& vocab, const HfVocab& v, const std::string& dir) {
+// The folder's id of a Tandem id (the first that takes its row).
+int64_t hf_id(const HfVocab& v, int64_t tandem_id) {
+  for (size_t id = 0; id < v.rows.size(); ++id) {
+    if (v.rows[id] == tandem_id) return static_cast<int64_t>(id);
+  }
+  return -1;
+}
+
+// NllbTokenizer's files for an imported NLLB-200 model: its SentencePiece model (the pieces at
+// their id + 1 after <s> <pad> </s> <unk>) and the language codes that follow them, in id order
+// (<mask> after them, as NllbTokenizer puts it); the languages given, as src_lang and tgt_lang.
+void write_nllb_tokenizer(const data::Vocab& vocab, const HfVocab& v,
+                          const HfLanguages& languages, const std::string& dir) {
+  write_text(dir + "/sentencepiece.bpe.model", vocab.sentencepiece_bytes(data::Side::kSource));
+  ordered_json codes = ordered_json::array();
+  for (const auto& code : vocab.language_codes()) codes.push_back(vocab.piece(code.id));
+  // Every token beyond SentencePiece's pieces at its id, as transformers saves them: the four
+  // specials, the codes and the other specials (<mask>).
+  ordered_json added = ordered_json::object();
+  for (size_t id = 0; id < v.rows.size(); ++id) {
+    const auto row = static_cast<int32_t>(v.rows[id]);
+    if (id > 3 && !vocab.special(row)) continue;
+    if (v.pieces[id].rfind("<unused ", 0) == 0) continue;  // rows no token names
+    added[std::to_string(id)] = {{"content", v.pieces[id]}, {"lstrip", false},
+                                 {"normalized", false},     {"rstrip", false},
+                                 {"single_word", false},    {"special", true}};
+  }
+  ordered_json specials = {{"bos_token", "<s>"},   {"eos_token", "</s>"},  {"sep_token", "</s>"},
+                           {"cls_token", "<s>"},   {"unk_token", "<unk>"}, {"pad_token", "<pad>"},
+                           {"mask_token", "<mask>"}};
+  write_text(dir + "/special_tokens_map.json", specials.dump(2) + "\n");
+  ordered_json config = {{"tokenizer_class", "NllbTokenizer"},
+                         {"added_tokens_decoder", added},
+                         {"additional_special_tokens", codes},
+                         {"legacy_behaviour", false},
+                         {"model_max_length", 1024}};
+  config["src_lang"] = nullptr;
+  config["tgt_lang"] = nullptr;
+  if (!languages.source.empty()) config["src_lang"] = languages.source;
+  if (!languages.target.empty()) config["tgt_lang"] = languages.target;
+  config.update(specials);
+  write_text(dir + "/tokenizer_config.json", config.dump(2) + "\n");
+}
+
+// MarianTokenizer's files: the SentencePiece models and vocab.json, the folder's ids.
+void write_marian_tokenizer(const data::Vocab& vocab, const HfVocab& v, const std::string& dir) {
   write_text(dir + "/source.spm", vocab.sentencepiece_bytes(data::Side::kSource));
   write_text(dir + "/target.spm", vocab.sentencepiece_bytes(data::Side::kTarget));
   ordered_json pieces = ordered_json::object();
@@ -218,40 +303,74 @@ void write_tokenizer(const data::Vocab& vocab, const HfVocab& v, const std::stri
 
 }  // namespace
 
-void check_huggingface(const checkpoint::InferenceModel& model) {
+void check_huggingface(const checkpoint::InferenceModel& model, const HfLanguages& languages) {
   const config::ModelConfig& m = model.config.model;
-  if (model.vocab.coded()) {
+  const data::Vocab& vocab = model.vocab;
+  if (vocab.coded()) {
+    for (const auto& code : vocab.language_codes()) {
+      if (vocab.piece(code.id).rfind("__", 0) == 0) {
+        throw std::invalid_argument(
+            "the model's language codes are M2M-100's (" + vocab.piece(code.id) +
+            "): its tokenizer (M2M100Tokenizer) is not written yet; NLLB-200's codes are");
+      }
+    }
+    for (const std::string* language : {&languages.source, &languages.target}) {
+      if (!language->empty() && vocab.code_id(*language) < 0) {
+        throw std::invalid_argument("language '" + *language + "': the model has no code for it (" +
+                                    vocab.nearest_languages(*language, 3) + "?)");
+      }
+    }
+  } else if (!languages.source.empty() || !languages.target.empty()) {
     throw std::invalid_argument(
-        "the model marks languages with codes (an imported NLLB-200 or M2M-100): transformers "
-        "computes it with M2M-100's classes, which tandem-export --to huggingface does not write "
-        "yet (it writes MarianMT folders)");
+        "--source-lang and --target-lang are for a model with language codes (NLLB-200); a "
+        "model with >>xx<< tags reads the tag at the start of each source line");
   }
   if (m.positions == config::PositionLayout::kFairseq) {
-    throw std::invalid_argument(
-        std::string("model.positions: fairseq") +
-        (m.pre_norm ? ": M2M-100's classes compute that table, and tandem-export --to "
-                      "huggingface does not write them yet"
-                    : " with post-norm layers: no transformers class computes that table with "
-                      "post-norm layers") +
-        "; train with model.positions: interleaved or halves (MarianMT's and Pegasus's table)");
+    if (!m.pre_norm) {
+      throw std::invalid_argument(
+          "model.positions: fairseq with post-norm layers: no transformers class computes that "
+          "table with post-norm layers; train with model.positions: interleaved or halves");
+    }
+    // M2M-100's output has no bias: the model's must be zero where the folder has rows.
+    if (!vocab.coded()) {
+      throw std::invalid_argument(
+          "model.positions: fairseq: transformers computes that table in M2M-100's classes, "
+          "whose output has no bias, and a model trained here has one; train with "
+          "model.positions: interleaved or halves (Pegasus, MarianMT)");
+    }
+    const auto bias = ModelTensors(model.model)("output_proj.bias")
+                          .index_select(0, torch::tensor(hf_vocab(vocab).rows, torch::kLong));
+    if (bias.abs().max().item<float>() != 0.0f) {
+      throw std::invalid_argument(
+          "output_proj.bias is not zero: transformers computes this model (fairseq's table) in "
+          "M2M-100's classes, whose output has no bias; an imported NLLB-200 keeps it zero when "
+          "fine-tuned with LoRA (lora.*), not when fine-tuned in full");
+    }
   }
   if (m.pre_norm && !m.tie_embeddings) {
     throw std::invalid_argument(
-        "model.tie_embeddings: false with model.pre_norm: true: transformers' pre-norm class "
-        "with this model's table (Pegasus) shares one embedding between encoder and decoder; "
-        "train with model.tie_embeddings: true, or post-norm layers (MarianMT has untied ones)");
+        "model.tie_embeddings: false with model.pre_norm: true: transformers' pre-norm classes "
+        "share one embedding between encoder and decoder; train with model.tie_embeddings: "
+        "true, or post-norm layers (MarianMT has untied ones)");
   }
 }
 
-void write_hf_folder(const checkpoint::InferenceModel& model, const Provenance& provenance,
-                     const std::string& dir) {
-  check_huggingface(model);
+void write_hf_folder(const checkpoint::InferenceModel& model, const HfLanguages& languages,
+                     const Provenance& provenance, const std::string& dir) {
+  check_huggingface(model, languages);
   const HfVocab vocab = hf_vocab(model.vocab);
   const model::TransformerOptions& o = model.model->options();
   write_safetensors(dir + "/model.safetensors", hf_tensors(model.model, vocab));
   write_text(dir + "/config.json", hf_config(o, vocab).dump(2) + "\n");
-  write_text(dir + "/generation_config.json", generation_config(o, vocab).dump(2) + "\n");
-  write_tokenizer(model.vocab, vocab, dir);
+  const int64_t target =
+      languages.target.empty() ? -1 : hf_id(vocab, model.vocab.code_id(languages.target));
+  write_text(dir + "/generation_config.json",
+             generation_config(o, vocab, target).dump(2) + "\n");
+  if (model.vocab.coded()) {
+    write_nllb_tokenizer(model.vocab, vocab, languages, dir);
+  } else {
+    write_marian_tokenizer(model.vocab, vocab, dir);
+  }
   write_text(dir + "/tandem.json", provenance_json(provenance).dump(2) + "\n");
 }
 

@@ -15,7 +15,8 @@
 // The tokenizer is MarianTokenizer: source.spm, target.spm and vocab.json. A vocabulary Tandem
 // trained keeps its ids (<pad> 0, <unk> 1, <s> 2, </s> 3: the decoder starts with <s>); a MarianMT
 // model's imported one gets MarianMT's back (</s> 0, <unk> 1, its pieces, <pad> last: the decoder
-// starts with <pad>, whose row is Tandem's <s>).
+// starts with <pad>, whose row is Tandem's <s>). A model with fairseq's table (an imported NLLB-200)
+// is an M2M100ForConditionalGeneration with NllbTokenizer, its ids the original folder's.
 #pragma once
 
 #include <string>
@@ -25,14 +26,22 @@
 
 namespace tandem::exporter {
 
+// A model with language codes (NLLB-200): the languages its tokenizer starts with (src_lang,
+// tgt_lang), and the target's code, which generate() then puts first (forced_bos_token_id), as
+// tandem-decode --target-lang does. Empty: none set.
+struct HfLanguages {
+  std::string source, target;
+};
+
 // std::invalid_argument, one line naming the setting and what to train instead, for a model no
-// transformers class computes as Tandem does.
-void check_huggingface(const checkpoint::InferenceModel& model);
+// transformers class computes as Tandem does; or a language the model has no code for.
+void check_huggingface(const checkpoint::InferenceModel& model, const HfLanguages& languages);
 
 // Writes config.json, generation_config.json (tandem-decode's beam, length penalty and banned
-// tokens), model.safetensors, the tokenizer's files (source.spm, target.spm, vocab.json,
-// tokenizer_config.json, special_tokens_map.json) and tandem.json into `dir`.
-void write_hf_folder(const checkpoint::InferenceModel& model, const Provenance& provenance,
-                     const std::string& dir);
+// tokens), model.safetensors, the tokenizer's files (MarianTokenizer's source.spm, target.spm,
+// vocab.json; NllbTokenizer's sentencepiece.bpe.model; tokenizer_config.json,
+// special_tokens_map.json) and tandem.json into `dir`.
+void write_hf_folder(const checkpoint::InferenceModel& model, const HfLanguages& languages,
+                     const Provenance& provenance, const std::string& dir);
 
 }  // namespace tandem::exporter

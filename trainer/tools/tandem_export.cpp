@@ -47,6 +47,7 @@ merged in), the config without its lora section, the vocabulary; no optimizer st
 struct Args {
   std::string checkpoint, to, out, quantization = "float32";
   std::string shortlist;  // --shortlist: vmap.txt beside a CTranslate2 model
+  tandem::exporter::HfLanguages languages;  // --source-lang, --target-lang (huggingface)
   tandem::checkpoint::Weights weights = tandem::checkpoint::Weights::kAverage;
   bool force = false;
 };
@@ -102,6 +103,11 @@ void check_flags(const Args& args) {
     throw std::invalid_argument("--shortlist is for --to ctranslate2 (its vmap.txt); "
                                 "tandem-decode reads the shortlist file itself");
   }
+  if (args.to != "huggingface" && (!args.languages.source.empty() ||
+                                   !args.languages.target.empty())) {
+    throw std::invalid_argument("--source-lang and --target-lang are for --to huggingface (its "
+                                "tokenizer's and generate()'s languages)");
+  }
   if (args.to != "ctranslate2" && args.quantization != "float32") {
     throw std::invalid_argument("--quantization '" + args.quantization + "' is for --to "
                                 "ctranslate2; a Tandem checkpoint or transformers folder is "
@@ -142,10 +148,10 @@ int export_ctranslate2(const Args& args) {
 // before anything is written.
 int export_huggingface(const Args& args) {
   const auto model = tandem::checkpoint::load_for_inference(args.checkpoint, args.weights);
-  tandem::exporter::check_huggingface(model);
+  tandem::exporter::check_huggingface(model, args.languages);
   tandem::StagedDir out(args.out, args.force);
-  tandem::exporter::write_hf_folder(model, {args.checkpoint, model.step, model.averaged},
-                                    out.path());
+  tandem::exporter::write_hf_folder(model, args.languages,
+                                    {args.checkpoint, model.step, model.averaged}, out.path());
   out.commit();
   std::printf("exported %s (step %lld, %s weights) to %s as a Hugging Face transformers model\n",
               args.checkpoint.c_str(), static_cast<long long>(model.step),
@@ -179,6 +185,13 @@ int main(int argc, char** argv) {
   app.add_option("--shortlist", args.shortlist,
                  "with --to ctranslate2, a lexical shortlist (tandem-shortlist) written as the "
                  "folder's vmap.txt, CTranslate2's vocabulary map (translate_batch(use_vmap=True))");
+  app.add_option("--source-lang", args.languages.source,
+                 "with --to huggingface and a model with language codes (NLLB-200: eng_Latn), "
+                 "the tokenizer's source language (src_lang)");
+  app.add_option("--target-lang", args.languages.target,
+                 "with --to huggingface and a model with language codes (NLLB-200: spa_Latn), "
+                 "the language generate() translates into (forced_bos_token_id) and the "
+                 "tokenizer's tgt_lang, as tandem-decode --target-lang");
   app.add_flag("--force", args.force,
                "replace --out if it exists and holds an earlier export (a model.bin, a "
                "model.safetensors) or nothing; "
