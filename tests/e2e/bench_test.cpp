@@ -54,14 +54,6 @@ class Bench : public ::testing::Test {
 TempDir* Bench::dir_ = nullptr;
 std::string* Bench::corpus_ = nullptr;
 
-// The JSON line the output ends with.
-nlohmann::json last_json(const std::string& output) {
-  const size_t end = output.find_last_not_of('\n');
-  const size_t newline = output.rfind('\n', end);
-  const size_t begin = newline == std::string::npos ? 0 : newline + 1;
-  return nlohmann::json::parse(output.substr(begin, end + 1 - begin));
-}
-
 // Model FLOPs per target token recounted pair by pair for a 1+1 layer model: every matrix product
 // of a training step in multiply-adds, x2 FLOPs, x3 for forward and backward.
 double recount_flops(const std::string& corpus_path, double d, double dff) {
@@ -85,7 +77,7 @@ TEST_F(Bench, TwoRanksUnderMpirunReportTheMedianWindowFlopsAndRssOfEachRank) {
   const auto run = run_command(bench("--ranks 2 --threads 1" + std::string(kSmall)));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("--bind-to"), std::string::npos) << run.output;
-  const auto j = last_json(run.output);
+  const auto j = last_json_line(run.output);
   EXPECT_EQ(j.at("ranks"), 2);
   EXPECT_EQ(j.at("threads"), 1);
   EXPECT_EQ(j.at("steps"), 2);
@@ -113,7 +105,7 @@ TEST_F(Bench, OneRankRunsInProcessAndHandsTheYardstickTheSameWork) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("in this process"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("re-encoding"), std::string::npos) << run.output;
-  const auto j = last_json(run.output);
+  const auto j = last_json_line(run.output);
   const auto& seen = j.at("pytorch");
   data::Corpus corpus(*corpus_);
   EXPECT_EQ(seen.at("lines"), corpus.size("train"));  // the whole train split, exported
@@ -134,7 +126,7 @@ TEST_F(Bench, TheYardstickRunsUnderMpirunWithItsSettingsOnEveryRank) {
                         " --set data.max_tokens=128" +
                         fake_yardstick()));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const auto seen = last_json(run.output).at("pytorch");
+  const auto seen = last_json_line(run.output).at("pytorch");
   EXPECT_EQ(seen.at("world"), 2);
   EXPECT_EQ(seen.at("threads"), 1);
   EXPECT_EQ(seen.at("blas_threads"), 1);

@@ -24,15 +24,6 @@ using nlohmann::json;
 // The test lines transformers runs (each one through generate() twice).
 constexpr size_t kLines = 100;
 
-json last_json_line(const std::string& output) {
-  const auto lines = lines_of(output);
-  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-    if (!it->empty() && it->front() == '{') return json::parse(*it);
-  }
-  ADD_FAILURE() << "no JSON line in:\n" << output;
-  return {};
-}
-
 // How many of `a` equal `b`, line by line.
 size_t same_lines(const std::vector<std::string>& a, const std::vector<std::string>& b) {
   size_t same = 0;

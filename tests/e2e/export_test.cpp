@@ -22,15 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-nlohmann::json last_json_line(const std::string& output) {
-  const auto lines = lines_of(output);
-  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-    if (!it->empty() && it->front() == '{') return nlohmann::json::parse(*it);
-  }
-  ADD_FAILURE() << "no JSON line in:\n" << output;
-  return {};
-}
-
 // Tandem's own greedy translations of `lines` with the checkpoint, as tandem-decode makes them (the
 // model frozen in fp32), and whether each ended with EOS inside the length limit.
 struct TandemGreedy {

@@ -171,14 +171,7 @@ TEST_F(Import, APickledStateDictImportsLikeSafetensors) {
   const auto r = run_command(tool("tandem-import") + " --from " + model_dir() + "-bin --out " +
                              file("from-bin.h5"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto a = checkpoint::load_model_only(imported());
-  const auto b = checkpoint::load_model_only(file("from-bin.h5"));
-  ASSERT_EQ(a.model.size(), b.model.size());
-  for (size_t i = 0; i < a.model.size(); ++i) {
-    EXPECT_EQ(a.model[i].first, b.model[i].first);
-    EXPECT_TRUE(torch::equal(a.model[i].second, b.model[i].second)) << a.model[i].first;
-  }
-  EXPECT_TRUE(a.vocab == b.vocab);
+  expect_same_model_bitwise(imported(), file("from-bin.h5"));
 }
 
 // tandem-export --to huggingface of the import writes the original folder back: every tensor
@@ -189,13 +182,8 @@ TEST_F(Import, AHuggingFaceExportOfTheImportIsTheOriginalAndImportsBackBitwise) 
   const auto exported = run_command(tool("tandem-export") + " --checkpoint " + imported() +
                                     " --to huggingface --out " + out);
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
-  const auto original = importer::read_safetensors(model_dir() + "/model.safetensors");
-  const auto written = importer::read_safetensors(out + "/model.safetensors");
-  EXPECT_EQ(written.size(), original.size());
-  for (const auto& [name, tensor] : original) {
-    ASSERT_TRUE(written.count(name)) << name;
-    EXPECT_TRUE(torch::equal(written.at(name), tensor)) << name;
-  }
+  expect_same_tensors(importer::read_safetensors(model_dir() + "/model.safetensors"),
+                      importer::read_safetensors(out + "/model.safetensors"));
   EXPECT_EQ(json::parse(read_text(out + "/vocab.json")),
             json::parse(read_text(model_dir() + "/vocab.json")));
   for (const char* spm : {"/source.spm", "/target.spm"}) {
@@ -209,14 +197,7 @@ TEST_F(Import, AHuggingFaceExportOfTheImportIsTheOriginalAndImportsBackBitwise) 
   const auto again = run_command(tool("tandem-import") + " --from " + out + " --out " +
                                  file("reimported.h5"));
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  const auto a = checkpoint::load_model_only(imported());
-  const auto b = checkpoint::load_model_only(file("reimported.h5"));
-  ASSERT_EQ(a.model.size(), b.model.size());
-  for (size_t i = 0; i < a.model.size(); ++i) {
-    EXPECT_EQ(a.model[i].first, b.model[i].first);
-    EXPECT_TRUE(torch::equal(a.model[i].second, b.model[i].second)) << a.model[i].first;
-  }
-  EXPECT_TRUE(a.vocab == b.vocab);
+  expect_same_model_bitwise(imported(), file("reimported.h5"));
 }
 
 // The imported model fine-tuned on 2 ranks from a corpus binarized with its vocabulary: the loss

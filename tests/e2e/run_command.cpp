@@ -208,6 +208,14 @@ int BackgroundCommand::wait() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+nlohmann::json last_json_line(const std::string& output) {
+  const auto lines = lines_of(output);
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    if (!it->empty() && it->front() == '{') return nlohmann::json::parse(*it);
+  }
+  throw std::runtime_error("no JSON line in:\n" + output);
+}
+
 std::vector<nlohmann::json> metrics_records(const std::string& path) {
   std::ifstream in(path);
   std::vector<nlohmann::json> records;

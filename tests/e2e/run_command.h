@@ -58,6 +58,10 @@ class BackgroundCommand {
 // out.
 std::vector<nlohmann::json> metrics_records(const std::string& path);
 
+// The last line of a tool's `output` that starts with '{' (its --json line), parsed;
+// std::runtime_error quoting the output when it has none.
+nlohmann::json last_json_line(const std::string& output);
+
 // Those of them without an "event": the training records.
 std::vector<nlohmann::json> training_records(const std::string& path);
 
