@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/common/synthetic_corpus.h"
 #include "tests/e2e/run_command.h"
+#include "tests/e2e/small_runs.h"
 
 namespace tandem::test {
 namespace {
@@ -35,15 +35,7 @@ class ExportHf : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir("export-hf");
-    SyntheticCorpusOptions options;
-    options.train_pairs = 3000;
-    options.test_pairs = kLines;
-    make_reverse_corpus(dir_->path(), options);
-    const auto prep = run_command(
-        tool("tandem-prep") + " --train-src " + file("train.src") + " --train-tgt " +
-        file("train.tgt") + " --test-src " + file("test.src") + " --test-tgt " + file("test.tgt") +
-        " --vocab-size 64 --out " + file("corpus.h5"));
-    ASSERT_EQ(prep.exit_code, 0) << prep.output;
+    prepare_reverse_corpus(*dir_, 3000, kLines);
     write_file(file("corpora.yaml"),
                "corpora:\n"
                "  - {name: rev, src_lang: s, tgt_lang: r, train: {src: train.src, tgt: "
@@ -76,19 +68,10 @@ class ExportHf : public ::testing::Test {
     return file("run-" + name + "/last.h5");
   }
 
+  // Tied embeddings unless `flags` say otherwise.
   static void train(const std::string& name, const std::string& corpus, int steps,
                     const std::string& flags) {
-    const std::string config = file(name + ".yaml");
-    write_file(config, "model: {d_model: 64, heads: 2, encoder_layers: 2, decoder_layers: 2, "
-                       "d_ff: 128, dropout: 0, max_positions: 128, tie_embeddings: true}\n"
-                       "data: {corpus: " + file(corpus) + ", max_tokens: 512, seed: 3}\n"
-                       "train: {max_steps: " + std::to_string(steps) +
-                       ", lr: 0.003, seed: 5, threads: 1}\n"
-                       "checkpoint: {dir: " + file("run-" + name) + ", every_steps: 0}\n"
-                       "log: {every_steps: 100}\n");
-    const auto r =
-        run_command(mpirun(2) + tool("tandem-train") + " --config " + config + " " + flags);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    train_small_model(*dir_, name, corpus, steps, "--set model.tie_embeddings=true " + flags);
   }
 
   static CommandResult export_hf(const std::string& name, const std::string& out,

@@ -14,6 +14,7 @@
 
 #include "tests/common/synthetic_corpus.h"
 #include "tests/e2e/run_command.h"
+#include "tests/e2e/small_runs.h"
 #include "trainer/decode/translate.h"
 #include "trainer/model_io/model_io.h"
 
@@ -49,15 +50,7 @@ class Export : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir("export");
-    SyntheticCorpusOptions options;
-    options.train_pairs = 3000;
-    options.test_pairs = 300;
-    make_reverse_corpus(dir_->path(), options);
-    const auto prep = run_command(
-        tool("tandem-prep") + " --train-src " + file("train.src") + " --train-tgt " +
-        file("train.tgt") + " --test-src " + file("test.src") + " --test-tgt " + file("test.tgt") +
-        " --vocab-size 64 --out " + file("corpus.h5"));
-    ASSERT_EQ(prep.exit_code, 0) << prep.output;
+    prepare_reverse_corpus(*dir_, 3000, 300);
     const auto install = run_command(std::string(TANDEM_LAUNCH_DIR) + "/ctranslate2.sh");
     ASSERT_EQ(install.exit_code, 0) << install.output;
     python_path_ = new std::string(lines_of(install.output).back());
@@ -79,15 +72,7 @@ class Export : public ::testing::Test {
   static std::string checkpoint(const std::string& name) { return file("run-" + name + "/last.h5"); }
 
   static void train(const std::string& name, const std::string& flags) {
-    const std::string config = file(name + ".yaml");
-    write_file(config, "model: {d_model: 64, heads: 2, encoder_layers: 2, decoder_layers: 2, "
-                       "d_ff: 128, dropout: 0, max_positions: 128}\n"
-                       "data: {corpus: " + file("corpus.h5") + ", max_tokens: 512, seed: 3}\n"
-                       "train: {max_steps: 400, lr: 0.003, seed: 5, threads: 1}\n"
-                       "checkpoint: {dir: " + file("run-" + name) + ", every_steps: 0}\n"
-                       "log: {every_steps: 100}\n");
-    const auto r = run_command(mpirun(2) + tool("tandem-train") + " --config " + config + " " + flags);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    train_small_model(*dir_, name, "corpus.h5", 400, flags);
   }
 
   static CommandResult export_model(const std::string& checkpoint_path, const std::string& out,

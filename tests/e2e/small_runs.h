@@ -1,0 +1,47 @@
+// What the export suites share: the synthetic reverse-the-words corpus prepared with a 64-piece
+// vocabulary, and small models (width 64, 2+2 layers) trained on it on 2 ranks, each in its own
+// folder of a suite's TempDir.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "tests/common/synthetic_corpus.h"
+#include "tests/e2e/run_command.h"
+#include "trainer/common/temp_dir.h"
+
+namespace tandem::test {
+
+// train.src/tgt and test.src/tgt of the reverse corpus in `dir`, prepared into corpus.h5.
+inline void prepare_reverse_corpus(const TempDir& dir, int64_t train_pairs, int64_t test_pairs) {
+  SyntheticCorpusOptions options;
+  options.train_pairs = train_pairs;
+  options.test_pairs = test_pairs;
+  make_reverse_corpus(dir.path(), options);
+  const auto prep = run_command(
+      tool("tandem-prep") + " --train-src " + dir.file("train.src") + " --train-tgt " +
+      dir.file("train.tgt") + " --test-src " + dir.file("test.src") + " --test-tgt " +
+      dir.file("test.tgt") + " --vocab-size 64 --out " + dir.file("corpus.h5"));
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+}
+
+// A small model trained on `corpus` (a file of `dir`) for `steps` steps on 2 ranks, into
+// dir/run-NAME (last.h5 at the end); `flags` change its config (--set ...).
+inline void train_small_model(const TempDir& dir, const std::string& name,
+                              const std::string& corpus, int steps, const std::string& flags) {
+  const std::string config = dir.file(name + ".yaml");
+  write_file(config, "model: {d_model: 64, heads: 2, encoder_layers: 2, decoder_layers: 2, "
+                     "d_ff: 128, dropout: 0, max_positions: 128}\n"
+                     "data: {corpus: " + dir.file(corpus) + ", max_tokens: 512, seed: 3}\n"
+                     "train: {max_steps: " + std::to_string(steps) +
+                     ", lr: 0.003, seed: 5, threads: 1}\n"
+                     "checkpoint: {dir: " + dir.file("run-" + name) + ", every_steps: 0}\n"
+                     "log: {every_steps: 100}\n");
+  const auto r =
+      run_command(mpirun(2) + tool("tandem-train") + " --config " + config + " " + flags);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+}
+
+}  // namespace tandem::test
