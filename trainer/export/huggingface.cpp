@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/vocab/m2m100_languages.h"
 #include "trainer/common/token_ids.h"
 #include "trainer/decode/decode_options.h"
 #include "trainer/export/model_tensors.h"
@@ -236,12 +237,60 @@ ordered_json generation_config(const model::TransformerOptions& o, const HfVocab
   return config;
 }
 
+// Whether the model's language codes are M2M-100's tokens (__en__), not NLLB-200's (eng_Latn).
+bool m2m100_codes(const data::Vocab& vocab) {
+  return vocab.coded() && vocab.piece(vocab.language_codes().front().id).rfind("__", 0) == 0;
+}
+
 // The folder's id of a Tandem id (the first that takes its row).
 int64_t hf_id(const HfVocab& v, int64_t tandem_id) {
   for (size_t id = 0; id < v.rows.size(); ++id) {
     if (v.rows[id] == tandem_id) return static_cast<int64_t>(id);
   }
   return -1;
+}
+
+// M2M100Tokenizer's files for an imported M2M-100 model: its SentencePiece model, vocab.json (the
+// model's ids of every token before the language codes, which follow them in the order of the
+// tokenizer's language_codes setting), and that setting; the languages given, as src_lang and
+// tgt_lang. std::invalid_argument when the codes are not one setting's list.
+// M2M100Tokenizer's language_codes setting that lists the model's codes in their order;
+// std::invalid_argument when none does.
+std::string m2m100_setting(const data::Vocab& vocab) {
+  std::vector<std::string> codes;
+  for (const auto& code : vocab.language_codes()) codes.push_back(code.language);
+  for (const auto& [name, list] : data::m2m100_language_lists()) {
+    if (list == codes) return name;
+  }
+  throw std::invalid_argument("the model's " + std::to_string(codes.size()) +
+                              " language codes are not M2M100Tokenizer's m2m100 or wmt21 list: "
+                              "no transformers tokenizer numbers them as the model does");
+}
+
+void write_m2m100_tokenizer(const data::Vocab& vocab, const HfVocab& v,
+                            const HfLanguages& languages, const std::string& dir) {
+  const std::string setting = m2m100_setting(vocab);
+  const int64_t first_code = hf_id(v, vocab.language_codes().front().id);
+  ordered_json pieces = ordered_json::object();
+  for (int64_t id = 0; id < first_code; ++id) pieces[v.pieces[static_cast<size_t>(id)]] = id;
+  write_text(dir + "/vocab.json", pieces.dump(2) + "\n");
+  write_text(dir + "/sentencepiece.bpe.model", vocab.sentencepiece_bytes(data::Side::kSource));
+  ordered_json specials = {{"bos_token", "<s>"},
+                           {"eos_token", "</s>"},
+                           {"sep_token", "</s>"},
+                           {"unk_token", "<unk>"},
+                           {"pad_token", "<pad>"}};
+  write_text(dir + "/special_tokens_map.json", specials.dump(2) + "\n");
+  ordered_json config = {{"tokenizer_class", "M2M100Tokenizer"},
+                         {"language_codes", setting},
+                         {"num_madeup_words", 8},
+                         {"model_max_length", 1024}};
+  config["src_lang"] = nullptr;
+  config["tgt_lang"] = nullptr;
+  if (!languages.source.empty()) config["src_lang"] = languages.source;
+  if (!languages.target.empty()) config["tgt_lang"] = languages.target;
+  config.update(specials);
+  write_text(dir + "/tokenizer_config.json", config.dump(2) + "\n");
 }
 
 // NllbTokenizer's files for an imported NLLB-200 model: its SentencePiece model (the pieces at
@@ -307,13 +356,7 @@ void check_huggingface(const checkpoint::InferenceModel& model, const HfLanguage
   const config::ModelConfig& m = model.config.model;
   const data::Vocab& vocab = model.vocab;
   if (vocab.coded()) {
-    for (const auto& code : vocab.language_codes()) {
-      if (vocab.piece(code.id).rfind("__", 0) == 0) {
-        throw std::invalid_argument(
-            "the model's language codes are M2M-100's (" + vocab.piece(code.id) +
-            "): its tokenizer (M2M100Tokenizer) is not written yet; NLLB-200's codes are");
-      }
-    }
+    if (m2m100_codes(vocab)) m2m100_setting(vocab);
     for (const std::string* language : {&languages.source, &languages.target}) {
       if (!language->empty() && vocab.code_id(*language) < 0) {
         throw std::invalid_argument("language '" + *language + "': the model has no code for it (" +
@@ -366,7 +409,9 @@ void write_hf_folder(const checkpoint::InferenceModel& model, const HfLanguages&
       languages.target.empty() ? -1 : hf_id(vocab, model.vocab.code_id(languages.target));
   write_text(dir + "/generation_config.json",
              generation_config(o, vocab, target).dump(2) + "\n");
-  if (model.vocab.coded()) {
+  if (m2m100_codes(model.vocab)) {
+    write_m2m100_tokenizer(model.vocab, vocab, languages, dir);
+  } else if (model.vocab.coded()) {
     write_nllb_tokenizer(model.vocab, vocab, languages, dir);
   } else {
     write_marian_tokenizer(model.vocab, vocab, dir);

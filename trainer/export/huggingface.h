@@ -15,8 +15,9 @@
 // The tokenizer is MarianTokenizer: source.spm, target.spm and vocab.json. A vocabulary Tandem
 // trained keeps its ids (<pad> 0, <unk> 1, <s> 2, </s> 3: the decoder starts with <s>); a MarianMT
 // model's imported one gets MarianMT's back (</s> 0, <unk> 1, its pieces, <pad> last: the decoder
-// starts with <pad>, whose row is Tandem's <s>). A model with fairseq's table (an imported NLLB-200)
-// is an M2M100ForConditionalGeneration with NllbTokenizer, its ids the original folder's.
+// starts with <pad>, whose row is Tandem's <s>). A model with fairseq's table (an imported NLLB-200
+// or M2M-100) is an M2M100ForConditionalGeneration with NllbTokenizer or M2M100Tokenizer, its ids
+// the original folder's.
 #pragma once
 
 #include <string>
@@ -39,7 +40,7 @@ void check_huggingface(const checkpoint::InferenceModel& model, const HfLanguage
 
 // Writes config.json, generation_config.json (tandem-decode's beam, length penalty and banned
 // tokens), model.safetensors, the tokenizer's files (MarianTokenizer's source.spm, target.spm,
-// vocab.json; NllbTokenizer's sentencepiece.bpe.model; tokenizer_config.json,
+// vocab.json; NllbTokenizer's or M2M100Tokenizer's sentencepiece.bpe.model; tokenizer_config.json,
 // special_tokens_map.json) and tandem.json into `dir`.
 void write_hf_folder(const checkpoint::InferenceModel& model, const HfLanguages& languages,
                      const Provenance& provenance, const std::string& dir);

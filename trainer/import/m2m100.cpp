@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/vocab/m2m100_languages.h"
 #include "data/vocab/vocab.h"
 #include "trainer/common/token_ids.h"
 #include "trainer/config/config.h"
@@ -25,23 +26,6 @@ using nlohmann::json;
 
 // Output bias of Tandem's start row, a copy of </s>: its softmax share is exactly 0 in float32.
 constexpr float kNeverBias = -1e9f;
-
-// The languages M2M100Tokenizer knows by its language_codes setting, each the token __xx__, their
-// ids following vocab.json's, in this order (the codes of the published M2M-100 models).
-const std::map<std::string, std::vector<std::string>>& m2m100_language_lists() {
-  static const std::map<std::string, std::vector<std::string>> kLists = {
-      {"m2m100",
-       {"af", "am", "ar", "ast", "az", "ba", "be", "bg", "bn", "br",  "bs", "ca", "ceb", "cs", "cy",
-        "da", "de", "el", "en",  "es", "et", "fa", "ff", "fi", "fr",  "fy", "ga", "gd",  "gl", "gu",
-        "ha", "he", "hi", "hr",  "ht", "hu", "hy", "id", "ig", "ilo", "is", "it", "ja",  "jv", "ka",
-        "kk", "km", "kn", "ko",  "lb", "lg", "ln", "lo", "lt", "lv",  "mg", "mk", "ml",  "mn", "mr",
-        "ms", "my", "ne", "nl",  "no", "ns", "oc", "or", "pa", "pl",  "ps", "pt", "ro",  "ru", "sd",
-        "si", "sk", "sl", "so",  "sq", "sr", "ss", "su", "sv", "sw",  "ta", "th", "tl",  "tn", "tr",
-        "uk", "ur", "uz", "vi",  "wo", "xh", "yi", "yo", "zh", "zu"}},
-      {"wmt21", {"en", "ha", "is", "ja", "cs", "ru", "zh", "de"}},
-  };
-  return kLists;
-}
 
 // config.json's layers as Tandem's model config; refuses what Tandem would compute otherwise.
 config::ModelConfig model_config(const Keys& keys, std::string* notes) {
@@ -257,12 +241,12 @@ void m2m100_table(const std::string& dir, Table& t) {
     if (is_file(config_path)) {
       const Keys config(read_json(config_path), config_path);
       setting = config.text_or("language_codes", setting);
-      const auto list = m2m100_language_lists().find(setting);
-      if (list == m2m100_language_lists().end()) {
+      const auto list = data::m2m100_language_lists().find(setting);
+      if (list == data::m2m100_language_lists().end()) {
         config.refuse("language_codes", "expected \"m2m100\" or \"wmt21\"");
       }
     }
-    for (const std::string& code : m2m100_language_lists().at(setting)) {
+    for (const std::string& code : data::m2m100_language_lists().at(setting)) {
       listed.push_back("__" + code + "__");
     }
     source = config_path + " (language_codes " + setting + ")";
