@@ -36,15 +36,7 @@ class ExportHf : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new TempDir("export-hf");
     prepare_reverse_corpus(*dir_, 3000, kLines);
-    write_file(file("corpora.yaml"),
-               "corpora:\n"
-               "  - {name: rev, src_lang: s, tgt_lang: r, train: {src: train.src, tgt: "
-               "train.tgt}}\n"
-               "  - {name: copy, src_lang: s, tgt_lang: c, train: {src: train.src, tgt: "
-               "train.src}}\n");
-    const auto multi = run_command(tool("tandem-prep") + " --corpora " + file("corpora.yaml") +
-                                   " --vocab-size 64 --out " + file("multi.h5"));
-    ASSERT_EQ(multi.exit_code, 0) << multi.output;
+    prepare_two_directions(*dir_);
     const auto install = run_command(std::string(TANDEM_LAUNCH_DIR) + "/transformers.sh");
     ASSERT_EQ(install.exit_code, 0) << install.output;
     python_path_ = new std::string(lines_of(install.output).back());

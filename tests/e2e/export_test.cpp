@@ -199,28 +199,8 @@ TEST_F(Export, GreedyTranslationsAreTandemDecodesForSwishAndHalvesPositions) {
 // copies them, tags >>r<< and >>c<<): CTranslate2 on tagged input gives tandem-decode's greedy
 // lines, and the tag decides the direction.
 TEST_F(Export, AMultilingualModelTranslatesTaggedInputAsTandemDecodes) {
-  write_file(
-      file("corpora.yaml"),
-      "corpora:\n"
-      "  - {name: rev, src_lang: s, tgt_lang: r, train: {src: train.src, tgt: train.tgt}}\n"
-      "  - {name: copy, src_lang: s, tgt_lang: c, train: {src: train.src, tgt: train.src}}\n");
-  const auto prep = run_command(tool("tandem-prep") + " --corpora " + file("corpora.yaml") +
-                                " --vocab-size 64 --out " + file("multi.h5"));
-  ASSERT_EQ(prep.exit_code, 0) << prep.output;
-  const std::string config = file("multi.yaml");
-  write_file(config,
-             "model: {d_model: 64, heads: 2, encoder_layers: 2, decoder_layers: 2, "
-             "d_ff: 128, dropout: 0, max_positions: 128, tie_embeddings: true}\n"
-             "data: {corpus: " +
-                 file("multi.h5") +
-                 ", max_tokens: 512, seed: 3}\n"
-                 "train: {max_steps: 400, lr: 0.003, seed: 5, threads: 1}\n"
-                 "checkpoint: {dir: " +
-                 file("run-multi") +
-                 ", every_steps: 0}\n"
-                 "log: {every_steps: 100}\n");
-  const auto trained = run_command(mpirun(2) + tool("tandem-train") + " --config " + config);
-  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  prepare_two_directions(*dir_);
+  train_small_model(*dir_, "multi", "multi.h5", 400, "--set model.tie_embeddings=true");
   std::vector<std::string> tagged;
   for (const char* tag : {">>r<< ", ">>c<< "}) {
     for (size_t i = 0; i < 100; ++i) tagged.push_back(tag + (*test_src_)[i]);

@@ -501,7 +501,9 @@ TEST_P(ImportNllb, CTranslate2GivesTandemDecodesGreedyLinesWithTheTargetPrefix) 
 std::map<std::string, torch::Tensor> folder_tensors(const std::string& dir) {
   std::string file;
   std::map<std::string, torch::Tensor> out;
-  for (const auto& [name, tensor] : importer::read_weights(dir, &file)) out.emplace(name, tensor.read());
+  for (const auto& [name, tensor] : importer::read_weights(dir, &file)) {
+    out.emplace(name, tensor.read());
+  }
   for (const char* copy : {"model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
                            "lm_head.weight"}) {
     if (out.count(copy) && out.count("model.shared.weight")) {

@@ -27,6 +27,19 @@ inline void prepare_reverse_corpus(const TempDir& dir, int64_t train_pairs, int6
   ASSERT_EQ(prep.exit_code, 0) << prep.output;
 }
 
+// multi.h5 in `dir`: two directions of the reverse corpus's train split (tandem-prep --corpora),
+// reversing under >>r<< and copying under >>c<<.
+inline void prepare_two_directions(const TempDir& dir) {
+  write_file(dir.file("corpora.yaml"),
+             "corpora:\n"
+             "  - {name: rev, src_lang: s, tgt_lang: r, train: {src: train.src, tgt: train.tgt}}\n"
+             "  - {name: copy, src_lang: s, tgt_lang: c, train: {src: train.src, tgt: "
+             "train.src}}\n");
+  const auto prep = run_command(tool("tandem-prep") + " --corpora " + dir.file("corpora.yaml") +
+                                " --vocab-size 64 --out " + dir.file("multi.h5"));
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+}
+
 // A small model trained on `corpus` (a file of `dir`) for `steps` steps on 2 ranks, into
 // dir/run-NAME (last.h5 at the end); `flags` change its config (--set ...).
 inline void train_small_model(const TempDir& dir, const std::string& name,

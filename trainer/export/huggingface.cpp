@@ -180,7 +180,9 @@ std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(const model::Trans
 ordered_json hf_config(const model::TransformerOptions& o, const HfVocab& v) {
   const auto n = static_cast<int64_t>(v.rows.size());
   const Family f = family(o);
-  const char* type = f == Family::kMarian ? "marian" : f == Family::kPegasus ? "pegasus" : "m2m_100";
+  const char* type = f == Family::kMarian    ? "marian"
+                     : f == Family::kPegasus ? "pegasus"
+                                             : "m2m_100";
   const char* model = f == Family::kMarian    ? "MarianMTModel"
                       : f == Family::kPegasus ? "PegasusForConditionalGeneration"
                                               : "M2M100ForConditionalGeneration";
@@ -254,6 +256,19 @@ int64_t hf_id(const HfVocab& v, int64_t tandem_id) {
 // model's ids of every token before the language codes, which follow them in the order of the
 // tokenizer's language_codes setting), and that setting; the languages given, as src_lang and
 // tgt_lang. std::invalid_argument when the codes are not one setting's list.
+// special_tokens_map.json (`specials`) and tokenizer_config.json (`config`, the specials and the
+// languages given as src_lang and tgt_lang) of a tokenizer with language codes.
+void write_coded_tokenizer_config(ordered_json config, const ordered_json& specials,
+                                  const HfLanguages& languages, const std::string& dir) {
+  write_text(dir + "/special_tokens_map.json", specials.dump(2) + "\n");
+  config["src_lang"] = nullptr;
+  config["tgt_lang"] = nullptr;
+  if (!languages.source.empty()) config["src_lang"] = languages.source;
+  if (!languages.target.empty()) config["tgt_lang"] = languages.target;
+  config.update(specials);
+  write_text(dir + "/tokenizer_config.json", config.dump(2) + "\n");
+}
+
 // M2M100Tokenizer's language_codes setting that lists the model's codes in their order;
 // std::invalid_argument when none does.
 std::string m2m100_setting(const data::Vocab& vocab) {
@@ -280,22 +295,17 @@ void write_m2m100_tokenizer(const data::Vocab& vocab, const HfVocab& v,
                            {"sep_token", "</s>"},
                            {"unk_token", "<unk>"},
                            {"pad_token", "<pad>"}};
-  write_text(dir + "/special_tokens_map.json", specials.dump(2) + "\n");
-  ordered_json config = {{"tokenizer_class", "M2M100Tokenizer"},
-                         {"language_codes", setting},
-                         {"num_madeup_words", 8},
-                         {"model_max_length", 1024}};
-  config["src_lang"] = nullptr;
-  config["tgt_lang"] = nullptr;
-  if (!languages.source.empty()) config["src_lang"] = languages.source;
-  if (!languages.target.empty()) config["tgt_lang"] = languages.target;
-  config.update(specials);
-  write_text(dir + "/tokenizer_config.json", config.dump(2) + "\n");
+  write_coded_tokenizer_config({{"tokenizer_class", "M2M100Tokenizer"},
+                                {"language_codes", setting},
+                                {"num_madeup_words", 8},
+                                {"model_max_length", 1024}},
+                               specials, languages, dir);
 }
 
 // NllbTokenizer's files for an imported NLLB-200 model: its SentencePiece model (the pieces at
-// their id + 1 after <s> <pad> </s> <unk>) and the language codes that follow them, in id order
-// (<mask> after them, as NllbTokenizer puts it); the languages given, as src_lang and tgt_lang.
+// their id + 1 after <s> <pad> </s> <unk>), the language codes in id order, and every special
+// token at the model's id (added_tokens_decoder: where <mask> and the codes stand is the
+// model's, whichever order a tokenizer version would give them); the languages given.
 void write_nllb_tokenizer(const data::Vocab& vocab, const HfVocab& v,
                           const HfLanguages& languages, const std::string& dir) {
   write_text(dir + "/sentencepiece.bpe.model", vocab.sentencepiece_bytes(data::Side::kSource));
@@ -315,18 +325,12 @@ void write_nllb_tokenizer(const data::Vocab& vocab, const HfVocab& v,
   ordered_json specials = {{"bos_token", "<s>"},   {"eos_token", "</s>"},  {"sep_token", "</s>"},
                            {"cls_token", "<s>"},   {"unk_token", "<unk>"}, {"pad_token", "<pad>"},
                            {"mask_token", "<mask>"}};
-  write_text(dir + "/special_tokens_map.json", specials.dump(2) + "\n");
-  ordered_json config = {{"tokenizer_class", "NllbTokenizer"},
-                         {"added_tokens_decoder", added},
-                         {"additional_special_tokens", codes},
-                         {"legacy_behaviour", false},
-                         {"model_max_length", 1024}};
-  config["src_lang"] = nullptr;
-  config["tgt_lang"] = nullptr;
-  if (!languages.source.empty()) config["src_lang"] = languages.source;
-  if (!languages.target.empty()) config["tgt_lang"] = languages.target;
-  config.update(specials);
-  write_text(dir + "/tokenizer_config.json", config.dump(2) + "\n");
+  write_coded_tokenizer_config({{"tokenizer_class", "NllbTokenizer"},
+                                {"added_tokens_decoder", added},
+                                {"additional_special_tokens", codes},
+                                {"legacy_behaviour", false},
+                                {"model_max_length", 1024}},
+                               specials, languages, dir);
 }
 
 // MarianTokenizer's files: the SentencePiece models and vocab.json, the folder's ids.
