@@ -172,7 +172,8 @@ std::vector<AttentionRows> forced_attention(const decode::Ensemble& ensemble,
           auto& rows = out[static_cast<size_t>(indices[row])];
           rows.positions = static_cast<int64_t>(pair.src.size()) + 1;
           for (size_t t = 0; t < pair.tgt.size(); ++t) {
-            for (int64_t k = 0; k < rows.positions; ++k) rows.rows.push_back(cell[row][t][k]);
+            const float* first = cell[row][t].data();  // the row's source positions, in order
+            rows.rows.insert(rows.rows.end(), first, first + rows.positions);
           }
         }
       });

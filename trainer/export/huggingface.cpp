@@ -354,8 +354,8 @@ void write_marian_tokenizer(const data::Vocab& vocab, const HfVocab& v, const st
   write_text(dir + "/tokenizer_config.json", config.dump(2) + "\n");
 }
 
-}  // namespace
-
+// std::invalid_argument, one line naming the setting and what to train instead, for a model no
+// transformers class computes as Tandem does; or a language the model has no code for.
 void check_huggingface(const checkpoint::InferenceModel& model, const HfLanguages& languages) {
   const config::ModelConfig& m = model.config.model;
   const data::Vocab& vocab = model.vocab;
@@ -385,7 +385,9 @@ void check_huggingface(const checkpoint::InferenceModel& model, const HfLanguage
           "whose output has no bias, and a model trained here has one; train with "
           "model.positions: interleaved or halves (Pegasus, MarianMT)");
     }
-    const auto bias = ModelTensors(model.model)("output_proj.bias")
+    torch::NoGradGuard no_grad;
+    const auto bias = model.model->named_parameters()["output_proj.bias"]
+                          .to(torch::kCPU, torch::kFloat)
                           .index_select(0, torch::tensor(hf_vocab(vocab).rows, torch::kLong));
     if (bias.abs().max().item<float>() != 0.0f) {
       throw std::invalid_argument(
@@ -401,6 +403,8 @@ void check_huggingface(const checkpoint::InferenceModel& model, const HfLanguage
         "true, or post-norm layers (MarianMT has untied ones)");
   }
 }
+
+}  // namespace
 
 void write_hf_folder(const checkpoint::InferenceModel& model, const HfLanguages& languages,
                      const Provenance& provenance, const std::string& dir) {

@@ -34,14 +34,12 @@ struct HfLanguages {
   std::string source, target;
 };
 
-// std::invalid_argument, one line naming the setting and what to train instead, for a model no
-// transformers class computes as Tandem does; or a language the model has no code for.
-void check_huggingface(const checkpoint::InferenceModel& model, const HfLanguages& languages);
-
 // Writes config.json, generation_config.json (tandem-decode's beam, length penalty and banned
 // tokens), model.safetensors, the tokenizer's files (MarianTokenizer's source.spm, target.spm,
 // vocab.json; NllbTokenizer's or M2M100Tokenizer's sentencepiece.bpe.model; tokenizer_config.json,
-// special_tokens_map.json) and tandem.json into `dir`.
+// special_tokens_map.json) and tandem.json into `dir`. First, before any file:
+// std::invalid_argument, one line naming the setting and what to train instead, for a model no transformers class
+// computes as Tandem does, or a language the model has no code for.
 void write_hf_folder(const checkpoint::InferenceModel& model, const HfLanguages& languages,
                      const Provenance& provenance, const std::string& dir);
 

@@ -205,6 +205,13 @@ class Placement {
         source_(data::split_words(line.text)),
         target_(data::split_words(translation)),
         attention_(attention) {
+    for (int64_t t = 0; t < attention_.target_words; ++t) {  // each row's strongest attention
+      float top = 0;
+      for (int64_t s = 0; s < attention_.source_words; ++s) {
+        top = std::max(top, attention_.at(t, s));
+      }
+      row_top_.push_back(top);
+    }
     build_tree();
     place(0);
   }
@@ -229,8 +236,7 @@ class Placement {
 
   // Whether target word t attends most to one of `sources` (ties count; a row of zeros never).
   bool strongest_in(int64_t t, const std::vector<int64_t>& sources) const {
-    float top = 0;
-    for (int64_t s = 0; s < attention_.source_words; ++s) top = std::max(top, attention_.at(t, s));
+    const float top = row_top_[static_cast<size_t>(t)];
     return top > 0 && std::any_of(sources.begin(), sources.end(),
                                   [&](int64_t s) { return attention_.at(t, s) == top; });
   }
@@ -338,6 +344,7 @@ class Placement {
   const MarkedLine& line_;
   std::vector<data::ByteRange> source_, target_;
   const data::WordAttention& attention_;
+  std::vector<float> row_top_;  // per target word, its row's largest attention
   std::vector<Node> nodes_;
   std::vector<int64_t> single_at_;
 };

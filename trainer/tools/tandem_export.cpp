@@ -144,11 +144,10 @@ int export_ctranslate2(const Args& args) {
   return 0;
 }
 
-// The folder, staged and published whole; a model no transformers class computes is refused
-// before anything is written.
+// The folder, staged and published whole: a model no transformers class computes is refused
+// before any file is written, and the staging folder goes with the error.
 int export_huggingface(const Args& args) {
   const auto model = tandem::checkpoint::load_for_inference(args.checkpoint, args.weights);
-  tandem::exporter::check_huggingface(model, args.languages);
   tandem::StagedDir out(args.out, args.force);
   tandem::exporter::write_hf_folder(model, args.languages,
                                     {args.checkpoint, model.step, model.averaged}, out.path());
