@@ -98,10 +98,8 @@ class HfTensors {
     add(hf + ".weight", t_(tandem + ".weight").index_select(0, order_));
     add(hf + ".bias", t_(tandem + ".bias").index_select(0, order_));
   }
-  void norm(const std::string& hf, const std::string& tandem) {
-    add(hf + ".weight", t_(tandem + ".weight").index_select(0, order_));
-    add(hf + ".bias", t_(tandem + ".bias").index_select(0, order_));
-  }
+  // A LayerNorm's weight and bias are per coordinate of the stream, as an output's rows are.
+  void norm(const std::string& hf, const std::string& tandem) { writes(hf, tandem); }
   // An embedding matrix: rows by the folder's ids, columns reordered.
   void embedding(const std::string& hf, const std::string& tandem, const torch::Tensor& rows) {
     add(hf, t_(tandem).index_select(0, rows).index_select(1, order_));
