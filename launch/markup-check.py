@@ -7,10 +7,10 @@
 make: HYP is the plain translation of SRC (tandem-decode without --markup) and ALIGN the word
 alignment of SRC to HYP (eflomal: launch/align.sh with the training text, so that it learns from
 enough). For each of the first --lines lines it wraps one to three words or two-word phrases in
-paired tags (some nested, with attributes), where ALIGN links the wrapped words to contiguous
-words of HYP, puts a self-closing tag before some word, writes one of the line's commas as the
-entity &#44; and leaves every fifth line untagged. The text between the tags is SRC's line, so
-its translation is HYP's. TAGGED gets the lines, EXPECTED (JSON lines) the target words each
+paired tags (some nested, with attributes, no two alike), where ALIGN links the wrapped words to
+contiguous words of HYP, puts a self-closing tag before some word, writes one of the line's commas
+as the entity &#44; and leaves every fifth line untagged. The text between the tags is SRC's line,
+so its translation is HYP's. TAGGED gets the lines, EXPECTED (JSON lines) the target words each
 paired tag should wrap.
 
 check: OUTPUT is tandem-decode --markup's translation of TAGGED. Prints one JSON line: lines;
@@ -76,6 +76,8 @@ def make(args):
             attribute = {"b": ' id="%d.%d"', "i": "", "g": ' id="%d-%d" ctype="x-bold"',
                          "a": ' href="/p?a=%d&amp;b=%d"'}[name]
             open_text = "<%s%s>" % (name, attribute % (k, n) if "%" in attribute else attribute)
+            if any(tag["open"] == open_text for tag in tags):  # a second <i>: check tells them apart
+                open_text = '<%s title="%d.%d">' % (name, k, n)
             opens.setdefault(start, []).append(open_text)
             closes.setdefault(start + width - 1, []).append("</%s>" % name)
             tags.append({"open": open_text, "targets": targets})
@@ -155,6 +157,9 @@ def check(args):
         well_formed += ok
         intact += sorted(TAG.findall(line_in)) == sorted(TAG.findall(line_out))
         got = {open_text: words for open_text, words in wrapped}
+        if len({tag["open"] for tag in want["tags"]}) != len(want["tags"]):
+            sys.exit("markup-check.py: line %d of %s has two paired tags alike; check cannot tell "
+                     "them apart (make a new set)" % (k + 1, args.expected))
         for tag in want["tags"]:
             paired += 1
             exact += got.get(tag["open"]) == tag["targets"]

@@ -1,8 +1,9 @@
 // Markup taken out of a line and put back into its translation: parse against hand-made lines
 // (nesting, attributes, self-closing and void tags, comments, entities) and its refusals; restore
 // against hand-made alignments (reordering, nesting, spans, self-closing tags, words without
-// links, escaping); and over random lines, tags and alignments, that every output parses, holds
-// every tag once byte for byte, and reads as the translation.
+// links, escaping) and against a naive search over every run of target words; and over random
+// lines, tags and alignments, that every output parses, holds every tag once byte for byte, and
+// reads as the translation.
 #include "trainer/markup/markup.h"
 
 #include <gtest/gtest.h>
@@ -26,7 +27,9 @@ std::vector<std::string> tag_texts(const MarkedLine& line) {
 TEST(Parse, TakesOutTagsAndEntitiesAndSaysWhereEachTagStood) {
   const MarkedLine line =
       parse("Click <a href=\"x>y\" title='z'>here</a> &amp; <b>now</b><br/> &#233;&#x41;&lt;");
-  EXPECT_EQ(line.text, "Click here & now \xC3\xA9" "A<");
+  EXPECT_EQ(line.text,
+            "Click here & now \xC3\xA9"
+            "A<");
   EXPECT_TRUE(line.marked);
   ASSERT_EQ(line.tags.size(), 5u);
   EXPECT_EQ(line.tags[0].text, "<a href=\"x>y\" title='z'>");
@@ -72,7 +75,8 @@ TEST(Parse, RefusesUnclosedCrossingAndStrayTagsAndUnknownEntities) {
   EXPECT_EQ(parse_error("caf&eacute;"),
             "unknown entity '&eacute;' at byte 3 (known: &amp; &lt; &gt; &quot; &apos; &nbsp; "
             "&#N; &#xN;)");
-  EXPECT_EQ(parse_error("AT&T rocks"), "'&' at byte 2 starts no entity (write &amp; for an ampersand)");
+  EXPECT_EQ(parse_error("AT&T rocks"),
+            "'&' at byte 2 starts no entity (write &amp; for an ampersand)");
   EXPECT_EQ(parse_error("x <!-- y"), "comment at byte 2 never ends");
 }
 
@@ -91,9 +95,9 @@ std::string restored(const std::string& line, const std::string& translation,
 
 // Soft attention: rows[t][s], target word t's attention to source word s.
 std::string restored_soft(const std::string& line, const std::string& translation,
-                     const std::vector<std::vector<float>>& rows) {
-  data::WordAttention attention{static_cast<int64_t>(rows.front().size()),
-                                static_cast<int64_t>(rows.size()), {}};
+                          const std::vector<std::vector<float>>& rows) {
+  data::WordAttention attention{
+      static_cast<int64_t>(rows.front().size()), static_cast<int64_t>(rows.size()), {}};
   for (const auto& row : rows) {
     attention.weights.insert(attention.weights.end(), row.begin(), row.end());
   }
@@ -113,8 +117,9 @@ TEST(Restore, PairedTagsWrapTheWordsAlignedToWhatTheyWrapped) {
             "historia <b>increible</b>");
 }
 
-TEST(Restore, OfTargetWordsApartThePairWrapsTheRunWithTheMostAttentionToItsWords) {
-  // "casa" and "nueva" both attend most to the wrapped words, apart: the run with more of it.
+TEST(Restore, APairWrapsTheRunOfTargetWordsMoreTheWrappedWordsThanNot) {
+  // "casa" and "nueva" both come mostly from the wrapped words, apart: the run that is more so.
+  // casa: 0.9 of its attention, 0.5 of theirs; ya: 0.2, 0.11; nueva: 0.7, 0.39.
   const std::vector<std::vector<float>> rows = {
       {0.2f, 0.7f, 0.1f}, {0.1f, 0.1f, 0.8f}, {0.5f, 0.2f, 0.3f}};
   EXPECT_EQ(restored_soft("<a href=\"#\">new house</a> now", "casa ya nueva", rows),
@@ -126,13 +131,74 @@ TEST(Restore, OfTargetWordsApartThePairWrapsTheRunWithTheMostAttentionToItsWords
   // Equal runs: the first.
   EXPECT_EQ(restored("<a href=\"#\">new house</a> now", "casa ya nueva", {{0, 2}, {1, 0}, {2, 1}}),
             "<a href=\"#\">casa</a> ya nueva");
+  // "la" attends a little more to "house" than to "the", and takes a third of what "house"
+  // receives (0.55 + 0.37 < 1): the tag leaves it out. More of it (0.7 + 0.42) and it is in.
+  EXPECT_EQ(restored_soft("the <b>house</b>", "la casa", {{0.45f, 0.55f}, {0.05f, 0.95f}}),
+            "la <b>casa</b>");
+  EXPECT_EQ(restored_soft("the <b>house</b>", "la casa", {{0.3f, 0.7f}, {0.05f, 0.95f}}),
+            "<b>la casa</b>");
 }
 
-TEST(Restore, WrappedWordsNoTargetWordAttendsMostToTakeTheWordAttendingToThemMost) {
-  // Every target word attends most to "the" or "dog"; "big" is second for "grande" and "perro".
+TEST(Restore, WhenNoTargetWordIsMoreTheWrappedWordsThanNotThePairTakesTheClosestOne) {
+  // Every target word attends most to "the" or "dog"; "grande" is the closest to "big":
+  // 0.35 of its attention and 0.41 of big's (perro: 0.3 and 0.35).
   const std::vector<std::vector<float>> rows = {
       {0.7f, 0.2f, 0.1f}, {0.1f, 0.3f, 0.6f}, {0.2f, 0.35f, 0.45f}};
   EXPECT_EQ(restored_soft("the <b>big</b> dog", "el perro grande", rows), "el perro <b>grande</b>");
+}
+
+// Random attention, one tag over one or two source words: the pair wraps the run of target words
+// that a naive search over every run finds with the largest sum of (share of the word's attention
+// on the wrapped words + share of their attention in the word - 1).
+TEST(Restore, APairWrapsTheRunANaiveSearchOverEveryRunFinds) {
+  std::mt19937 random(11);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  for (int round = 0; round < 300; ++round) {
+    const int sources = 2 + static_cast<int>(random() % 5);
+    const int targets = 1 + static_cast<int>(random() % 7);
+    const int first = static_cast<int>(random() % static_cast<unsigned>(sources));
+    const int last = std::min(sources - 1, first + static_cast<int>(random() % 2));
+    std::string line, translation;
+    for (int s = 0; s < sources; ++s) {
+      line += std::string(s > 0 ? " " : "") + (s == first ? "<b>" : "") + "s" + std::to_string(s) +
+              (s == last ? "</b>" : "");
+    }
+    std::vector<std::vector<float>> rows(static_cast<size_t>(targets));
+    for (int t = 0; t < targets; ++t) {
+      translation += (t > 0 ? " t" : "t") + std::to_string(t);
+      float sum = 0;
+      for (int s = 0; s <= sources; ++s) rows[t].push_back(uniform(random)), sum += rows[t].back();
+      for (float& x : rows[t]) x /= sum;  // a softmax row: its last position is the source's end
+      rows[t].pop_back();
+    }
+    std::vector<double> gain(static_cast<size_t>(targets));
+    double received = 0;
+    for (int t = 0; t < targets; ++t) {
+      for (int s = first; s <= last; ++s) received += rows[t][s];
+    }
+    for (int t = 0; t < targets; ++t) {
+      double mine = 0, total = 0;
+      for (int s = 0; s < sources; ++s) total += rows[t][s];
+      for (int s = first; s <= last; ++s) mine += rows[t][s];
+      gain[t] = mine / total + mine / received - 1;
+    }
+    int best_begin = 0, best_end = 1;
+    double best = gain[0];
+    for (int b = 0; b < targets; ++b) {
+      for (int e = b + 1; e <= targets; ++e) {
+        double sum = 0;
+        for (int t = b; t < e; ++t) sum += gain[t];
+        if (sum > best + 1e-5) best = sum, best_begin = b, best_end = e;
+      }
+    }
+    std::string want;
+    for (int t = 0; t < targets; ++t) {
+      want += std::string(t > 0 ? " " : "") + (t == best_begin ? "<b>" : "") + "t" +
+              std::to_string(t) + (t + 1 == best_end ? "</b>" : "");
+    }
+    SCOPED_TRACE(line);
+    EXPECT_EQ(restored_soft(line, translation, rows), want);
+  }
 }
 
 TEST(Restore, SelfClosingTagsStandBeforeTheWordAlignedToTheNextSourceWord) {

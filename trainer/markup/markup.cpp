@@ -20,10 +20,9 @@ bool name_char(char c) {
 bool void_element(std::string name) {
   std::transform(name.begin(), name.end(), name.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  static const char* const kVoid[] = {"area", "base", "br",   "col",   "embed", "hr",    "img",
+  static const char* const kVoid[] = {"area",  "base", "br",   "col",   "embed",  "hr",    "img",
                                       "input", "link", "meta", "param", "source", "track", "wbr"};
-  return std::any_of(std::begin(kVoid), std::end(kVoid),
-                     [&](const char* v) { return name == v; });
+  return std::any_of(std::begin(kVoid), std::end(kVoid), [&](const char* v) { return name == v; });
 }
 
 std::string at_byte(size_t at) { return " at byte " + std::to_string(at); }
@@ -84,7 +83,8 @@ size_t read_entity(const std::string& line, size_t at, std::string& out) {
 size_t read_tag(const std::string& line, size_t at, Tag& tag, std::string* name) {
   if (line.compare(at, 4, "<!--") == 0) {
     const size_t end = line.find("-->", at + 4);
-    if (end == std::string::npos) throw std::invalid_argument("comment" + at_byte(at) + " never ends");
+    if (end == std::string::npos)
+      throw std::invalid_argument("comment" + at_byte(at) + " never ends");
     tag.kind = Tag::Kind::kSelfClosing;
     tag.text = line.substr(at, end + 3 - at);
     return end + 3;
@@ -114,10 +114,10 @@ size_t read_tag(const std::string& line, size_t at, Tag& tag, std::string* name)
     throw std::invalid_argument("tag <" + *name + ">" + at_byte(at) + " never ends (no '>')");
   }
   tag.text = line.substr(at, i + 1 - at);
-  tag.kind = close                      ? Tag::Kind::kClose
-             : line[i - 1] == '/'       ? Tag::Kind::kSelfClosing
-             : void_element(*name)      ? Tag::Kind::kSelfClosing
-                                        : Tag::Kind::kOpen;
+  tag.kind = close                 ? Tag::Kind::kClose
+             : line[i - 1] == '/'  ? Tag::Kind::kSelfClosing
+             : void_element(*name) ? Tag::Kind::kSelfClosing
+                                   : Tag::Kind::kOpen;
   return i + 1;
 }
 
@@ -192,8 +192,8 @@ namespace {
 struct Node {
   int64_t open = -1;  // its open tag's index; -1: the line
   int64_t begin = 0, end = 0;
-  std::vector<size_t> children;          // paired tags directly inside it (indices into nodes)
-  std::vector<int64_t> singles;          // self-closing tags directly inside it (tag indices)
+  std::vector<size_t> children;  // paired tags directly inside it (indices into nodes)
+  std::vector<int64_t> singles;  // self-closing tags directly inside it (tag indices)
 };
 
 // Where the tags go among the translation's words, nested as they were.
@@ -205,12 +205,10 @@ class Placement {
         source_(data::split_words(line.text)),
         target_(data::split_words(translation)),
         attention_(attention) {
-    for (int64_t t = 0; t < attention_.target_words; ++t) {  // each row's strongest attention
-      float top = 0;
-      for (int64_t s = 0; s < attention_.source_words; ++s) {
-        top = std::max(top, attention_.at(t, s));
-      }
-      row_top_.push_back(top);
+    for (int64_t t = 0; t < attention_.target_words; ++t) {  // each row's attention to words
+      float total = 0;
+      for (int64_t s = 0; s < attention_.source_words; ++s) total += attention_.at(t, s);
+      row_total_.push_back(total);
     }
     build_tree();
     place(0);
@@ -234,13 +232,6 @@ class Placement {
     return words;
   }
 
-  // Whether target word t attends most to one of `sources` (ties count; a row of zeros never).
-  bool strongest_in(int64_t t, const std::vector<int64_t>& sources) const {
-    const float top = row_top_[static_cast<size_t>(t)];
-    return top > 0 && std::any_of(sources.begin(), sources.end(),
-                                  [&](int64_t s) { return attention_.at(t, s) == top; });
-  }
-
   // Target word t's attention to `sources`, summed.
   float mass(int64_t t, const std::vector<int64_t>& sources) const {
     float sum = 0;
@@ -248,34 +239,38 @@ class Placement {
     return sum;
   }
 
-  // The target words [begin, end) the source words over plain bytes [begin, end) became: of the
-  // target words that attend most to one of them, the contiguous run holding the most of their
-  // attention (the first of equals); when no target word does, the one word that attends to them
-  // most; empty (begin == end) when none attends to them at all.
+  // The target words [begin, end) the source words over plain bytes [begin, end) became. Each
+  // target word scores two shares: of its own attention, the part on those source words (how much
+  // of it comes from them), and of all the attention they receive, the part from it (how much of
+  // them went into it). The tag takes the contiguous run of words whose shares sum to more than one
+  // by the most (words more theirs than not); when no word's do, the one word closest to it (the
+  // first of equals). Empty (begin == end) when nothing attends to them at all.
   std::pair<int64_t, int64_t> translated(size_t begin, size_t end) const {
     const auto sources = sources_in(begin, end);
     const int64_t words =
         std::min<int64_t>(attention_.target_words, static_cast<int64_t>(target_.size()));
-    std::pair<int64_t, int64_t> best = {0, 0};
-    float best_mass = 0;
-    for (int64_t t = 0; t < words;) {
-      if (!strongest_in(t, sources)) {
-        ++t;
-        continue;
-      }
-      float run_mass = 0;
-      const int64_t first = t;
-      for (; t < words && strongest_in(t, sources); ++t) run_mass += mass(t, sources);
-      if (best.first == best.second || run_mass > best_mass) {
-        best = {first, t};
-        best_mass = run_mass;
-      }
+    std::vector<float> masses(static_cast<size_t>(words));
+    float received = 0;
+    for (int64_t t = 0; t < words; ++t) {
+      masses[static_cast<size_t>(t)] = mass(t, sources);
+      received += masses[static_cast<size_t>(t)];
     }
-    if (best.first < best.second) return best;
-    for (int64_t t = 0; t < words; ++t) {  // no target word attends most to them
-      if (mass(t, sources) > best_mass) {
-        best = {t, t + 1};
-        best_mass = mass(t, sources);
+    if (!(received > 0)) return {0, 0};
+    std::pair<int64_t, int64_t> best = {0, 0};
+    float best_sum = 0, run_sum = 0;
+    for (int64_t t = 0, from = 0; t < words; ++t) {  // the largest sum of a run (Kadane's)
+      const float total = row_total_[static_cast<size_t>(t)];
+      const float own = total > 0 ? masses[static_cast<size_t>(t)] / total : 0.0f;
+      const float gain = own + masses[static_cast<size_t>(t)] / received - 1.0f;
+      if (t == 0 || run_sum <= 0) {
+        run_sum = gain;
+        from = t;
+      } else {
+        run_sum += gain;
+      }
+      if (t == 0 || run_sum > best_sum) {
+        best = {from, t + 1};
+        best_sum = run_sum;
       }
     }
     return best;
@@ -344,7 +339,7 @@ class Placement {
   const MarkedLine& line_;
   std::vector<data::ByteRange> source_, target_;
   const data::WordAttention& attention_;
-  std::vector<float> row_top_;  // per target word, its row's largest attention
+  std::vector<float> row_total_;  // per target word, its attention to source words, summed
   std::vector<Node> nodes_;
   std::vector<int64_t> single_at_;
 };
@@ -355,7 +350,9 @@ class Placement {
 class Writer {
  public:
   Writer(const MarkedLine& line, const std::string& translation, const Placement& placement)
-      : line_(line), text_(translation), placement_(placement),
+      : line_(line),
+        text_(translation),
+        placement_(placement),
         gap_written_(placement.target().size() + 1, false) {}
 
   std::string write() {

@@ -1,10 +1,10 @@
 // Inline markup carried across translation (tandem-decode --markup): a line's XML/HTML tags and
 // entities are taken out, the text alone is translated, and the tags are put back by the word
-// attention between their words. A paired tag wraps the target words that attend most to the
-// source words it wrapped (the contiguous run of them with the most of that attention; nesting kept
-// valid); a self-closing tag (or a comment) stands before the translation of the source word that
-// followed it. Each tag comes out byte for byte as it came in; text is unescaped for the model and
-// escaped back.
+// attention between their words. A paired tag wraps the contiguous run of target words that are
+// more the wrapped source words' than not (by their share of each word's attention and of the
+// attention those source words receive; nesting kept valid); a self-closing tag (or a comment)
+// stands before the translation of the source word that followed it. Each tag comes out byte for
+// byte as it came in; text is unescaped for the model and escaped back.
 #pragma once
 
 #include <cstddef>
@@ -20,8 +20,8 @@ namespace tandem::markup {
 struct Tag {
   enum class Kind { kOpen, kClose, kSelfClosing };
   Kind kind = Kind::kOpen;
-  std::string text;  // the tag's bytes, "<a href=\"x\">" (a comment's "<!-- ... -->" too)
-  size_t at = 0;     // the byte of the plain text it stands before
+  std::string text;      // the tag's bytes, "<a href=\"x\">" (a comment's "<!-- ... -->" too)
+  size_t at = 0;         // the byte of the plain text it stands before
   int64_t partner = -1;  // an open tag's close and a close tag's open (an index into tags)
 };
 
