@@ -205,10 +205,14 @@ class Placement {
         source_(data::split_words(line.text)),
         target_(data::split_words(translation)),
         attention_(attention) {
-    for (int64_t t = 0; t < attention_.target_words; ++t) {  // each row's attention to words
-      float total = 0;
-      for (int64_t s = 0; s < attention_.source_words; ++s) total += attention_.at(t, s);
-      row_total_.push_back(total);
+    // What each target word gives to source words, and what each source word receives.
+    row_total_.assign(static_cast<size_t>(attention_.target_words), 0.0f);
+    column_total_.assign(static_cast<size_t>(attention_.source_words), 0.0f);
+    for (int64_t t = 0; t < attention_.target_words; ++t) {
+      for (int64_t s = 0; s < attention_.source_words; ++s) {
+        row_total_[static_cast<size_t>(t)] += attention_.at(t, s);
+        column_total_[static_cast<size_t>(s)] += attention_.at(t, s);
+      }
     }
     build_tree();
     place(0);
@@ -241,27 +245,29 @@ class Placement {
 
   // The target words [begin, end) the source words over plain bytes [begin, end) became. Each
   // target word scores two shares: of its own attention, the part on those source words (how much
-  // of it comes from them), and of all the attention they receive, the part from it (how much of
-  // them went into it). The tag takes the contiguous run of words whose shares sum to more than one
-  // by the most (words more theirs than not); when no word's do, the one word closest to it (the
-  // first of equals). Empty (begin == end) when nothing attends to them at all.
+  // of it comes from them), and of the attention one of them receives, the part from it (how much
+  // of that word went into it; the largest over them). The tag takes the contiguous run of words
+  // whose shares sum to more than one by the most (words more theirs than not); when no word's do,
+  // the one word closest to it (the first of equals). Empty (begin == end) when nothing attends
+  // to them at all.
   std::pair<int64_t, int64_t> translated(size_t begin, size_t end) const {
     const auto sources = sources_in(begin, end);
+    const auto received = [&](int64_t s) { return column_total_[static_cast<size_t>(s)]; };
+    if (std::none_of(sources.begin(), sources.end(), [&](int64_t s) { return received(s) > 0; })) {
+      return {0, 0};
+    }
     const int64_t words =
         std::min<int64_t>(attention_.target_words, static_cast<int64_t>(target_.size()));
-    std::vector<float> masses(static_cast<size_t>(words));
-    float received = 0;
-    for (int64_t t = 0; t < words; ++t) {
-      masses[static_cast<size_t>(t)] = mass(t, sources);
-      received += masses[static_cast<size_t>(t)];
-    }
-    if (!(received > 0)) return {0, 0};
     std::pair<int64_t, int64_t> best = {0, 0};
     float best_sum = 0, run_sum = 0;
     for (int64_t t = 0, from = 0; t < words; ++t) {  // the largest sum of a run (Kadane's)
       const float total = row_total_[static_cast<size_t>(t)];
-      const float own = total > 0 ? masses[static_cast<size_t>(t)] / total : 0.0f;
-      const float gain = own + masses[static_cast<size_t>(t)] / received - 1.0f;
+      float gain = (total > 0 ? mass(t, sources) / total : 0.0f) - 1.0f;
+      float share = 0;
+      for (const int64_t s : sources) {
+        if (received(s) > 0) share = std::max(share, attention_.at(t, s) / received(s));
+      }
+      gain += share;
       if (t == 0 || run_sum <= 0) {
         run_sum = gain;
         from = t;
@@ -339,7 +345,8 @@ class Placement {
   const MarkedLine& line_;
   std::vector<data::ByteRange> source_, target_;
   const data::WordAttention& attention_;
-  std::vector<float> row_total_;  // per target word, its attention to source words, summed
+  std::vector<float> row_total_;     // per target word, its attention to source words, summed
+  std::vector<float> column_total_;  // per source word, the attention it receives, summed
   std::vector<Node> nodes_;
   std::vector<int64_t> single_at_;
 };

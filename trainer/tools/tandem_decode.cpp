@@ -72,7 +72,7 @@ With --markup, a line may hold inline tags (paired, nested, self-closing, with a
 comments) and entities (&amp; &lt; &gt; &quot; &apos; &nbsp; &#N; &#xN;). The text between the
 tags, unescaped, is translated; a paired tag then wraps the run of target words that are more
 the source words it wrapped than not (by the alignment heads' attention: each word's share of its
-attention on them, and its share of the attention they receive), a self-closing tag stands before
+attention on them, and its share of what one of them receives), a self-closing tag stands before
 the translation of the source word after it, every tag byte for byte as it came, and the text is
 escaped back. A line without tags
 or entities is written as without --markup. A tag left open, tags that cross, a stray '<' or an
