@@ -371,6 +371,25 @@ TEST_F(GuidedAlignmentE2E, MarkupComesBackWellFormedAroundTheTranslationOfItsTex
 }
 
 // Heads the model lacks, named by the flags: one line, exit 2.
+// A model trained without the alignment loss answers from every head of its train.alignment
+// layer, averaged (none learnt to align more than another): the lines of --alignment-heads 4, the
+// model's all, and not those of the two heads its config names, which a guided model reads.
+TEST_F(GuidedAlignmentE2E, AModelTrainedWithoutTheLossIsReadWithAllTheLayersHeads) {
+  const auto trained = train("unaligned", 1, 6, "--set train.alignment.weight=0");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const std::string score = tool("tandem-score") + " --checkpoint " + run_dir("unaligned") +
+                            "/last.h5 --src " + file("test.src") + " --tgt " + file("test.tgt") +
+                            " --alignments";
+  const auto by_default = run_command(score + " | cut -f5");
+  const auto all = run_command(score + " --alignment-heads 4 | cut -f5");
+  const auto two = run_command(score + " --alignment-heads 2 | cut -f5");
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.output;
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_EQ(by_default.output, all.output);
+  EXPECT_NE(by_default.output, two.output);
+}
+
 TEST_F(GuidedAlignmentE2E, AlignmentFlagsNamingHeadsTheModelLacksAreRefused) {
   const auto trained = train("flags", 1, 2);
   ASSERT_EQ(trained.exit_code, 0) << trained.output;

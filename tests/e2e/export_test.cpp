@@ -156,9 +156,9 @@ TEST_F(Export, GreedyTranslationsAreTandemDecodesForTiedEmbeddingsAndTheMovingAv
   EXPECT_EQ(provenance["step"], 400);
 }
 
-// The export records the alignment heads (the model's train.alignment: here the last layer's
-// first head), so CTranslate2's return_attention, merged to words as tandem-decode merges it,
-// gives tandem-decode --alignments' lines.
+// The export records the alignment heads (those --alignments reads: here, of a model trained
+// without the alignment loss, all the last layer's heads), so CTranslate2's return_attention,
+// merged to words as tandem-decode merges it, gives tandem-decode --alignments' lines.
 TEST_F(Export, AlignmentsFromReturnAttentionAreTandemDecodesAlignments) {
   const std::string out = file("ct2-tied-aligned");
   const auto exported = export_model(checkpoint("tied"), out);

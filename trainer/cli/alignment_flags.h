@@ -1,6 +1,6 @@
 // --alignments and the heads it reads, which tandem-decode and tandem-score share: by default the
 // heads the checkpoint's train.alignment names (those guided alignment trained, or, for a model
-// trained without it, the same layer's and heads' attention); --alignment-layer,
+// trained without it, every head of the same layer, averaged); --alignment-layer,
 // --alignment-heads and --alignment-head read others.
 #pragma once
 
@@ -38,7 +38,8 @@ inline void add_alignment_flags(CLI::App& app, AlignmentFlags& flags, const std:
                           ->needs(on);
   flags.heads_given = app.add_option("--alignment-heads", flags.heads,
                                      "average its first this many heads (default: the "
-                                     "checkpoint's train.alignment.heads)")
+                                     "checkpoint's train.alignment.heads; all of them for a "
+                                     "model trained without the alignment loss)")
                           ->check(kPositive)
                           ->needs(on);
   flags.head_given =
@@ -63,7 +64,10 @@ inline model::AlignmentHeads alignment_heads(const AlignmentFlags& flags,
                                 " layers (" + std::to_string(-layers) + " to " +
                                 std::to_string(layers - 1) + ")");
   }
-  read.heads = flags.heads_given->count() > 0 ? flags.heads : config.train.alignment.heads;
+  read.heads = flags.heads_given->count() > 0
+                   ? flags.heads
+                   : model::heads_read(config.train.alignment.weight > 0,
+                                       config.train.alignment.heads, heads);
   if (flags.head_given->count() > 0) read = {read.layer, 1, flags.head};
   if (read.first + read.heads > heads) {
     const std::string flag = flags.head_given->count() > 0
