@@ -1,10 +1,10 @@
 // Inline markup carried across translation (tandem-decode --markup): a line's XML/HTML tags and
 // entities are taken out, the text alone is translated, and the tags are put back by the word
 // attention between their words. A paired tag wraps the contiguous run of target words that are
-// more the wrapped source words' than not (by their share of each word's attention and of the
-// attention those source words receive; nesting kept valid); a self-closing tag (or a comment)
-// stands before the translation of the source word that followed it. Each tag comes out byte for
-// byte as it came in; text is unescaped for the model and escaped back.
+// clearly more the wrapped source words' than not (a word's share of its attention on them plus its
+// share of what the one it takes most from receives, past 1.2; nesting kept valid); a self-closing
+// tag (or a comment) stands before the translation of the source word that followed it. Each tag
+// comes out byte for byte as it came in; text is unescaped for the model and escaped back.
 #pragma once
 
 #include <cstddef>

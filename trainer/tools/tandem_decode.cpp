@@ -70,13 +70,13 @@ source piece it attended to most, pieces merged to their words.
 
 With --markup, a line may hold inline tags (paired, nested, self-closing, with attributes;
 comments) and entities (&amp; &lt; &gt; &quot; &apos; &nbsp; &#N; &#xN;). The text between the
-tags, unescaped, is translated; a paired tag then wraps the run of target words that are more
-the source words it wrapped than not (by the alignment heads' attention: each word's share of its
-attention on them, and its share of what one of them receives), a self-closing tag stands before
-the translation of the source word after it, every tag byte for byte as it came, and the text is
-escaped back. A line without tags
-or entities is written as without --markup. A tag left open, tags that cross, a stray '<' or an
-unknown entity stop tandem-decode with exit 2 naming the line (docs/alignments.md).
+tags, unescaped, is translated; a paired tag then wraps the run of target words that are clearly
+more the source words it wrapped than not (by the alignment heads' attention: each word's share
+of its attention on them plus its share of what one of them receives, past 1.2), a self-closing
+tag stands before the translation of the source word after it, every tag byte for byte as it
+came, and the text is escaped back. A line without tags or entities is written as without
+--markup. A tag left open, tags that cross, a stray '<' or an unknown entity stop tandem-decode
+with exit 2 naming the line (docs/alignments.md).
 
 With --nbest N, each input line gives N lines, best first:
   INDEX ||| TRANSLATION ||| SCORE        (with --alignments: ||| ALIGNMENT after it)
