@@ -64,10 +64,8 @@ inline model::AlignmentHeads alignment_heads(const AlignmentFlags& flags,
                                 " layers (" + std::to_string(-layers) + " to " +
                                 std::to_string(layers - 1) + ")");
   }
-  read.heads = flags.heads_given->count() > 0
-                   ? flags.heads
-                   : model::heads_read(config.train.alignment.weight > 0,
-                                       config.train.alignment.heads, heads);
+  read.heads =
+      flags.heads_given->count() > 0 ? flags.heads : config.train.alignment.heads_read(heads);
   if (flags.head_given->count() > 0) read = {read.layer, 1, flags.head};
   if (read.first + read.heads > heads) {
     const std::string flag = flags.head_given->count() > 0

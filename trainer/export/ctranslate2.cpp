@@ -206,7 +206,7 @@ void write_ct2_folder(const checkpoint::InferenceModel& model, Ct2Quantization q
   const config::AlignmentConfig& trained = model.config.train.alignment;
   const model::AlignmentHeads alignment{
       model::bottom_up_layer(trained.layer, model.config.model.decoder_layers),
-      model::heads_read(trained.weight > 0, trained.heads, model.config.model.heads)};
+      trained.heads_read(model.config.model.heads)};
   write_ct2_model(dir + "/model.bin", ct2_transformer(model.model, quantization, alignment));
   write_text(dir + "/config.json", ct2_config(model.vocab).dump(2) + "\n");
   nlohmann::json pieces = nlohmann::json::array();

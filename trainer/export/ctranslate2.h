@@ -25,7 +25,8 @@ Ct2Quantization ct2_quantization(const std::string& name);  // std::invalid_argu
 // fused into one self-attention projection and k|v into one for cross-attention, post- or
 // pre-norm with the final norms, relu, tied weights stored once and aliased.
 // `alignment`: the heads CTranslate2's return_attention averages (its alignment_layer, 0-based
-// here, and alignment_heads, the first ones: the heads --alignments reads, model::heads_read).
+// here, and alignment_heads, the first ones): the heads --alignments reads
+// (AlignmentConfig::heads_read).
 Ct2Model ct2_transformer(const model::Transformer& model, Ct2Quantization quantization,
                          const model::AlignmentHeads& alignment);
 

@@ -241,13 +241,6 @@ class Placement {
     return words;
   }
 
-  // Target word t's attention to `sources`, summed.
-  float mass(int64_t t, const std::vector<int64_t>& sources) const {
-    float sum = 0;
-    for (const int64_t s : sources) sum += attention_.at(t, s);
-    return sum;
-  }
-
   // The target words [begin, end) the source words over plain bytes [begin, end) became. Each
   // target word scores two shares: of its own attention, the part on those source words (how much
   // of it comes from them), and of the attention one of them receives, the part from it (how much
@@ -266,13 +259,13 @@ class Placement {
     std::pair<int64_t, int64_t> best = {0, 0};
     float best_sum = 0, run_sum = 0;
     for (int64_t t = 0, from = 0; t < words; ++t) {  // the largest sum of a run (Kadane's)
-      const float total = row_total_[static_cast<size_t>(t)];
-      float gain = (total > 0 ? mass(t, sources) / total : 0.0f) - kInsideTag;
-      float share = 0;
+      float mine = 0, share = 0;
       for (const int64_t s : sources) {
+        mine += attention_.at(t, s);
         if (received(s) > 0) share = std::max(share, attention_.at(t, s) / received(s));
       }
-      gain += share;
+      const float total = row_total_[static_cast<size_t>(t)];
+      const float gain = (total > 0 ? mine / total : 0.0f) + share - kInsideTag;
       if (t == 0 || run_sum <= 0) {
         run_sum = gain;
         from = t;

@@ -17,15 +17,6 @@ struct AlignmentHeads {
   int64_t first = 0;
 };
 
-// How many heads of the aligned layer a model is read with unless told otherwise (--alignments,
-// --markup, the CTranslate2 export): the first `trained` heads when guided alignment trained them
-// (`guided`), else all `heads` of the layer, averaged, for none learnt to align more than another
-// (on the Bible tiny model: AER 0.429 for its last layer's four heads, 0.458 for its best head
-// alone, 0.525 for its first).
-inline int64_t heads_read(bool guided, int64_t trained, int64_t heads) {
-  return guided ? trained : heads;
-}
-
 // `layer` counted from the bottom (0-based) when negative counts from the top (-1: the last of
 // `layers`). std::invalid_argument when it is outside the stack.
 int64_t bottom_up_layer(int64_t layer, int64_t layers);
