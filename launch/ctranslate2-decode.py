@@ -131,7 +131,7 @@ def target_words(decode, pieces):
 
 def pharaoh(src_words, tgt_words, attended):
     links = sorted({(src_words[a], t) for a, t in zip(attended, tgt_words)
-                    if t >= 0 and a < len(src_words) and src_words[a] >= 0})
+                    if t >= 0 and 0 <= a < len(src_words) and src_words[a] >= 0})
     return " ".join("%d-%d" % link for link in links)
 
 
@@ -162,8 +162,16 @@ def main():
     translator = ctranslate2.Translator(args.model_dir, device=args.device,
                                         compute_type=args.compute_type,
                                         inter_threads=args.threads, intra_threads=1)
+    with open(os.path.join(args.model_dir, "tandem.json"), encoding="utf-8") as f:
+        info = json.load(f)
+    # A model trained with train.alignment.shift aligns each piece at the step that reads it: the
+    # next step's attention, the end token's for the last piece.
+    shift = 1 if args.alignments and info.get("alignment_shift", False) else 0
+
     def translate(batch):
         options = {} if args.min_len is None else {"min_decoding_length": args.min_len}
+        if shift:
+            options["return_end_token"] = True
         if args.target_prefix:
             options["target_prefix"] = [[args.target_prefix]] * len(batch)
         return translator.translate_batch(
@@ -184,9 +192,13 @@ def main():
         runs.append((wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime))
     skip = 1 if args.target_prefix else 0  # the code translate_batch puts first
     hypotheses = [result.hypotheses[0][skip:] for result in results]
+    if shift:  # the end token came for its attention row alone
+        with open(os.path.join(args.model_dir, "config.json"), encoding="utf-8") as f:
+            eos = json.load(f)["eos_token"]
+        hypotheses = [pieces[:-1] if pieces and pieces[-1] == eos else pieces
+                      for pieces in hypotheses]
     # A model with language codes: the codes (and its other specials) are no text.
-    with open(os.path.join(args.model_dir, "tandem.json"), encoding="utf-8") as f:
-        special = set(json.load(f).get("special_pieces", []))
+    special = set(info.get("special_pieces", []))
     def decode(pieces):
         pieces = [piece for piece in pieces if piece not in special]
         return " ".join(pieces) if args.pieces else detokenize(target_sp, pieces) if paired \
@@ -196,8 +208,9 @@ def main():
         for i, pieces in enumerate(hypotheses):
             text = decode(pieces)
             if args.alignments:  # each target piece to its most attended source piece
-                attention = results[i].attention[0][skip:]
+                attention = results[i].attention[0][skip + shift:skip + shift + len(pieces)]
                 attended = [max(range(len(row)), key=row.__getitem__) for row in attention]
+                attended += [-1] * (len(pieces) - len(attended))  # cut at the length limit
                 words = [-1 if piece in special else w
                          for piece, w in zip(pieces, target_words(decode, pieces))]
                 text += "\t" + pharaoh(source_words(sp, lines[i], sources[i]), words, attended)

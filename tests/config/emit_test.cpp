@@ -26,7 +26,7 @@ TEST(ToYaml, WritesEveryKeyInShortestExactForm) {
       "  accum_steps: 1\n"
       "  checkpoint_activations: false\n"
       "  seed: 1\n  threads: 1\n  onednn_cache: 0\n  device: auto\n  precision: fp32\n"
-      "  alignment:\n    weight: 0.0\n    layer: -1\n    heads: 1\n"
+      "  alignment:\n    weight: 0.0\n    layer: -1\n    heads: 1\n    shift: false\n"
       "checkpoint:\n  dir: runs/tiny\n  every_steps: 500\n  every_minutes: 0.0\n  keep_last: 5\n"
       "valid:\n  every_steps: 0\n  max_sentences: 0\n  beam: 1\n  metric: bleu\n  patience: 0\n"
       "  samples: 3\n"
@@ -84,7 +84,7 @@ TEST(ToYaml, RoundTripIsBitExact) {
   c.train.warmup_steps = 7;
   c.train.label_smoothing = -0.0 + 0.1;
   c.checkpoint.dir = "123";  // looks like a number, is a string
-  c.train.alignment = {0.1 + 0.2, -2, 3};
+  c.train.alignment = {0.1 + 0.2, -2, 3, true};
   const std::string text = to_yaml(c);
   const Config back = parse_config(text, "round-trip");
   EXPECT_EQ(back.model.d_model, 96);
@@ -106,9 +106,10 @@ TEST(ToYaml, RoundTripIsBitExact) {
   EXPECT_TRUE(same_bits(back.train.alignment.weight, 0.1 + 0.2));
   EXPECT_EQ(back.train.alignment.layer, -2);
   EXPECT_EQ(back.train.alignment.heads, 3);
+  EXPECT_TRUE(back.train.alignment.shift);
   EXPECT_EQ(to_yaml(back), text);
   EXPECT_NE(text.find("  alignment:\n    weight: 0.30000000000000004\n    layer: -2\n"
-                      "    heads: 3\ncheckpoint:\n"),
+                      "    heads: 3\n    shift: true\ncheckpoint:\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("  lr: 0.30000000000000004\n"), std::string::npos) << text;

@@ -178,6 +178,14 @@ TEST(ParseConfig, ASectionInsideASectionReadsFromTheFileAndFromOverrides) {
   EXPECT_EQ(c.train.alignment.weight, 0.05);
   EXPECT_EQ(c.train.alignment.layer, -2);
   EXPECT_EQ(c.train.alignment.heads, 2);
+  EXPECT_FALSE(c.train.alignment.shift) << "without the key, as checkpoints written before it";
+  EXPECT_FALSE(c.train.alignment.shift_read());
+  const Config shifted = parse_config("data: {corpus: c.h5}\n", "my.yaml",
+                                      {"train.alignment.shift=true"});
+  EXPECT_FALSE(shifted.train.alignment.shift_read()) << "no guided heads: read where predicted";
+  EXPECT_TRUE(parse_config("data: {corpus: c.h5}\n", "my.yaml",
+                           {"train.alignment.shift=true", "train.alignment.weight=0.1"})
+                  .train.alignment.shift_read());
   const std::string typo =
       parse_error("data: {corpus: c.h5}\ntrain:\n  alignment:\n    wieght: 0.05\n");
   EXPECT_TRUE(starts_with(typo, "my.yaml:4: ")) << typo;

@@ -100,7 +100,7 @@ TEST(Presets, TinyWritesEveryKeyWithAComment) {
     EXPECT_EQ(commented.count(path), 1u) << path;
     ++count;
   }
-  EXPECT_EQ(count, 65);  // every key of config.h
+  EXPECT_EQ(count, 66);  // every key of config.h
 }
 
 TEST(Presets, BaseIsThePapersBaseModel) {

@@ -54,10 +54,12 @@ class Export : public ::testing::Test {
     const auto install = run_command(std::string(TANDEM_LAUNCH_DIR) + "/ctranslate2.sh");
     ASSERT_EQ(install.exit_code, 0) << install.output;
     python_path_ = new std::string(lines_of(install.output).back());
-    // The suite's own tiny run, in four shapes: tied embeddings with a moving average, untied,
+    // The suite's own tiny run, in four shapes: tied embeddings with a moving average, untied
+    // (with guided alignment, shifted: each piece learnt where it is the decoder's input),
     // pre-norm, and Marian's options (swish, positions in halves).
     train("tied", "--set model.tie_embeddings=true --set train.ema_decay=0.99");
-    train("untied", "--set model.tie_embeddings=false");
+    train("untied", "--set model.tie_embeddings=false --set train.alignment.weight=0.5"
+                    " --set train.alignment.shift=true");
     train("prenorm", "--set model.pre_norm=true --set model.tie_embeddings=true");
     train("marian", "--set model.tie_embeddings=true --set model.activation=swish"
                     " --set model.positions=halves");
@@ -156,27 +158,58 @@ TEST_F(Export, GreedyTranslationsAreTandemDecodesForTiedEmbeddingsAndTheMovingAv
   EXPECT_EQ(provenance["step"], 400);
 }
 
-// The export records the alignment heads (those --alignments reads: here, of a model trained
-// without the alignment loss, all the last layer's heads), so CTranslate2's return_attention,
-// merged to words as tandem-decode merges it, gives tandem-decode --alignments' lines.
-TEST_F(Export, AlignmentsFromReturnAttentionAreTandemDecodesAlignments) {
-  const std::string out = file("ct2-tied-aligned");
-  const auto exported = export_model(checkpoint("tied"), out);
-  ASSERT_EQ(exported.exit_code, 0) << exported.output;
-  const auto ct2 = ct2_translate(out, 1, "--alignments");
-  const auto decoded = run_command(tool("tandem-decode") + " --beam 1 --alignments --checkpoint " +
-                                   checkpoint("tied") + " < " + file("test.src") + " 2>/dev/null");
-  ASSERT_EQ(decoded.exit_code, 0) << decoded.output;
-  const auto tandem = lines_of(decoded.output);
-  ASSERT_EQ(ct2.size(), tandem.size());
-  size_t same = 0, linked = 0;
-  for (size_t i = 0; i < ct2.size(); ++i) {
-    same += ct2[i] == tandem[i];
-    linked += tandem[i].find('-', tandem[i].find('\t')) != std::string::npos;
+// The export records the alignment heads (those --alignments reads: of the tied model, trained
+// without the alignment loss, all the last layer's heads; of the untied one its guided head), so
+// CTranslate2's return_attention, merged to words as tandem-decode merges it, gives tandem-decode
+// --alignments' lines; also for the untied model's shifted head, which reads each piece where it
+// is the decoder's input (tandem.json says so; the script reads the next step's row, the end
+// token's for the last piece), and which learnt the reversal (target word j to source word n-1-j).
+// Of the links of TRANSLATION<TAB>LINKS lines, at least 90 % join target word j to source word
+// n-1-j of an n-word translation (the reversal: the model's translations have the source's words).
+void expect_mostly_reversed(const std::vector<std::string>& lines) {
+  size_t links = 0, reversed = 0;
+  for (const auto& line : lines) {
+    const size_t tab = line.find('\t');
+    std::istringstream words(line.substr(0, tab)), pairs(line.substr(tab + 1));
+    size_t n = 0;
+    for (std::string word; words >> word;) ++n;
+    for (std::string pair; pairs >> pair;) {
+      const size_t dash = pair.find('-');
+      const size_t s = std::stoul(pair.substr(0, dash)), t = std::stoul(pair.substr(dash + 1));
+      reversed += s + t + 1 == n;
+      ++links;
+    }
   }
-  std::printf("alignments: %zu of %zu lines identical in CTranslate2\n", same, ct2.size());
-  EXPECT_GE(same * 100, ct2.size() * 99);
-  EXPECT_GE(linked * 10, ct2.size() * 9) << "lines with links";
+  std::printf("shifted guided head: %zu of %zu links the reversal's\n", reversed, links);
+  EXPECT_GE(reversed * 10, links * 9);
+}
+
+TEST_F(Export, AlignmentsFromReturnAttentionAreTandemDecodesAlignments) {
+  for (const std::string name : {"tied", "untied"}) {
+    SCOPED_TRACE(name);
+    const std::string out = file("ct2-" + name + "-aligned");
+    const auto exported = export_model(checkpoint(name), out);
+    ASSERT_EQ(exported.exit_code, 0) << exported.output;
+    const auto info = nlohmann::json::parse(read_text(out + "/tandem.json"));
+    EXPECT_EQ(info.value("alignment_shift", false), name == "untied");
+    const auto ct2 = ct2_translate(out, 1, "--alignments");
+    const auto decoded =
+        run_command(tool("tandem-decode") + " --beam 1 --alignments --checkpoint " +
+                    checkpoint(name) + " < " + file("test.src") + " 2>/dev/null");
+    ASSERT_EQ(decoded.exit_code, 0) << decoded.output;
+    const auto tandem = lines_of(decoded.output);
+    ASSERT_EQ(ct2.size(), tandem.size());
+    size_t same = 0, linked = 0;
+    for (size_t i = 0; i < ct2.size(); ++i) {
+      same += ct2[i] == tandem[i];
+      linked += tandem[i].find('-', tandem[i].find('\t')) != std::string::npos;
+    }
+    std::printf("%s alignments: %zu of %zu lines identical in CTranslate2\n", name.c_str(), same,
+                ct2.size());
+    EXPECT_GE(same * 100, ct2.size() * 99);
+    EXPECT_GE(linked * 10, ct2.size() * 9) << "lines with links";
+    if (name == "untied") expect_mostly_reversed(tandem);
+  }
 }
 
 TEST_F(Export, RawWeightsExportTranslatesAsDecodeWithRawWeights) {

@@ -1,11 +1,12 @@
 // What the export suites share: the synthetic reverse-the-words corpus prepared with a 64-piece
-// vocabulary, and small models (width 64, 2+2 layers) trained on it on 2 ranks, each in its own
-// folder of a suite's TempDir.
+// vocabulary (and its word alignment, for guided alignment), and small models (width 64, 2+2
+// layers) trained on it on 2 ranks, each in its own folder of a suite's TempDir.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <sstream>
 #include <string>
 
 #include "tests/common/synthetic_corpus.h"
@@ -14,16 +15,35 @@
 
 namespace tandem::test {
 
-// train.src/tgt and test.src/tgt of the reverse corpus in `dir`, prepared into corpus.h5.
+// The reversal corpus's right alignment of the lines of `src`: target word j to source word
+// n-1-j, in Pharaoh's "i-j".
+inline std::string reversal_alignment(const std::string& src) {
+  std::string text;
+  for (const std::string& line : lines_of(read_text(src))) {
+    std::istringstream in(line);
+    size_t n = 0;
+    for (std::string word; in >> word;) ++n;
+    for (size_t j = 0; j < n; ++j) {
+      text += (j == 0 ? "" : " ") + std::to_string(n - 1 - j) + "-" + std::to_string(j);
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+// train.src/tgt (with train.align, its right word alignment) and test.src/tgt of the reverse
+// corpus in `dir`, prepared into corpus.h5.
 inline void prepare_reverse_corpus(const TempDir& dir, int64_t train_pairs, int64_t test_pairs) {
   SyntheticCorpusOptions options;
   options.train_pairs = train_pairs;
   options.test_pairs = test_pairs;
   make_reverse_corpus(dir.path(), options);
+  write_file(dir.file("train.align"), reversal_alignment(dir.file("train.src")));
   const auto prep = run_command(
       tool("tandem-prep") + " --train-src " + dir.file("train.src") + " --train-tgt " +
-      dir.file("train.tgt") + " --test-src " + dir.file("test.src") + " --test-tgt " +
-      dir.file("test.tgt") + " --vocab-size 64 --out " + dir.file("corpus.h5"));
+      dir.file("train.tgt") + " --train-align " + dir.file("train.align") + " --test-src " +
+      dir.file("test.src") + " --test-tgt " + dir.file("test.tgt") + " --vocab-size 64 --out " +
+      dir.file("corpus.h5"));
   ASSERT_EQ(prep.exit_code, 0) << prep.output;
 }
 

@@ -190,5 +190,36 @@ TEST(GuidedAlignment, AddsItsWeightedSumToTheLossAndReachesTheChosenHeadsAndWhat
   EXPECT_FALSE(torch::equal(q_plain.narrow(0, 0, 8), q_guided.narrow(0, 0, 8)));
 }
 
+// With shift, each link of target piece t is read at position t + 1 (where the piece is the
+// decoder's input): the loss's alignment sum is the naive sum over the links of the forced
+// attention's row t + 1, from a pass of its own (cross_attention).
+TEST(GuidedAlignment, ShiftedReadsEachLinkWhereItsPieceIsTheInput) {
+  torch::manual_seed(6);
+  Transformer model(small_options());
+  model->train();  // dropout 0: the same numbers as eval
+  torch::manual_seed(7);
+  const auto src = torch::randint(4, 23, {2, 6}, torch::kLong);
+  const auto tgt = torch::randint(4, 23, {2, 5}, torch::kLong);
+  const auto tgt_in = tgt.narrow(1, 0, 4), tgt_out = tgt.narrow(1, 1, 4);
+  const auto links =
+      torch::tensor({{0, 0, 1}, {0, 0, 2}, {0, 2, 4}, {1, 1, 0}, {1, 2, 5}}, torch::kInt64);
+  const auto weights = torch::tensor({0.5F, 0.5F, 1.0F, 1.0F, 1.0F});
+  for (const bool shift : {false, true}) {
+    const AlignmentHeads heads{2, 2, 0, shift};
+    const GuidedAlignment guided{heads, 0.5, links, weights};
+    const auto loss = model->loss(src, tgt_in, tgt_out, 0.1, &guided);
+    torch::NoGradGuard no_grad;
+    const auto log_probs = model->cross_attention(src, tgt_in, heads);
+    double want = 0;
+    for (int64_t n = 0; n < links.size(0); ++n) {
+      want -= weights[n].item<double>() *
+              log_probs[links[n][0].item<int64_t>()][links[n][1].item<int64_t>() + (shift ? 1 : 0)]
+                       [links[n][2].item<int64_t>()]
+                           .item<double>();
+    }
+    EXPECT_NEAR(loss.alignment_sum.item<double>(), want, 1e-4) << "shift " << shift;
+  }
+}
+
 }  // namespace
 }  // namespace tandem::model

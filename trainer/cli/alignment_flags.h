@@ -20,7 +20,9 @@ namespace tandem::cli {
 struct AlignmentFlags {
   bool alignments = false;
   int64_t layer = 0, heads = 0, head = 0;
+  bool shift = false;
   const CLI::Option* layer_given = nullptr;
+  const CLI::Option* shift_given = nullptr;
   const CLI::Option* heads_given = nullptr;
   const CLI::Option* head_given = nullptr;
   bool on() const { return alignments; }
@@ -47,6 +49,13 @@ inline void add_alignment_flags(CLI::App& app, AlignmentFlags& flags, const std:
           ->check(kNonNegative)
           ->needs(on)
           ->excludes("--alignment-heads");
+  flags.shift_given = app.add_flag("--alignment-shift", flags.shift,
+                                   "read each target piece where it is the decoder's input, not "
+                                   "where it is predicted (Shift-Att; default: as the "
+                                   "checkpoint's guided alignment trained them, "
+                                   "train.alignment.shift; --alignment-shift=false reads where "
+                                   "predicted)")
+                          ->needs(on);
 }
 
 // The heads the flags name in the model `config` describes (a checkpoint's); std::invalid_argument
@@ -67,6 +76,7 @@ inline model::AlignmentHeads alignment_heads(const AlignmentFlags& flags,
   read.heads =
       flags.heads_given->count() > 0 ? flags.heads : config.train.alignment.heads_read(heads);
   if (flags.head_given->count() > 0) read = {read.layer, 1, flags.head};
+  read.shift = flags.shift_given->count() > 0 ? flags.shift : config.train.alignment.shift_read();
   if (read.first + read.heads > heads) {
     const std::string flag = flags.head_given->count() > 0
                                  ? "--alignment-head " + std::to_string(flags.head)
@@ -81,9 +91,12 @@ inline model::AlignmentHeads alignment_heads(const AlignmentFlags& flags,
 inline std::vector<std::pair<std::string, std::string>> recorded_alignment_options(
     const AlignmentFlags& flags, const model::AlignmentHeads& read) {
   if (!flags.on()) return {};
-  return {{"--alignments", "yes"},
-          {"--alignment-layer", std::to_string(read.layer)},
-          {"--alignment-head", std::to_string(read.first) + "+" + std::to_string(read.heads)}};
+  std::vector<std::pair<std::string, std::string>> options = {
+      {"--alignments", "yes"},
+      {"--alignment-layer", std::to_string(read.layer)},
+      {"--alignment-head", std::to_string(read.first) + "+" + std::to_string(read.heads)}};
+  if (read.shift) options.emplace_back("--alignment-shift", "yes");  // older records lack it
+  return options;
 }
 
 }  // namespace tandem::cli

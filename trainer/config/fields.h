@@ -55,6 +55,7 @@ void for_each_learning_field(C& c, Visit& visit) {
   visit("train.alignment", "weight", c.train.alignment.weight);
   visit("train.alignment", "layer", c.train.alignment.layer);
   visit("train.alignment", "heads", c.train.alignment.heads);
+  visit("train.alignment", "shift", c.train.alignment.shift);
 }
 
 // The keys of how the run is kept, checked, spread and watched: checkpoint, valid, dist, log, lora.

@@ -130,6 +130,7 @@ struct Continuations {
   const Beams& beams;
   int64_t index;  // the sentence's place among the active ones
   const std::vector<int32_t>& attended;
+  bool shift = false;  // AlignmentHeads::shift: a token's attention is the step after it's
 
   int64_t row(const Candidate& c) const { return index * beams.width + c.parent; }
   std::vector<int32_t> tokens(const Candidate& c) const {
@@ -143,13 +144,28 @@ struct Continuations {
     if (with_token) positions.push_back(attended[row(c)]);
     return positions;
   }
+  // Per token of a hypothesis that took `steps` (each step's attention, the last one's too): with
+  // shift each token's is the step that read it (the first step read BOS; a cut hypothesis' last
+  // token was never read: -1, no link), else the step that predicted it.
+  std::vector<int32_t> per_token(std::vector<int32_t> steps, size_t tokens) const {
+    if (!shift || steps.empty()) {
+      steps.resize(std::min(steps.size(), tokens));
+      return steps;
+    }
+    steps.erase(steps.begin());
+    steps.resize(tokens, -1);
+    return steps;
+  }
   // The parent ended by the candidate's EOS (left out of the tokens), or the candidate cut at the
   // length limit.
   Hypothesis ended(const Candidate& c) const {
-    return {beams.tokens[row(c)], c.score, true, 0, attended_by(c, false)};
+    const auto& parent = beams.tokens[row(c)];
+    return {parent, c.score, true, 0, per_token(attended_by(c, true), parent.size())};
   }
   Hypothesis cut(const Candidate& c) const {
-    return {tokens(c), c.score, false, 0, attended_by(c, true)};
+    auto with_token = tokens(c);
+    const size_t n = with_token.size();
+    return {std::move(with_token), c.score, false, 0, per_token(attended_by(c, true), n)};
   }
 };
 
@@ -207,8 +223,9 @@ std::vector<int64_t> advance_beams(Beams& beams,
   std::vector<int64_t> rows;
   for (size_t i = 0; i < beams.sentence.size(); ++i) {
     const int64_t sentence = beams.sentence[i];
-    advance_sentence({beams, static_cast<int64_t>(i), attended}, candidates[i], options, step,
-                     limits[sentence], finished[sentence], next, rows);
+    const bool shift = options.alignment.has_value() && options.alignment->shift;
+    advance_sentence({beams, static_cast<int64_t>(i), attended, shift}, candidates[i], options,
+                     step, limits[sentence], finished[sentence], next, rows);
   }
   beams = std::move(next);
   return rows;

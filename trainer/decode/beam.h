@@ -21,7 +21,9 @@ struct Hypothesis {
   bool ended = false;           // emitted EOS; false when cut at the length limit
   double normalized = 0;        // score / length^length_penalty, see hypothesis_length()
   // With DecodeOptions::alignment, per token the source position (into the source tokens, EOS
-  // included) the alignment heads attended to most as they predicted it; else empty.
+  // included) the alignment heads attended to most as they predicted it, or with its shift as
+  // they read it (the step after; -1 for the last token of a hypothesis cut at the length limit);
+  // else empty.
   std::vector<int32_t> attended = {};
 };
 

@@ -49,8 +49,8 @@ struct DecodeOptions {
   // model's.
   std::shared_ptr<const data::Shortlist> shortlist;
   // Set: every hypothesis says, for each of its tokens, the source position these heads of the
-  // (first) model attended to most as they predicted it (Hypothesis::attended; tandem-decode
-  // --alignments).
+  // (first) model attended to most as they predicted it, or read it with their shift
+  // (Hypothesis::attended; tandem-decode --alignments).
   std::optional<model::AlignmentHeads> alignment;
 };
 

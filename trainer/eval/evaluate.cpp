@@ -171,8 +171,9 @@ std::vector<AttentionRows> forced_attention(const decode::Ensemble& ensemble,
           const auto& pair = pairs[static_cast<size_t>(indices[row])];
           auto& rows = out[static_cast<size_t>(indices[row])];
           rows.positions = static_cast<int64_t>(pair.src.size()) + 1;
+          const size_t shift = heads.shift ? 1 : 0;  // the position reading piece t
           for (size_t t = 0; t < pair.tgt.size(); ++t) {
-            const float* first = cell[row][t].data();  // the row's source positions, in order
+            const float* first = cell[row][t + shift].data();  // its source positions, in order
             rows.rows.insert(rows.rows.end(), first, first + rows.positions);
           }
         }

@@ -222,6 +222,9 @@ void write_ct2_folder(const checkpoint::InferenceModel& model, Ct2Quantization q
   }
   nlohmann::json info = provenance_json(provenance);
   info["quantization"] = ct2_quantization_names().at(static_cast<size_t>(quantization));
+  // A model trained to align each piece where it is the decoder's input: return_attention's row
+  // for a token is then the next one's (the end token's for the last: return_end_token).
+  if (trained.shift_read()) info["alignment_shift"] = true;
   if (model.vocab.coded()) {
     // A model with language codes (NLLB-200, M2M-100): each source starts with its language's
     // piece and translate_batch's target_prefix is the target's; detokenization leaves these

@@ -10,11 +10,15 @@
 namespace tandem::model {
 
 // The heads read as alignment: `heads` heads of decoder layer `layer` (0-based) from head `first`
-// on (guided alignment trains the first ones; --alignment-head reads any one).
+// on (guided alignment trains the first ones; --alignment-head reads any one). A target piece's
+// attention is read where the decoder predicts it, or with `shift` one position later, where it is
+// the decoder's input (Shift-Att, Chen et al., EMNLP 2020: the decoder then knows the piece it
+// aligns; the last piece's row is the one that predicts EOS).
 struct AlignmentHeads {
   int64_t layer = 0;
   int64_t heads = 1;
   int64_t first = 0;
+  bool shift = false;
 };
 
 // `layer` counted from the bottom (0-based) when negative counts from the top (-1: the last of
@@ -46,9 +50,10 @@ torch::Tensor mean_attention_log_probs(const torch::Tensor& q, const torch::Tens
 struct GuidedAlignment {
   AlignmentHeads heads;
   double weight = 0;  // of the alignment loss beside the token loss
-  // [links, 3] int64: batch row, target position (the query that predicts that target piece),
-  // source position; [links] float32: 1 / the links of that target position, so each aligned
-  // target position's weights sum to 1 (the row-normalised alignment matrix).
+  // [links, 3] int64: batch row, target position (the query that predicts that target piece; the
+  // loss reads the next one with heads.shift), source position; [links] float32: 1 / the links
+  // of that target position, so each aligned target position's weights sum to 1 (the
+  // row-normalised alignment matrix).
   torch::Tensor links, link_weights;
 };
 

@@ -184,7 +184,13 @@ TokenLoss TransformerImpl::loss(const torch::Tensor& src, const torch::Tensor& t
       output_proj_->loss(decoder_states(tgt_in, encode(src), src, linked ? &readout : nullptr),
                          tgt_weight(), tgt_out, label_smoothing);
   if (!linked) return loss;
-  const auto alignment = alignment_loss_sum(readout.log_probs, guided->links, guided->link_weights);
+  // With shift, each target piece's links are read at the position that has it as input.
+  const auto links =
+      guided->heads.shift
+          ? guided->links + torch::tensor({int64_t{0}, int64_t{1}, int64_t{0}},
+                                          guided->links.options())
+          : guided->links;
+  const auto alignment = alignment_loss_sum(readout.log_probs, links, guided->link_weights);
   loss.loss_sum = loss.loss_sum + guided->weight * alignment.to(loss.loss_sum.scalar_type());
   loss.alignment_sum = alignment.detach().to(torch::kFloat64);
   return loss;

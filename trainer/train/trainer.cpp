@@ -106,7 +106,7 @@ LossTerms loss_terms(const config::Config& config, const data::Corpus& corpus) {
   terms.label_smoothing = config.train.label_smoothing;
   terms.alignment_weight = alignment.weight;
   terms.alignment_heads = {model::bottom_up_layer(alignment.layer, config.model.decoder_layers),
-                           alignment.heads};
+                           alignment.heads, 0, alignment.shift};
   if (alignment.weight > 0 && !corpus.has_alignments("train")) {
     throw std::invalid_argument(
         "train.alignment.weight is above 0 but corpus '" + corpus.path() +
