@@ -40,13 +40,6 @@ class AlignE2E : public ::testing::Test {
 };
 TempDir* AlignE2E::dir_ = nullptr;
 
-size_t words_in(const std::string& line) {
-  std::istringstream in(line);
-  size_t words = 0;
-  for (std::string word; in >> word;) ++words;
-  return words;
-}
-
 TEST_F(AlignE2E, AlignShFindsTheReversalAndPrepMapsItToPieces) {
   const auto align =
       run_command(std::string(TANDEM_LAUNCH_DIR) + "/align.sh " + file("train.src") + " " +
@@ -189,17 +182,6 @@ TEST_F(GuidedAlignmentE2E, LoraAdaptersLearnTheAlignmentOnTwoRanksAsOnOneAccumul
   const auto records = training_records(run_dir("lora-two") + "/metrics.jsonl");
   ASSERT_FALSE(records.empty());
   EXPECT_TRUE(records.back().contains("alignment_loss"));
-}
-
-// The i-j pairs of a Pharaoh line.
-std::vector<std::pair<size_t, size_t>> links_of(const std::string& line) {
-  std::vector<std::pair<size_t, size_t>> links;
-  std::istringstream in(line);
-  for (std::string link; in >> link;) {
-    const size_t dash = link.find('-');
-    links.emplace_back(std::stoul(link.substr(0, dash)), std::stoul(link.substr(dash + 1)));
-  }
-  return links;
 }
 
 // tandem-decode --alignments: each line is the translation without the flag, a tab and links

@@ -158,24 +158,14 @@ TEST_F(Export, GreedyTranslationsAreTandemDecodesForTiedEmbeddingsAndTheMovingAv
   EXPECT_EQ(provenance["step"], 400);
 }
 
-// The export records the alignment heads (those --alignments reads: of the tied model, trained
-// without the alignment loss, all the last layer's heads; of the untied one its guided head), so
-// CTranslate2's return_attention, merged to words as tandem-decode merges it, gives tandem-decode
-// --alignments' lines; also for the untied model's shifted head, which reads each piece where it
-// is the decoder's input (tandem.json says so; the script reads the next step's row, the end
-// token's for the last piece), and which learnt the reversal (target word j to source word n-1-j).
 // Of the links of TRANSLATION<TAB>LINKS lines, at least 90 % join target word j to source word
 // n-1-j of an n-word translation (the reversal: the model's translations have the source's words).
 void expect_mostly_reversed(const std::vector<std::string>& lines) {
   size_t links = 0, reversed = 0;
   for (const auto& line : lines) {
     const size_t tab = line.find('\t');
-    std::istringstream words(line.substr(0, tab)), pairs(line.substr(tab + 1));
-    size_t n = 0;
-    for (std::string word; words >> word;) ++n;
-    for (std::string pair; pairs >> pair;) {
-      const size_t dash = pair.find('-');
-      const size_t s = std::stoul(pair.substr(0, dash)), t = std::stoul(pair.substr(dash + 1));
+    const size_t n = words_in(line.substr(0, tab));
+    for (const auto& [s, t] : links_of(line.substr(tab + 1))) {
       reversed += s + t + 1 == n;
       ++links;
     }
@@ -184,6 +174,12 @@ void expect_mostly_reversed(const std::vector<std::string>& lines) {
   EXPECT_GE(reversed * 10, links * 9);
 }
 
+// The export records the alignment heads (those --alignments reads: of the tied model, trained
+// without the alignment loss, all the last layer's heads; of the untied one its guided head), so
+// CTranslate2's return_attention, merged to words as tandem-decode merges it, gives tandem-decode
+// --alignments' lines; also for the untied model's shifted head, which reads each piece where it
+// is the decoder's input (tandem.json says so; the script reads the next step's row, the end
+// token's for the last piece), and which learnt the reversal (target word j to source word n-1-j).
 TEST_F(Export, AlignmentsFromReturnAttentionAreTandemDecodesAlignments) {
   for (const std::string name : {"tied", "untied"}) {
     SCOPED_TRACE(name);

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/common/synthetic_corpus.h"
 #include "tests/e2e/run_command.h"
@@ -15,14 +17,31 @@
 
 namespace tandem::test {
 
+// The words of a line, as eflomal and Pharaoh's indices count them (between white space).
+inline size_t words_in(const std::string& line) {
+  std::istringstream in(line);
+  size_t words = 0;
+  for (std::string word; in >> word;) ++words;
+  return words;
+}
+
+// The i-j pairs of a Pharaoh line.
+inline std::vector<std::pair<size_t, size_t>> links_of(const std::string& line) {
+  std::vector<std::pair<size_t, size_t>> links;
+  std::istringstream in(line);
+  for (std::string link; in >> link;) {
+    const size_t dash = link.find('-');
+    links.emplace_back(std::stoul(link.substr(0, dash)), std::stoul(link.substr(dash + 1)));
+  }
+  return links;
+}
+
 // The reversal corpus's right alignment of the lines of `src`: target word j to source word
 // n-1-j, in Pharaoh's "i-j".
 inline std::string reversal_alignment(const std::string& src) {
   std::string text;
   for (const std::string& line : lines_of(read_text(src))) {
-    std::istringstream in(line);
-    size_t n = 0;
-    for (std::string word; in >> word;) ++n;
+    const size_t n = words_in(line);
     for (size_t j = 0; j < n; ++j) {
       text += (j == 0 ? "" : " ") + std::to_string(n - 1 - j) + "-" + std::to_string(j);
     }

@@ -221,9 +221,9 @@ std::vector<int64_t> advance_beams(Beams& beams,
   Beams next;
   next.width = options.beam_size;
   std::vector<int64_t> rows;
+  const bool shift = options.alignment.has_value() && options.alignment->shift;
   for (size_t i = 0; i < beams.sentence.size(); ++i) {
     const int64_t sentence = beams.sentence[i];
-    const bool shift = options.alignment.has_value() && options.alignment->shift;
     advance_sentence({beams, static_cast<int64_t>(i), attended, shift}, candidates[i], options,
                      step, limits[sentence], finished[sentence], next, rows);
   }
